@@ -1,0 +1,65 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+// One target per concern; the dependency arrows below are the architecture (DESIGN.md §4):
+//   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
+//   SpoolStore, SpoolWatcher, SpoolTransfer   adapters; each may import SpoolRequest, never each other
+//   SpoolDaemon                        wires them; the only target that knows them all
+//   spoolfetch                         the executable: argument parsing and nothing else
+let package = Package(
+    name: "spoolfetch",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "spoolfetch", targets: ["spoolfetch"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+    ],
+    targets: [
+        // C shims: system libraries with typed, non-variadic wrappers.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CInotifyTools",
+                       providers: [.apt(["libinotifytools0-dev"])]),
+
+        // Pure parts.
+        .target(name: "SpoolRequest"),
+        .target(name: "SpoolScheduler",
+                dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
+
+        // Adapters.
+        .target(name: "SpoolStore",
+                dependencies: ["SpoolRequest"]),
+        .target(name: "SpoolWatcher",
+                dependencies: ["CInotifyTools"]),
+        .target(name: "SpoolTransfer",
+                dependencies: ["CCurl", "SpoolRequest",
+                               .product(name: "Crypto", package: "swift-crypto")]),
+
+        // The engine that wires them, and the thin executable.
+        .target(name: "SpoolDaemon",
+                dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
+                               "SpoolTransfer",
+                               .product(name: "Logging", package: "swift-log")]),
+        .executableTarget(name: "spoolfetch",
+                          dependencies: ["SpoolDaemon",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+
+        // Tests.
+        .target(name: "SpoolTestSupport",
+                dependencies: [.product(name: "NIOCore", package: "swift-nio"),
+                               .product(name: "NIOPosix", package: "swift-nio"),
+                               .product(name: "NIOHTTP1", package: "swift-nio")],
+                path: "Tests/SpoolTestSupport"),
+        .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
+        .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
+        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore", "SpoolRequest"]),
+        .testTarget(name: "EndToEndTests",
+                    dependencies: ["SpoolTestSupport", "spoolfetch"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

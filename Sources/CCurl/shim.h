@@ -1,0 +1,64 @@
+// Typed, non-variadic wrappers around libcurl.
+//
+// Why this shim exists: curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are C variadic
+// functions, which Swift cannot call. Each wrapper below fixes one argument type, so the Swift side
+// stays type-checked and never passes a value of the wrong width through `...`.
+#ifndef SPOOLFETCH_CCURL_SHIM_H
+#define SPOOLFETCH_CCURL_SHIM_H
+
+#include <curl/curl.h>
+#include <stddef.h>
+
+/// Signature of CURLOPT_WRITEFUNCTION / CURLOPT_HEADERFUNCTION callbacks.
+typedef size_t (*spoolfetch_data_callback)(char *data, size_t size, size_t count, void *context);
+/// Signature of CURLOPT_XFERINFOFUNCTION callbacks.
+typedef int (*spoolfetch_xferinfo_callback)(void *context, curl_off_t dltotal, curl_off_t dlnow,
+                                            curl_off_t ultotal, curl_off_t ulnow);
+
+static inline CURLcode spoolfetch_easy_setopt_long(CURL *easy, CURLoption option, long value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_off(CURL *easy, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_string(CURL *easy, CURLoption option, const char *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_pointer(CURL *easy, CURLoption option, void *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_data_callback(CURL *easy, CURLoption option,
+                                                            spoolfetch_data_callback value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_xferinfo_callback(CURL *easy,
+                                                                spoolfetch_xferinfo_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, value);
+}
+
+static inline CURLcode spoolfetch_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+static inline CURLcode spoolfetch_easy_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+static inline CURLcode spoolfetch_easy_getinfo_string(CURL *easy, CURLINFO info, char **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+static inline CURLcode spoolfetch_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+static inline CURLMcode spoolfetch_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+/// `CURLMsg.data` is a union; Swift imports it awkwardly, so read the result field here.
+static inline CURLcode spoolfetch_msg_result(const CURLMsg *msg) {
+    return msg->data.result;
+}
+
+#endif

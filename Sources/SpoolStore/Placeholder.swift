@@ -1,0 +1,2 @@
+import SpoolRequest
+public enum StorePlaceholder {}

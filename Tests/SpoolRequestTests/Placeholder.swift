@@ -1,0 +1,2 @@
+import XCTest
+final class SpoolRequestTestsPlaceholder: XCTestCase { func testNothing() {} }

@@ -1,0 +1,2 @@
+import XCTest
+final class SpoolStoreTestsPlaceholder: XCTestCase { func testNothing() {} }
