@@ -25,6 +25,7 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CInotifyTools",
                        providers: [.apt(["libinotifytools0-dev"])]),
+        .systemLibrary(name: "CLinux"),
 
         // Pure parts.
         .target(name: "SpoolRequest"),
@@ -33,11 +34,11 @@ let package = Package(
 
         // Adapters.
         .target(name: "SpoolStore",
-                dependencies: ["SpoolRequest"]),
+                dependencies: ["CLinux"]),
         .target(name: "SpoolWatcher",
-                dependencies: ["CInotifyTools"]),
+                dependencies: ["CInotifyTools", "CLinux"]),
         .target(name: "SpoolTransfer",
-                dependencies: ["CCurl", "SpoolRequest",
+                dependencies: ["CCurl",
                                .product(name: "Crypto", package: "swift-crypto")]),
 
         // The engine that wires them, and the thin executable.
@@ -57,7 +58,7 @@ let package = Package(
                 path: "Tests/SpoolTestSupport"),
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
-        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore", "SpoolRequest"]),
+        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],

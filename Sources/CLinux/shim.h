@@ -1,0 +1,39 @@
+// Linux calls that Swift's Glibc module does not expose: they are declared only under
+// _GNU_SOURCE (renameat2, syncfs, F_SETLEASE), or are variadic (fcntl with a lease type).
+// Each wrapper goes through syscall(2)/fcntl(2) directly and returns -1 with errno set on failure.
+#ifndef SPOOLFETCH_CLINUX_SHIM_H
+#define SPOOLFETCH_CLINUX_SHIM_H
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/// renameat2(2)'s flag: fail with EEXIST instead of replacing the target.
+#define SPOOLFETCH_RENAME_NOREPLACE 1u
+/// fcntl(2) commands for file leases (F_LINUX_SPECIFIC_BASE + 0 / + 1).
+#define SPOOLFETCH_F_SETLEASE 1024
+#define SPOOLFETCH_F_GETLEASE 1025
+
+static inline int spoolfetch_renameat2(int olddirfd, const char *oldpath, int newdirfd,
+                                       const char *newpath, unsigned int flags) {
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+/// Flushes the whole filesystem holding `fd`: one call commits a batch of files.
+static inline int spoolfetch_syncfs(int fd) {
+    return (int)syscall(SYS_syncfs, fd);
+}
+
+/// Takes (F_RDLCK / F_WRLCK) or drops (F_UNLCK) a lease. A read lease is refused with EAGAIN
+/// while any process has the file open for writing, which is how a scan tells a file that is
+/// still being written from a finished one.
+static inline int spoolfetch_set_lease(int fd, int type) {
+    return fcntl(fd, SPOOLFETCH_F_SETLEASE, type);
+}
+
+/// copy_file_range(2): in-kernel copy from `in_fd` at `*in_offset` to `out_fd`'s position.
+static inline long spoolfetch_copy_file_range(int in_fd, long long *in_offset, int out_fd, unsigned long length) {
+    return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, (void *)0, length, 0u);
+}
+
+#endif

@@ -1,0 +1,702 @@
+import Foundation
+import Synchronization
+import Logging
+import SpoolRequest
+import SpoolScheduler
+import SpoolStore
+import SpoolTransfer
+import SpoolWatcher
+
+/// How a run ended.
+public struct RunSummary: Sendable, Hashable {
+    public var published = 0
+    public var failed = 0
+    public var rejected = 0
+    /// 0: every item published; 1: an item failed or a request was rejected.
+    public var exitCode: Int32 { failed > 0 || rejected > 0 ? 1 : 0 }
+}
+
+/// The daemon: one engine thread that owns the transfer session, the scheduler and every
+/// in-memory record, and sleeps in `curl_multi_poll` until a socket, a timer or the inbox needs it.
+///
+/// Other threads — the watcher, the I/O queue (publishing, group ends, rejections), the hook
+/// runner and signal handlers — never touch the engine's state; they post to the inbox.
+public final class Engine {
+    private let configuration: DaemonConfiguration
+    private let logger: Logger
+    private let layout: SpoolLayout
+    private let store: SpoolStore
+    private let publisher: Publisher
+    private var scheduler: Scheduler
+    private let backoff: Backoff
+    private let hooks: HookRunner
+    private let wakeTarget = WakeTarget()
+    private let inbox: Inbox
+    private let ioQueue = DispatchQueue(label: "spoolfetch-io")
+    private var session: TransferSession!
+    private var signalSources: [DispatchSourceSignal] = []
+
+    private var requests: [String: RequestRecord] = [:]
+    private var items: [Int: ItemRecord] = [:]
+    private var nextKey = 0
+    private var publishQueue: [PublishJob] = []
+    private var publishInFlight = false
+    /// Jobs to try again after a failed publish (disk full, I/O error), with their time.
+    private var publishRetries: [(at: Date, job: PublishJob)] = []
+    /// I/O-thread jobs whose result has not come back.
+    private var ioOutstanding = 0
+    private var initialScanDone = false
+    private var stopping = false
+    private var summary = RunSummary()
+
+    public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
+        do { try configuration.validate() } catch { throw .configuration(error) }
+        self.configuration = configuration
+        self.logger = logger
+        do {
+            layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
+        } catch {
+            throw .spool(error)
+        }
+        store = SpoolStore(layout: layout)
+        publisher = Publisher(store: store)
+        scheduler = Scheduler(configuration: SchedulerConfiguration(
+            concurrency: configuration.concurrency, perHost: configuration.perHost,
+            window: configuration.window.flatMap(DailyWindow.init(parsing:))))
+        backoff = Backoff(base: configuration.retryBase, cap: configuration.retryCap)
+        let target = wakeTarget
+        inbox = Inbox(wake: { target.wake() })
+        hooks = HookRunner(logger: logger)
+    }
+
+    /// Runs until drained (`once`) or until SIGTERM/SIGINT.
+    public func run() throws(DaemonError) -> RunSummary {
+        // The watcher first: libinotifytools waits in select(), which cannot watch fds ≥ 1024.
+        let inbox = self.inbox
+        let watcher = DirectoryWatcher(directory: layout.incoming.path) { inbox.post(.watcher($0)) }
+        do { try watcher.start() } catch { throw .watcher(error) }
+
+        var transferConfiguration = TransferConfiguration()
+        transferConfiguration.stallTimeout = configuration.stallTimeout
+        transferConfiguration.caFile = configuration.caFile
+        transferConfiguration.caPath = configuration.caPath
+        do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
+        wakeTarget.set(session.waker)
+        installSignalHandlers()
+
+        let swept = store.sweepTemporaries()
+        if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
+        for claim in store.adoptOrphans() {
+            logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
+            accept(claim, adopted: true)
+        }
+        logger.info("spoolfetch running", metadata: [
+            "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
+            "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
+
+        while true {
+            for message in inbox.drain() { handle(message) }
+            for outcome in session.perform() { handle(outcome) }
+            schedule()
+            if shouldExit() { break }
+            session.wait(timeoutMilliseconds: sleepMilliseconds())
+        }
+        hooks.waitForAll()
+        logger.info("spoolfetch stopped", metadata: [
+            "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)"])
+        return summary
+    }
+
+    // MARK: Loop helpers
+
+    private func shouldExit() -> Bool {
+        if stopping {
+            return ioOutstanding == 0 && !publishInFlight
+        }
+        guard configuration.once, initialScanDone else { return false }
+        return requests.isEmpty && ioOutstanding == 0 && !publishInFlight && publishQueue.isEmpty
+    }
+
+    /// Until the nearest timer (earliest start, retry, window, publish retry); "forever" when none.
+    private func sleepMilliseconds() -> Int32 {
+        let now = Date()
+        var next = scheduler.nextWakeup(now: now)
+        if let retry = publishRetries.map(\.at).min() { next = min(next ?? retry, retry) }
+        guard let next else { return Int32.max }
+        let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
+        return Int32(max(0, min(ms, Double(Int32.max))))
+    }
+
+    private func schedule() {
+        let now = Date()
+        if !publishRetries.isEmpty {
+            let due = publishRetries.filter { $0.at <= now }
+            publishRetries.removeAll { $0.at <= now }
+            publishQueue.append(contentsOf: due.map(\.job))
+        }
+        kickPublisher()
+        if stopping { return }
+        for action in scheduler.nextActions(now: now) {
+            switch action {
+            case .start(let key): start(key)
+            case .pause(let key): pause(key)
+            }
+        }
+    }
+
+    // MARK: Messages
+
+    private func handle(_ message: EngineMessage) {
+        switch message {
+        case .watcher(.arrived(let name)):
+            claimIncoming(name)
+        case .watcher(.listing(let names, let initial)):
+            if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
+            for name in names { claimIncoming(name) }
+            if initial { initialScanDone = true }
+        case .watcher(.failed(let reason)):
+            logger.critical("watcher stopped: \(reason)")
+            beginStop(reason: "watcher failed")
+        case .published(let results):
+            publishInFlight = false
+            ioOutstanding -= 1
+            for result in results { handlePublished(result) }
+        case .groupEnded(let request, let markerPath, let isNew, let error):
+            ioOutstanding -= 1
+            groupEnded(request, markerPath: markerPath, isNew: isNew, error: error)
+        case .rejected(let request, let error):
+            ioOutstanding -= 1
+            if let error { logger.error("could not file a rejected request: \(error)", metadata: ["request": "\(request)"]) }
+        case .hookFinished:
+            break
+        case .stop(let signal):
+            beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
+        }
+    }
+
+    private func beginStop(reason: String) {
+        guard !stopping else { return }
+        stopping = true
+        logger.notice("stopping: no new claims; partial downloads are kept", metadata: ["reason": "\(reason)"])
+        for (key, record) in items {
+            guard case .running = record.phase else { continue }
+            if let outcome = session.remove(key) { keepPartial(record, outcome) }
+            saveResumeState(record)
+        }
+    }
+
+    // MARK: Claiming and parsing
+
+    private func claimIncoming(_ name: String) {
+        guard !stopping, DirectoryWatcher.isCandidate(name) else { return }
+        do {
+            switch try store.claim(name) {
+            case .gone:
+                return
+            case .refused(let code, let message):
+                summary.rejected += 1
+                logger.warning("rejected a request file: \(message)", metadata: ["request": "\(name)", "code": "\(code)"])
+                let record = ErrorRecord(request: name, code: code, message: message)
+                submitIO { [store] in
+                    do throws(StoreError) { try store.rejectUnclaimed(name, record); return .rejected(request: name, error: nil) }
+                    catch { return .rejected(request: name, error: error) }
+                }
+            case .claimed(let claim):
+                accept(claim, adopted: false)
+            }
+        } catch {
+            logger.error("could not claim a request file: \(error)", metadata: ["request": "\(name)"])
+        }
+    }
+
+    private func accept(_ claim: ClaimedRequest, adopted: Bool) {
+        let file: RequestFile
+        do {
+            file = try RequestParser.parse(fileName: claim.name, bytes: claim.bytes,
+                                           limits: ParseLimits(maxBytes: store.maxRequestBytes,
+                                                               maxItems: configuration.maxItems))
+        } catch {
+            summary.rejected += 1
+            logger.warning("rejected a request file: \(error.description)", metadata: ["request": "\(claim.name)"])
+            let record = ErrorRecord(request: claim.name, code: error.rule, message: error.message, line: error.line)
+            submitIO { [store] in
+                do throws(StoreError) { try store.reject(claim, record); return .rejected(request: claim.name, error: nil) }
+                catch { return .rejected(request: claim.name, error: error) }
+            }
+            return
+        }
+        let request = RequestRecord(claim: claim, file: file)
+        requests[claim.name] = request
+        let now = Date()
+        for item in file.items {
+            nextKey += 1
+            let record = ItemRecord(key: nextKey, request: request, item: item, now: now)
+            request.items.append(record)
+            items[record.key] = record
+            request.open += 1
+            if adopted { recover(record) } else { enqueue(record) }
+        }
+        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(file.items.count)",
+                                                     "group": "\(file.group)"])
+        if request.open == 0 { endGroup(request) }
+    }
+
+    private func enqueue(_ record: ItemRecord) {
+        record.phase = .queued
+        scheduler.submit(ScheduledItem(key: record.key, hostKey: record.item.url.hostKey,
+                                       priority: SchedulingPriority(record.item.priority),
+                                       earliestStart: record.item.earliestStart,
+                                       discretionary: record.item.discretionary))
+    }
+
+    /// An adopted request's item: pick up where the dead worker left it (state table in README).
+    private func recover(_ record: ItemRecord) {
+        guard let state = store.readState(record.base), state.request == record.request.name,
+              state.index == record.item.index else {
+            store.removeStaging(record.base)
+            enqueue(record)
+            return
+        }
+        record.attempts = state.attempts
+        switch state.phase {
+        case .failed:
+            if let failure = state.failure { itemEnded(record, .failed(failure)) } else { enqueue(record) }
+        case .published, .ready:
+            guard let marker = state.marker else { enqueue(record); return }
+            if let inode = state.inode, let file = state.finalName ?? store.findPublished(name: marker.name, inode: inode),
+               !store.partExists(record.base) {
+                // The data was renamed; its marker may or may not have been written.
+                if store.layout.final.exists(file + ".done") {
+                    itemEnded(record, .published(file: file, marker: store.layout.final.path(of: file + ".done")))
+                } else if let part = try? store.openPartIfPresent(record.base) ?? store.openPart(record.base, fresh: true) {
+                    record.phase = .publishing
+                    publishQueue.append(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file))
+                } else {
+                    enqueue(record)
+                }
+            } else if store.partExists(record.base), let part = try? store.openPart(record.base, fresh: false),
+                      part.size == marker.bytes {
+                record.part = part
+                record.phase = .publishing
+                publishQueue.append(PublishJob(part: part, state: state, marker: marker))
+            } else {
+                store.removeStaging(record.base)
+                enqueue(record)
+            }
+        case .running:
+            // Resume from the partial when its validators allow it.
+            if state.etag != nil || state.lastModified != nil,
+               let part = try? store.openPart(record.base, fresh: false), part.size > 0 {
+                record.part = part
+                record.etag = state.etag
+                record.lastModified = state.lastModified
+                record.bytesOnDisk = part.size
+                record.hash = nil     // re-hashed before the transfer starts
+            } else {
+                store.removeStaging(record.base)
+            }
+            enqueue(record)
+        }
+    }
+
+    // MARK: Transfers
+
+    private func start(_ key: Int) {
+        guard let record = items[key] else { scheduler.finished(key); return }
+        record.attempts += 1
+        if record.startedAt == nil { record.startedAt = Date() }
+        do {
+            if record.part == nil {
+                record.part = try store.openPart(record.base, fresh: true)
+                record.bytesOnDisk = 0
+                record.hash = nil
+            }
+            let part = record.part!
+            var resumeFrom: Int64 = 0
+            if record.bytesOnDisk > 0, record.validator != nil {
+                if record.hash == nil { record.hash = try HashState.of(fd: part.fd, length: record.bytesOnDisk) }
+                resumeFrom = record.bytesOnDisk
+            } else if record.bytesOnDisk > 0 || part.size > 0 {
+                try part.truncate(to: 0)
+                record.bytesOnDisk = 0
+                record.hash = nil
+            }
+            let request = TransferRequest(
+                url: record.item.url.string, headers: record.item.headers.map(\.line), destination: part.fd,
+                resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
+                ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(record.item))
+            try session.start(key: key, request: request, maxRecvSpeed: perTransferRate(adding: 1))
+            record.phase = .running
+            rebalanceRate()
+            logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
+                                                        "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
+        } catch let error as StoreError where error.isDiskFull {
+            logger.warning("no space for a staging file; waiting", metadata: ["item": "\(record.id)", "error": "\(error)"])
+            scheduler.retry(key, notBefore: Date().addingTimeInterval(5))
+            record.phase = .retrying
+        } catch {
+            scheduler.finished(key)
+            fail(record, code: "staging", message: "could not prepare the staging file: \(error)")
+        }
+    }
+
+    /// The size limit of an item: its `max-bytes`, else `expected-bytes` × slack; never above
+    /// the daemon-wide `--max-bytes`.
+    private func sizeLimit(_ item: RequestItem) -> Int64? {
+        var limit: Int64? = item.maxBytes
+        if limit == nil, let expected = item.expectedBytes {
+            let scaled = Double(expected) * configuration.expectSlack
+            limit = scaled >= Double(Int64.max) ? nil : max(Int64(scaled), expected)
+        }
+        if configuration.maxBytes > 0 { limit = min(limit ?? configuration.maxBytes, configuration.maxBytes) }
+        return limit
+    }
+
+    private func perTransferRate(adding extra: Int = 0) -> Int64 {
+        guard configuration.maxRate > 0 else { return 0 }
+        return max(1, configuration.maxRate / Int64(max(1, session.runningCount + extra)))
+    }
+
+    /// `--max-rate` is shared evenly among the running transfers.
+    private func rebalanceRate() {
+        guard configuration.maxRate > 0 else { return }
+        let share = perTransferRate()
+        for (key, record) in items { if case .running = record.phase { session.setMaxRecvSpeed(key, share) } }
+    }
+
+    private func pause(_ key: Int) {
+        guard let record = items[key], let outcome = session.remove(key) else { return }
+        keepPartial(record, outcome)
+        saveResumeState(record)
+        record.phase = .queued
+        rebalanceRate()
+        logger.info("transfer paused; partial kept", metadata: ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)"])
+    }
+
+    private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
+        record.bytesOnDisk = outcome.bytesOnDisk
+        record.hash = outcome.hashState
+        if outcome.facts.etag != nil || outcome.facts.lastModified != nil {
+            record.etag = outcome.facts.etag
+            record.lastModified = outcome.facts.lastModified
+        }
+    }
+
+    private func saveResumeState(_ record: ItemRecord) {
+        guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part else { return }
+        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+                              phase: .running, inode: part.inode, etag: record.etag,
+                              lastModified: record.lastModified, bytes: record.bytesOnDisk,
+                              attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format))
+        try? store.writeState(record.base, state)
+    }
+
+    private func handle(_ outcome: TransferOutcome) {
+        guard let record = items[outcome.key] else { return }
+        keepPartial(record, outcome)
+        record.lastFacts = outcome.facts
+        rebalanceRate()
+        if outcome.failure == nil, let digest = outcome.sha256 {
+            scheduler.finished(record.key)
+            ready(record, outcome, digest: digest)
+            return
+        }
+        let failure = outcome.failure ?? .curl(code: -1, text: "no result")
+        record.lastFailure = failure
+
+        // A 416 to a resume: either the partial already is the whole file, or start over.
+        if case .httpStatus(416) = failure, record.bytesOnDisk > 0 {
+            if outcome.facts.rangeTotal == record.bytesOnDisk, let hash = record.hash {
+                scheduler.finished(record.key)
+                ready(record, outcome, digest: hash.hexDigest)
+            } else {
+                record.bytesOnDisk = 0
+                record.hash = nil
+                record.etag = nil
+                record.lastModified = nil
+                scheduler.retry(record.key, notBefore: Date())
+                record.phase = .retrying
+            }
+            return
+        }
+        if case .rangeMismatch = failure {
+            record.bytesOnDisk = 0     // start over on the next attempt
+            record.hash = nil
+        }
+
+        let now = Date()
+        let withinAttempts = configuration.maxAttempts == 0 || record.attempts < configuration.maxAttempts
+        let withinDeadline = now.timeIntervalSince(record.firstQueued) < configuration.resourceTimeout
+        if failure.isTransient && withinAttempts && withinDeadline && !stopping {
+            let delay = backoff.delay(afterAttempt: record.attempts, jitter: Double.random(in: 0...1),
+                                      retryAfter: outcome.facts.retryAfter)
+            if case .httpStatus(let status) = failure, status == 429 || status == 503 {
+                // The server asked for a pause: back off the whole host, not just this item.
+                scheduler.holdHost(record.item.url.hostKey, until: now.addingTimeInterval(delay))
+            }
+            scheduler.retry(record.key, notBefore: now.addingTimeInterval(delay))
+            record.phase = .retrying
+            saveResumeState(record)
+            logger.info("transfer failed; will retry", metadata: [
+                "item": "\(record.id)", "url": "\(record.item.url)", "error": "\(failure)",
+                "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", delay))s"])
+            return
+        }
+        scheduler.finished(record.key)
+        if stopping, failure.isTransient || failure == .cancelled {
+            saveResumeState(record)      // picked up by the next run
+            return
+        }
+        var message = "\(failure)"
+        if failure.isTransient && !withinAttempts { message += " (gave up after \(record.attempts) attempts)" }
+        if failure.isTransient && !withinDeadline { message += " (resource timeout reached)" }
+        if case .tooLarge = failure, record.item.maxBytes == nil, record.item.expectedBytes != nil {
+            message += " (expected-bytes × \(configuration.expectSlack); set max-bytes to allow more)"
+        }
+        fail(record, code: failure.code, message: message)
+    }
+
+    /// The body is complete: check it, then hand it to the publisher.
+    private func ready(_ record: ItemRecord, _ outcome: TransferOutcome, digest: String) {
+        if let wanted = record.item.sha256, wanted != digest {
+            fail(record, code: "sha256-mismatch", message: "sha256 of the body is \(digest), the request expects \(wanted)")
+            return
+        }
+        guard let part = record.part else { return }
+        let finished = Date()
+        let facts = outcome.facts
+        let marker = ItemMarker(
+            request: record.request.name, group: record.request.group, index: record.item.index,
+            url: record.item.url.string, finalURL: facts.finalURL, name: record.item.name,
+            bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus == 206 ? 206 : facts.httpStatus,
+            etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
+            contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
+            finishedAt: RFC3339.format(finished), attempts: record.attempts)
+        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+                              phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
+                              bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
+                              marker: marker)
+        record.phase = .publishing
+        publishQueue.append(PublishJob(part: part, state: state, marker: marker))
+    }
+
+    // MARK: Publishing
+
+    private func kickPublisher() {
+        guard !publishInFlight, !publishQueue.isEmpty else { return }
+        let jobs = publishQueue
+        publishQueue.removeAll(keepingCapacity: true)
+        publishInFlight = true
+        let publisher = self.publisher
+        submitIO { .published(publisher.publish(jobs)) }
+    }
+
+    private func handlePublished(_ result: PublishResult) {
+        guard let record = record(forBase: result.base) else { return }
+        if let markerPath = result.markerPath, let file = result.finalName {
+            record.part = nil
+            itemEnded(record, .published(file: file, marker: markerPath))
+            return
+        }
+        let error = result.error.map { "\($0)" } ?? "unknown error"
+        guard let part = record.part ?? (try? store.openPartIfPresent(record.base)) else {
+            fail(record, code: "publish", message: "publishing failed: \(error)")
+            return
+        }
+        logger.warning("publishing failed; will try again in 5 s", metadata: ["item": "\(record.id)", "error": "\(error)"])
+        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+                              phase: .ready, inode: part.inode, bytes: record.bytesOnDisk, attempts: record.attempts)
+        if let marker = markerFor(record, file: result.finalName) {
+            publishRetries.append((Date().addingTimeInterval(5),
+                                   PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: result.finalName)))
+        }
+    }
+
+    private func markerFor(_ record: ItemRecord, file: String?) -> ItemMarker? {
+        store.readState(record.base)?.marker
+    }
+
+    private func record(forBase base: String) -> ItemRecord? {
+        // Bases are unique per (request, index); requests are few compared to lookups, so scan them.
+        for request in requests.values {
+            for item in request.items where item.base == base { return item }
+        }
+        return nil
+    }
+
+    // MARK: Endings
+
+    private func fail(_ record: ItemRecord, code: String, message: String) {
+        var curlCode: Int? = nil, curlText: String? = nil
+        if case .curl(let c, let t) = record.lastFailure { curlCode = c; curlText = t }
+        let status = record.lastFacts?.httpStatus
+        let failure = ItemFailure(index: record.item.index, url: record.item.url.string, name: record.item.name,
+                                  code: code, message: message, attempts: record.attempts,
+                                  httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText)
+        record.part = nil
+        store.layout.staging.remove(record.base + ".part")
+        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+                              phase: .failed, attempts: record.attempts, failure: failure)
+        try? store.writeState(record.base, state)
+        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
+                                                             "code": "\(code)"])
+        itemEnded(record, .failed(failure))
+    }
+
+    private func itemEnded(_ record: ItemRecord, _ phase: ItemPhase) {
+        guard !record.phase.hasEnded else { return }
+        record.phase = phase
+        let request = record.request
+        request.open -= 1
+        switch phase {
+        case .published(let file, let marker):
+            summary.published += 1
+            logger.debug("published", metadata: ["item": "\(record.id)", "file": "\(file)"])
+            runItemHook(record, status: "published", path: store.layout.final.path(of: file), marker: marker, reason: nil)
+        case .failed(let failure):
+            summary.failed += 1
+            runItemHook(record, status: "failed", path: nil, marker: nil, reason: "\(failure.code): \(failure.message)")
+        default: break
+        }
+        if request.open == 0 { endGroup(request) }
+    }
+
+    private func endGroup(_ request: RequestRecord) {
+        guard !request.ending else { return }
+        request.ending = true
+        var groupItems: [GroupItem] = []
+        var failures: [ItemFailure] = []
+        for record in request.items {
+            switch record.phase {
+            case .published(let file, let marker):
+                groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "published",
+                                            file: file, marker: (marker as NSString).lastPathComponent))
+            case .failed(let failure):
+                failures.append(failure)
+                groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "failed",
+                                            code: failure.code, message: failure.message))
+            default: break
+            }
+        }
+        let marker = GroupMarker(group: request.group, request: request.name, finishedAt: RFC3339.format(Date()),
+                                 items: groupItems)
+        let errorRecord = failures.isEmpty ? nil : ErrorRecord(
+            request: request.name, code: "items-failed",
+            message: "\(failures.count) of \(request.items.count) items failed"
+                + (failures.count < request.items.count ? "; the others were published" : ""), items: failures)
+        let claim = request.claim
+        let bases = request.items.map(\.base)
+        let store = self.store
+        submitIO {
+            do throws(StoreError) {
+                let (path, isNew) = try store.endGroup(claim, marker: marker, failure: errorRecord)
+                for base in bases { store.removeStaging(base) }
+                return .groupEnded(request: claim.name, markerPath: path, isNew: isNew, error: nil)
+            } catch {
+                return .groupEnded(request: claim.name, markerPath: nil, isNew: false, error: error)
+            }
+        }
+    }
+
+    private func groupEnded(_ name: String, markerPath: String?, isNew: Bool, error: StoreError?) {
+        guard let request = requests.removeValue(forKey: name) else { return }
+        for record in request.items { items.removeValue(forKey: record.key) }
+        if let error {
+            logger.error("could not end the group: \(error)", metadata: ["request": "\(name)", "group": "\(request.group)"])
+            return
+        }
+        let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
+        logger.info("group ended", metadata: ["request": "\(name)", "group": "\(request.group)",
+                                              "items": "\(request.items.count)", "failed": "\(failed)"])
+        if isNew, let command = configuration.onGroup, let markerPath {
+            hooks.run(command, environment: [
+                "SPOOLFETCH_GROUP": request.group, "SPOOLFETCH_ID": name, "SPOOLFETCH_MARKER": markerPath,
+                "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
+                "SPOOLFETCH_ITEMS": "\(request.items.count)", "SPOOLFETCH_FAILED": "\(failed)",
+            ])
+        }
+    }
+
+    private func runItemHook(_ record: ItemRecord, status: String, path: String?, marker: String?, reason: String?) {
+        guard let command = configuration.onItem else { return }
+        var environment = [
+            "SPOOLFETCH_ID": record.id, "SPOOLFETCH_GROUP": record.request.group,
+            "SPOOLFETCH_URL": record.item.url.string, "SPOOLFETCH_STATUS": status,
+            "SPOOLFETCH_BYTES": "\(record.bytesOnDisk)",
+        ]
+        if let finalURL = record.lastFacts?.finalURL { environment["SPOOLFETCH_FINAL_URL"] = finalURL }
+        if let path { environment["SPOOLFETCH_PATH"] = path }
+        if let marker { environment["SPOOLFETCH_MARKER"] = marker }
+        if let reason { environment["SPOOLFETCH_REASON"] = reason }
+        if status == "published", let hash = record.hash { environment["SPOOLFETCH_SHA256"] = hash.hexDigest }
+        hooks.run(command, environment: environment)
+    }
+
+    // MARK: Threads
+
+    private func submitIO(_ work: @escaping @Sendable () -> EngineMessage) {
+        ioOutstanding += 1
+        let inbox = self.inbox
+        ioQueue.async { inbox.post(work()) }
+    }
+
+    private func installSignalHandlers() {
+        for sig in [SIGTERM, SIGINT] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            let inbox = self.inbox
+            source.setEventHandler { inbox.post(.stop(signal: sig)) }
+            source.resume()
+            signalSources.append(source)
+        }
+    }
+}
+
+/// The transfer session's waker, set once the session exists (the watcher starts first and may
+/// post before that; such messages wait in the inbox for the first loop turn).
+final class WakeTarget: Sendable {
+    private let waker = Mutex<TransferWaker?>(nil)
+    func set(_ w: TransferWaker) { waker.withLock { $0 = w } }
+    func wake() { waker.withLock { $0 }?.wake() }
+}
+
+/// Why the daemon could not start.
+public enum DaemonError: Error, CustomStringConvertible {
+    case spool(StoreError)
+    case watcher(WatcherError)
+    case transfer(TransferSetupError)
+    case configuration(ConfigurationError)
+
+    public var description: String {
+        switch self {
+        case .spool(let e): return "cannot use the spool: \(e)"
+        case .watcher(let e): return "cannot watch incoming/: \(e)"
+        case .transfer(let e): return "cannot set up libcurl: \(e)"
+        case .configuration(let e): return "bad configuration: \(e)"
+        }
+    }
+}
+
+extension SchedulingPriority {
+    init(_ p: Priority) {
+        switch p { case .low: self = .low; case .normal: self = .normal; case .high: self = .high }
+    }
+}
+
+extension HashState {
+    /// Re-hashes the kept prefix of a partial (after a restart, the running hash is gone).
+    static func of(fd: Int32, length: Int64) throws(StoreError) -> HashState {
+        var state = HashState()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: Int64 = 0
+        while offset < length {
+            let want = Int(min(Int64(buffer.count), length - offset))
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, want, off_t(offset)) }
+            if n < 0 { if errno == EINTR { continue }; throw StoreError("pread", "staging part") }
+            if n == 0 { throw StoreError("pread", "staging part (shorter than its state says)", errno: EIO) }
+            buffer.withUnsafeBytes { state.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += Int64(n)
+        }
+        return state
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import Synchronization
+import SpoolStore
+import SpoolWatcher
+
+/// A message to the engine thread from another thread.
+enum EngineMessage: Sendable {
+    case watcher(WatcherEvent)
+    case published([PublishResult])
+    case groupEnded(request: String, markerPath: String?, isNew: Bool, error: StoreError?)
+    case rejected(request: String, error: StoreError?)
+    case hookFinished
+    case stop(signal: Int32)
+}
+
+/// The only way into the engine thread: a small locked queue plus a wake-up of the transfer
+/// loop's `curl_multi_poll`. The lock is held only to append or to swap the array out.
+final class Inbox: Sendable {
+    private let messages = Mutex<[EngineMessage]>([])
+    private let wake: @Sendable () -> Void
+
+    init(wake: @escaping @Sendable () -> Void) { self.wake = wake }
+
+    func post(_ message: EngineMessage) {
+        messages.withLock { $0.append(message) }
+        wake()
+    }
+
+    func drain() -> [EngineMessage] {
+        messages.withLock { m in
+            let taken = m
+            m.removeAll(keepingCapacity: true)
+            return taken
+        }
+    }
+}

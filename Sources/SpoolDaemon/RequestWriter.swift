@@ -1,0 +1,91 @@
+import Foundation
+import SpoolRequest
+import SpoolStore
+
+/// What `spoolfetch add` puts into one request file.
+public struct AddRequest: Sendable {
+    public var url: String
+    public var name: String?
+    public var earliestStart: String?
+    public var expectedBytes: String?
+    public var maxBytes: String?
+    public var sha256: String?
+    public var priority: String?
+    public var discretionary: Bool = false
+    public var group: String?
+    public var headers: [String] = []
+
+    public init(url: String) { self.url = url }
+
+    /// The request file's text. Values are written as given; the parser then judges them, so
+    /// `add` accepts exactly what a dropped file would.
+    public var text: String {
+        var lines: [String] = []
+        if let group { lines.append("group: \(group)") }
+        lines.append("url: \(url)")
+        if let name { lines.append("name: \(name)") }
+        if let earliestStart { lines.append("earliest-start: \(earliestStart)") }
+        if let expectedBytes { lines.append("expected-bytes: \(expectedBytes)") }
+        if let maxBytes { lines.append("max-bytes: \(maxBytes)") }
+        if let sha256 { lines.append("sha256: \(sha256)") }
+        if let priority { lines.append("priority: \(priority)") }
+        if discretionary { lines.append("discretionary: yes") }
+        for header in headers { lines.append("header: \(header)") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// Why `add` refused.
+public enum AddError: Error, CustomStringConvertible {
+    /// A value contains a line break, which would smuggle in another key.
+    case lineBreak(field: String)
+    case invalid(RequestRejection)
+    case spool(StoreError)
+
+    public var description: String {
+        switch self {
+        case .lineBreak(let field): return "\(field) must not contain a line break"
+        case .invalid(let r): return "\(r.message) (rule \(r.rule))"
+        case .spool(let e): return "cannot write the request: \(e)"
+        }
+    }
+}
+
+/// Validates a request the way the daemon will, then writes it like a well-behaved producer:
+/// into `tmp/`, fsync, rename into `incoming/` (never over an existing file).
+public enum RequestWriter {
+    /// Returns the request file's name in `incoming/`.
+    public static func add(_ request: AddRequest, spool: String) throws(AddError) -> String {
+        let fields: [(String, String?)] = [
+            ("URL", request.url), ("--name", request.name), ("--earliest-start", request.earliestStart),
+            ("--expected-bytes", request.expectedBytes), ("--max-bytes", request.maxBytes),
+            ("--sha256", request.sha256), ("--priority", request.priority), ("--group", request.group),
+        ] + request.headers.map { ("--header", $0) }
+        for (field, value) in fields {
+            if let value, value.contains(where: { $0 == "\n" || $0 == "\r" }) { throw .lineBreak(field: field) }
+        }
+        let name = uniqueName()
+        let text = request.text
+        do {
+            _ = try RequestParser.parse(fileName: name, bytes: Array(text.utf8))
+        } catch {
+            throw .invalid(error)
+        }
+        do {
+            let layout = try SpoolLayout(root: spool)
+            try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+            try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
+            try layout.incoming.sync()
+        } catch {
+            throw .spool(error)
+        }
+        return name
+    }
+
+    /// `add-20261122T091500Z-<pid>-<random>`: sortable, unique across processes.
+    static func uniqueName() -> String {
+        let stamp = RFC3339.format(Date()).replacingOccurrences(of: "-", with: "")
+            .replacingOccurrences(of: ":", with: "").prefix(16)
+        return "add-\(stamp)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
+    }
+}

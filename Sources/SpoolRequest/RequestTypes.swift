@@ -1,0 +1,86 @@
+import Foundation
+
+/// Urgency of an item when transfer slots are scarce. `low < normal < high`.
+public enum Priority: String, Sendable, Hashable, Comparable, CaseIterable {
+    case low, normal, high
+    private var rank: Int { self == .low ? 0 : self == .normal ? 1 : 2 }
+    public static func < (a: Priority, b: Priority) -> Bool { a.rank < b.rank }
+}
+
+/// One extra request header from a `header:` line.
+public struct RequestHeader: Sendable, Hashable {
+    public let name: String
+    public let value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    /// Authorization, Proxy-Authorization, Cookie: their values are never logged or written.
+    public var isSecret: Bool {
+        let n = name.lowercased()
+        return n == "authorization" || n == "proxy-authorization" || n == "cookie"
+    }
+
+    /// `Name: value`, as sent.
+    public var line: String { "\(name): \(value)" }
+}
+
+/// One download of a request file.
+public struct RequestItem: Sendable, Hashable {
+    /// 0-based position in the file.
+    public let index: Int
+    /// 1-based line of its `url`.
+    public let line: Int
+    public let url: RequestURL
+    /// Validated `name`, or the name derived from the URL and sanitised.
+    public let name: String
+    public let earliestStart: Date?
+    public let expectedBytes: Int64?
+    /// Lowercase hex.
+    public let sha256: String?
+    public let priority: Priority
+    public let discretionary: Bool
+    public let headers: [RequestHeader]
+    public let maxBytes: Int64?
+}
+
+/// A parsed request file: one group of items.
+public struct RequestFile: Sendable, Hashable {
+    /// The request file's name (R).
+    public let fileName: String
+    public let group: String
+    public let items: [RequestItem]
+}
+
+/// Bounds on what a request file may contain.
+public struct ParseLimits: Sendable, Hashable {
+    public var maxBytes: Int
+    public var maxItems: Int
+    public init(maxBytes: Int = 65_536, maxItems: Int = 10_000) {
+        self.maxBytes = maxBytes
+        self.maxItems = maxItems
+    }
+}
+
+/// Why a request file was refused. `rule` is a stable kebab-case code ("unknown-key",
+/// "bad-sha256", …); `message` names the key and what is wrong, never a header's value.
+public struct RequestRejection: Error, Sendable, Hashable, CustomStringConvertible {
+    public let file: String
+    public let line: Int?
+    public let rule: String
+    public let message: String
+
+    public init(file: String, line: Int?, rule: String, message: String) {
+        self.file = file
+        self.line = line
+        self.rule = rule
+        self.message = message
+    }
+
+    /// `R:12: bad-sha256: sha256 must be 64 hexadecimal digits`
+    public var description: String {
+        "\(file)\(line.map { ":\($0)" } ?? ""): \(rule): \(message)"
+    }
+}

@@ -1,0 +1,325 @@
+import Foundation
+import HeapModule
+
+/// Urgency of an item when transfer slots are scarce. Mirrors the request file's `priority`.
+public enum SchedulingPriority: Int, Sendable, Comparable {
+    case low = 0, normal = 1, high = 2
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// Opaque key the engine uses for an item; the scheduler never looks inside.
+public typealias ItemKey = Int
+
+/// What the scheduler needs to know about an item. Deliberately small: 100,000 of these may wait.
+public struct ScheduledItem: Sendable, Hashable {
+    public var key: ItemKey
+    /// "host:port"; the unit of `perHost` limits and host back-off.
+    public var hostKey: String
+    public var priority: SchedulingPriority
+    /// Seconds since 1970; nil means "now". Also the tie-breaker between equal priorities.
+    public var earliestStart: Double?
+    public var discretionary: Bool
+
+    public init(key: ItemKey, hostKey: String, priority: SchedulingPriority = .normal,
+                earliestStart: Date? = nil, discretionary: Bool = false) {
+        self.key = key
+        self.hostKey = hostKey
+        self.priority = priority
+        self.earliestStart = earliestStart?.timeIntervalSince1970
+        self.discretionary = discretionary
+    }
+}
+
+/// The limits the scheduler enforces.
+public struct SchedulerConfiguration: Sendable, Hashable {
+    /// Transfers at once, for the whole daemon.
+    public var concurrency: Int
+    /// Transfers at once to one host:port.
+    public var perHost: Int
+    /// When set, discretionary items run only inside it; when nil they run only when nothing
+    /// else is waiting for a slot.
+    public var window: DailyWindow?
+    /// Whether a ready `high` item may pause a running `low` or discretionary one when no slot is free.
+    public var highPreempts: Bool
+
+    public init(concurrency: Int = 16, perHost: Int = 6, window: DailyWindow? = nil,
+                highPreempts: Bool = true) {
+        self.concurrency = max(1, concurrency)
+        self.perHost = max(1, perHost)
+        self.window = window
+        self.highPreempts = highPreempts
+    }
+}
+
+/// What the engine must do now.
+public enum SchedulerAction: Sendable, Hashable {
+    /// Start (or resume) the item's transfer. Its slot is counted from now on.
+    case start(ItemKey)
+    /// Stop the item's transfer and keep its partial; the scheduler has already put it back
+    /// in the queue, so it will be started again later (resumed by the engine from its partial).
+    case pause(ItemKey)
+}
+
+/// The pure scheduling state machine: a timer heap for items that may not start yet, per-host
+/// ready queues ordered by priority → earliest start → arrival, and the running set.
+///
+/// It does no I/O and reads no clock: every call takes `now`, so tests of windows, back-off and
+/// priorities run in microseconds. The engine calls `nextActions(now:)` after any change and sleeps
+/// until `nextWakeup(now:)`.
+public struct Scheduler: Sendable {
+    public private(set) var configuration: SchedulerConfiguration
+    private let timeZone: TimeZone
+
+    /// Items that must not start before `notBefore` (earliest start, retry back-off).
+    private var future = Heap<TimedEntry>()
+    /// Ready, non-discretionary items per host.
+    private var ready: [String: Heap<ReadyEntry>] = [:]
+    /// Ready discretionary items per host.
+    private var readyDiscretionary: [String: Heap<ReadyEntry>] = [:]
+    private var readyCount = 0
+    private var readyDiscretionaryCount = 0
+    /// Running items and per-host running counts.
+    private var running: [ItemKey: ReadyEntry] = [:]
+    private var runningPerHost: [String: Int] = [:]
+    /// Hosts backed off (Retry-After, repeated 429/503) until a time.
+    private var hostHolds: [String: Double] = [:]
+    /// Keys removed while sitting in a heap; skipped lazily when they surface.
+    private var cancelled: Set<ItemKey> = []
+    /// Arrival counter: the last tie-breaker, so equal items run first-come first-served.
+    private var arrivals: UInt64 = 0
+
+    public init(configuration: SchedulerConfiguration, timeZone: TimeZone = .current) {
+        self.configuration = configuration
+        self.timeZone = timeZone
+    }
+
+    // MARK: Queries
+
+    public var runningCount: Int { running.count }
+    /// Items waiting for a slot or for a time (earliest start, back-off).
+    public var queuedCount: Int { readyCount + readyDiscretionaryCount + future.count - cancelledInHeaps }
+    private var cancelledInHeaps: Int { cancelled.count }
+    /// Nothing queued and nothing running.
+    public var isIdle: Bool { running.isEmpty && queuedCount == 0 }
+    public func isRunning(_ key: ItemKey) -> Bool { running[key] != nil }
+
+    // MARK: Changes
+
+    /// Queues an item. It starts when its earliest start has passed and a slot is free.
+    public mutating func submit(_ item: ScheduledItem) {
+        arrivals += 1
+        cancelled.remove(item.key)
+        let entry = ReadyEntry(item: item, arrival: arrivals)
+        if let start = item.earliestStart {
+            future.insert(TimedEntry(notBefore: start, entry: entry))
+        } else {
+            insertReady(entry)
+        }
+    }
+
+    /// Puts an item that just ran back into the queue, not before `until` (retry back-off).
+    /// The item keeps its original arrival order.
+    public mutating func retry(_ key: ItemKey, notBefore until: Date) {
+        guard let entry = running.removeValue(forKey: key) else { return }
+        releaseSlot(entry)
+        future.insert(TimedEntry(notBefore: until.timeIntervalSince1970, entry: entry))
+    }
+
+    /// Puts a running item back in the ready queue at once (paused by the operator or for space).
+    public mutating func requeue(_ key: ItemKey) {
+        guard let entry = running.removeValue(forKey: key) else { return }
+        releaseSlot(entry)
+        insertReady(entry)
+    }
+
+    /// The item's transfer ended for good (published, failed, cancelled): its slot is free.
+    public mutating func finished(_ key: ItemKey) {
+        guard let entry = running.removeValue(forKey: key) else { return }
+        releaseSlot(entry)
+    }
+
+    /// Removes a queued item (cancel). A running one is just released as `finished`.
+    public mutating func remove(_ key: ItemKey) {
+        if running[key] != nil { finished(key); return }
+        cancelled.insert(key)
+    }
+
+    /// Backs off a whole host: nothing new starts to it before `until`.
+    public mutating func holdHost(_ hostKey: String, until: Date) {
+        let t = until.timeIntervalSince1970
+        hostHolds[hostKey] = max(hostHolds[hostKey] ?? 0, t)
+    }
+
+    // MARK: Decisions
+
+    /// Everything the engine should do at `now`: starts for free slots, pauses for preemption or
+    /// a closing window. Call after every change and on every timer.
+    public mutating func nextActions(now date: Date) -> [SchedulerAction] {
+        let now = date.timeIntervalSince1970
+        var actions: [SchedulerAction] = []
+        promoteDue(now: now)
+        hostHolds = hostHolds.filter { $0.value > now }
+
+        let windowOpen = configuration.window.map { $0.contains(date, in: timeZone) }
+
+        // A closing window pauses the discretionary transfers it let in.
+        if windowOpen == false {
+            for (key, entry) in running where entry.item.discretionary {
+                running.removeValue(forKey: key)
+                releaseSlot(entry)
+                insertReady(entry)
+                actions.append(.pause(key))
+            }
+        }
+
+        while true {
+            if running.count < configuration.concurrency {
+                if let entry = popBest(discretionary: false, now: now) {
+                    start(entry, &actions)
+                    continue
+                }
+                let discretionaryAllowed: Bool
+                if let open = windowOpen {
+                    discretionaryAllowed = open
+                } else {
+                    // Without a window: only when no other item is waiting for a slot.
+                    discretionaryAllowed = readyCount == 0
+                }
+                if discretionaryAllowed,
+                   let entry = popBest(discretionary: true, now: now) {
+                    start(entry, &actions)
+                    continue
+                }
+                break
+            }
+            // No free slot: a ready high item may pause a running low or discretionary one.
+            guard configuration.highPreempts,
+                  let candidate = peekBest(in: ready, now: now), candidate.item.priority == .high,
+                  let victim = preemptionVictim(forHost: candidate.item.hostKey) else { break }
+            running.removeValue(forKey: victim.item.key)
+            releaseSlot(victim)
+            insertReady(victim)
+            actions.append(.pause(victim.item.key))
+        }
+        return actions
+    }
+
+    /// When the engine must next call `nextActions` even if nothing else happens; nil when no
+    /// timer is needed (an idle daemon then sleeps without wake-ups).
+    public func nextWakeup(now date: Date) -> Date? {
+        let now = date.timeIntervalSince1970
+        var next: Double? = nil
+        func consider(_ t: Double) { next = min(next ?? t, t) }
+        if let top = future.min { consider(top.notBefore) }
+        for (host, until) in hostHolds where until > now {
+            if (ready[host]?.count ?? 0) > 0 || (readyDiscretionary[host]?.count ?? 0) > 0 { consider(until) }
+        }
+        if let window = configuration.window {
+            let waitingDiscretionary = readyDiscretionaryCount > 0
+            let runningDiscretionary = running.values.contains { $0.item.discretionary }
+            if waitingDiscretionary || runningDiscretionary {
+                consider(window.nextTransition(after: date, in: timeZone).timeIntervalSince1970)
+            }
+        }
+        return next.map { Date(timeIntervalSince1970: $0) }
+    }
+
+    // MARK: Internals
+
+    private mutating func start(_ entry: ReadyEntry, _ actions: inout [SchedulerAction]) {
+        running[entry.item.key] = entry
+        runningPerHost[entry.item.hostKey, default: 0] += 1
+        actions.append(.start(entry.item.key))
+    }
+
+    private mutating func releaseSlot(_ entry: ReadyEntry) {
+        let host = entry.item.hostKey
+        let n = (runningPerHost[host] ?? 1) - 1
+        runningPerHost[host] = n > 0 ? n : nil
+    }
+
+    private mutating func insertReady(_ entry: ReadyEntry) {
+        if entry.item.discretionary {
+            readyDiscretionary[entry.item.hostKey, default: Heap()].insert(entry)
+            readyDiscretionaryCount += 1
+        } else {
+            ready[entry.item.hostKey, default: Heap()].insert(entry)
+            readyCount += 1
+        }
+    }
+
+    private mutating func promoteDue(now: Double) {
+        while let top = future.min, top.notBefore <= now {
+            let entry = future.removeMin().entry
+            if cancelled.remove(entry.item.key) != nil { continue }
+            insertReady(entry)
+        }
+    }
+
+    private func hostHasCapacity(_ host: String, now: Double) -> Bool {
+        if let until = hostHolds[host], until > now { return false }
+        return (runningPerHost[host] ?? 0) < configuration.perHost
+    }
+
+    /// The best ready entry among hosts that may take one more transfer. O(hosts).
+    private func peekBest(in queues: [String: Heap<ReadyEntry>], now: Double) -> ReadyEntry? {
+        var best: ReadyEntry? = nil
+        for (host, heap) in queues {
+            guard let top = heap.min, hostHasCapacity(host, now: now) else { continue }
+            if best == nil || top < best! { best = top }
+        }
+        return best
+    }
+
+    private mutating func popBest(discretionary: Bool, now: Double) -> ReadyEntry? {
+        while let best = peekBest(in: discretionary ? readyDiscretionary : ready, now: now) {
+            let host = best.item.hostKey
+            if discretionary {
+                _ = readyDiscretionary[host]!.removeMin()
+                if readyDiscretionary[host]!.isEmpty { readyDiscretionary.removeValue(forKey: host) }
+                readyDiscretionaryCount -= 1
+            } else {
+                _ = ready[host]!.removeMin()
+                if ready[host]!.isEmpty { ready.removeValue(forKey: host) }
+                readyCount -= 1
+            }
+            if cancelled.remove(best.item.key) != nil { continue }
+            return best
+        }
+        return nil
+    }
+
+    /// A running low-priority or discretionary item whose pause frees a slot usable by `host`.
+    private func preemptionVictim(forHost host: String) -> ReadyEntry? {
+        let hostFull = (runningPerHost[host] ?? 0) >= configuration.perHost
+        let candidates = running.values.filter {
+            ($0.item.discretionary || $0.item.priority == .low) && (!hostFull || $0.item.hostKey == host)
+        }
+        // Pause the least urgent, most recently arrived first.
+        return candidates.max { a, b in a < b }
+    }
+}
+
+/// A ready item with its arrival number. `<` means "should start first".
+struct ReadyEntry: Sendable, Comparable {
+    var item: ScheduledItem
+    var arrival: UInt64
+
+    static func < (a: ReadyEntry, b: ReadyEntry) -> Bool {
+        if a.item.priority != b.item.priority { return a.item.priority > b.item.priority }
+        let sa = a.item.earliestStart ?? 0, sb = b.item.earliestStart ?? 0
+        if sa != sb { return sa < sb }
+        return a.arrival < b.arrival
+    }
+    static func == (a: ReadyEntry, b: ReadyEntry) -> Bool { a.arrival == b.arrival && a.item.key == b.item.key }
+}
+
+/// An entry in the timer heap.
+struct TimedEntry: Sendable, Comparable {
+    var notBefore: Double
+    var entry: ReadyEntry
+    static func < (a: TimedEntry, b: TimedEntry) -> Bool {
+        a.notBefore != b.notBefore ? a.notBefore < b.notBefore : a.entry < b.entry
+    }
+    static func == (a: TimedEntry, b: TimedEntry) -> Bool { a.notBefore == b.notBefore && a.entry == b.entry }
+}

@@ -1,0 +1,142 @@
+internal import CLinux
+import Foundation
+
+/// An open directory: the owner of its descriptor, used for every `*at` call so that a path
+/// component swapped for a symlink after start cannot redirect the daemon's writes.
+public final class Directory: @unchecked Sendable {
+    public let path: String
+    public let fd: Int32
+
+    public init(opening path: String) throws(StoreError) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError("open", path) }
+        self.path = path
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    public func path(of name: String) -> String { path + "/" + name }
+
+    public func exists(_ name: String) -> Bool {
+        var st = stat()
+        return fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    /// The file's stat without following a symlink; nil if it does not exist.
+    func status(of name: String) -> stat? {
+        var st = stat()
+        return fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? st : nil
+    }
+
+    /// Writes a small file atomically: `.NAME.tmp` created with O_EXCL|O_NOFOLLOW, then renamed
+    /// over `name` (or, with `replace: false`, renamed only if `name` does not exist yet).
+    public func writeAtomically(_ name: String, _ bytes: [UInt8], replace: Bool = true,
+                                sync: Bool = false) throws(StoreError) {
+        let temp = ".\(name).tmp"
+        _ = unlinkat(fd, temp, 0)   // a leftover of a crash
+        let f = openat(fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard f >= 0 else { throw StoreError("open", path(of: temp)) }
+        do throws(StoreError) {
+            try FileIO.writeAll(f, bytes, path: path(of: temp))
+            if sync && fdatasync(f) != 0 { throw StoreError("fdatasync", path(of: temp)) }
+        } catch {
+            close(f)
+            _ = unlinkat(fd, temp, 0)
+            throw error
+        }
+        close(f)
+        try rename(temp, to: name, in: self, replace: replace)
+    }
+
+    /// Renames `name` here to `target` in `other` (same filesystem). Without `replace` the
+    /// rename fails with EEXIST rather than overwrite (renameat2 RENAME_NOREPLACE).
+    public func rename(_ name: String, to target: String, in other: Directory,
+                       replace: Bool) throws(StoreError) {
+        let r = replace ? renameat(fd, name, other.fd, target)
+                        : spoolfetch_renameat2(fd, name, other.fd, target, SPOOLFETCH_RENAME_NOREPLACE)
+        if r != 0 { throw StoreError(replace ? "rename" : "renameat2", "\(path(of: name)) → \(other.path(of: target))") }
+    }
+
+    public func remove(_ name: String) {
+        _ = unlinkat(fd, name, 0)
+    }
+
+    /// fsync of the directory itself: makes renames and creations in it durable.
+    public func sync() throws(StoreError) {
+        if fsync(fd) != 0 { throw StoreError("fsync", path) }
+    }
+
+    /// syncfs of the filesystem holding this directory: one call commits a whole batch.
+    public func syncFilesystem() throws(StoreError) {
+        if spoolfetch_syncfs(fd) != 0 { throw StoreError("syncfs", path) }
+    }
+
+    /// Names in the directory (excluding `.` and `..`).
+    public func list() -> [String] {
+        let dupFD = dup(fd)
+        guard dupFD >= 0, let dir = fdopendir(dupFD) else { return [] }
+        defer { closedir(dir) }
+        rewinddir(dir)
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Reads a small file (at most `limit` bytes; more is cut off) without following symlinks.
+    public func read(_ name: String, limit: Int = 1 << 20) throws(StoreError) -> [UInt8] {
+        let f = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard f >= 0 else { throw StoreError("open", path(of: name)) }
+        defer { close(f) }
+        return try FileIO.readUpTo(f, limit: limit, path: path(of: name))
+    }
+
+    /// Free bytes for an unprivileged writer on this directory's filesystem.
+    public func freeBytes() -> Int64? {
+        var s = statvfs()
+        guard fstatvfs(fd, &s) == 0 else { return nil }
+        return Int64(s.f_bavail) * Int64(s.f_frsize)
+    }
+
+    /// The filesystem id, to tell whether two folders share one (renames work only within one).
+    public func deviceID() -> UInt64? {
+        var st = stat()
+        return fstat(fd, &st) == 0 ? UInt64(st.st_dev) : nil
+    }
+}
+
+/// Loops around read/write for short counts and EINTR.
+public enum FileIO {
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(StoreError) {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, bytes.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError("write", path)
+            }
+            done += n
+        }
+    }
+
+    public static func readUpTo(_ fd: Int32, limit: Int, path: String) throws(StoreError) -> [UInt8] {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while result.count < limit {
+            let want = min(chunk.count, limit - result.count)
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, want) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError("read", path)
+            }
+            if n == 0 { break }
+            result.append(contentsOf: chunk[0..<n])
+        }
+        return result
+    }
+}

@@ -1,2 +1,0 @@
-import SpoolRequest
-public enum StorePlaceholder {}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// The spool's folders (DESIGN.md §1) and their open descriptors.
+///
+/// | folder | writer | meaning |
+/// |---|---|---|
+/// | incoming | producers | request files to claim |
+/// | tmp | producers | scratch space for write-then-rename |
+/// | active | daemon | claimed requests, each held by a `flock` |
+/// | staging | daemon | partial downloads (`B.part`) and their state (`B.state`) |
+/// | done | daemon | published files + `NAME.done` markers, group markers, finished requests |
+/// | failed | daemon | requests with a failed item + `R.error` |
+/// | rejected | daemon | unparsable or refused requests + `R.error` |
+public final class SpoolLayout: Sendable {
+    public static let folderNames = ["incoming", "tmp", "active", "staging", "done", "failed", "rejected"]
+
+    public let root: String
+    public let incoming: Directory
+    public let tmp: Directory
+    public let active: Directory
+    public let staging: Directory
+    /// The final folder: `done/` unless configured otherwise.
+    public let final: Directory
+    public let done: Directory
+    public let failed: Directory
+    public let rejected: Directory
+
+    /// Creates missing folders (with the root's permissions) and opens them all.
+    public init(root: String, finalFolder: String? = nil) throws(StoreError) {
+        var rootStat = stat()
+        guard stat(root, &rootStat) == 0 else { throw StoreError("stat", root) }
+        guard (rootStat.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("stat", root, errno: ENOTDIR) }
+        let mode = rootStat.st_mode & 0o7777
+        for name in Self.folderNames {
+            let path = root + "/" + name
+            if mkdir(path, mode) == 0 {
+                _ = chmod(path, mode)      // mkdir applies the umask; the contract says "the root's permissions"
+            } else if errno != EEXIST {
+                throw StoreError("mkdir", path)
+            }
+            // A folder that is a symlink would let writes escape the spool.
+            var st = stat()
+            guard lstat(path, &st) == 0 else { throw StoreError("lstat", path) }
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("lstat", path, errno: ENOTDIR) }
+        }
+        self.root = root
+        incoming = try Directory(opening: root + "/incoming")
+        tmp = try Directory(opening: root + "/tmp")
+        active = try Directory(opening: root + "/active")
+        staging = try Directory(opening: root + "/staging")
+        done = try Directory(opening: root + "/done")
+        failed = try Directory(opening: root + "/failed")
+        rejected = try Directory(opening: root + "/rejected")
+        if let finalFolder {
+            if mkdir(finalFolder, mode) != 0 && errno != EEXIST { throw StoreError("mkdir", finalFolder) }
+            final = try Directory(opening: finalFolder)
+        } else {
+            final = done
+        }
+    }
+}

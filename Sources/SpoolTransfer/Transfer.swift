@@ -1,0 +1,217 @@
+internal import CCurl
+import Crypto
+import Foundation
+
+/// One running download: its easy handle, its destination and running hash, and what the
+/// response headers said. Lives exactly as long as its handle is in the multi handle; the
+/// callbacks reach it through CURLOPT_WRITEDATA/HEADERDATA/PRIVATE (an unretained pointer, kept
+/// valid because the session holds the transfer in `running` until it is removed).
+final class Transfer {
+    let key: Int
+    let easy: EasyHandle
+    let request: TransferRequest
+    var facts = ResponseFacts()
+    var hasher: SHA256
+    /// Bytes of content in the destination file (prefix + written).
+    var bytesOnDisk: Int64
+    var bytesReceived: Int64 = 0
+    /// Set by the write callback when it aborts the transfer; wins over curl's generic write error.
+    var abortReason: TransferFailure?
+    var restartedFromZero = false
+    /// Whether the first body byte of the final response has been seen (decisions are made there).
+    private var bodyStarted = false
+    /// An error response's body is read and dropped (keeps the connection reusable), up to a bound.
+    private var discardingErrorBody = false
+    private var discarded = 0
+
+    init(key: Int, easy: EasyHandle, request: TransferRequest) {
+        self.key = key
+        self.easy = easy
+        self.request = request
+        self.hasher = request.prefixHash?.sha ?? SHA256()
+        self.bytesOnDisk = request.resumeFrom
+    }
+
+    // MARK: Header callback
+
+    /// One header line of any response, including redirects and interim responses.
+    func header(_ line: UnsafeBufferPointer<UInt8>) {
+        guard var text = String(bytes: line, encoding: .isoLatin1) else { return }
+        while let last = text.last, last.isNewline { text.removeLast() }   // "\r\n" is one Character
+        if text.hasPrefix("HTTP/") {
+            // A new response starts: forget the headers of the previous (redirect) one.
+            let redirects = facts.redirects
+            let sawResponse = facts.httpStatus != 0
+            facts = ResponseFacts()
+            facts.redirects = redirects + (sawResponse ? 1 : 0)
+            let parts = text.split(separator: " ", maxSplits: 2)
+            if parts.count >= 2, let status = Int(parts[1]) { facts.httpStatus = status }
+            return
+        }
+        guard let colon = text.firstIndex(of: ":") else { return }
+        let name = text[..<colon].lowercased()
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        switch name {
+        case "etag": facts.etag = value
+        case "last-modified": facts.lastModified = value
+        case "content-type": facts.contentType = value
+        case "content-length": facts.contentLength = Int64(value)
+        case "retry-after":
+            if let seconds = Double(value) { facts.retryAfter = max(0, seconds) }
+            else if let date = HTTPDate.parse(value) { facts.retryAfter = max(0, date.timeIntervalSinceNow) }
+        case "content-range":
+            // bytes a-b/total  or  bytes */total
+            let spec = value.hasPrefix("bytes ") ? value.dropFirst(6) : Substring(value)
+            let halves = spec.split(separator: "/", maxSplits: 1)
+            if halves.count == 2 {
+                facts.rangeTotal = Int64(halves[1])
+                if let dash = halves[0].firstIndex(of: "-") { facts.rangeStart = Int64(halves[0][..<dash]) }
+            }
+        default: break
+        }
+    }
+
+    // MARK: Write callback
+
+    /// Body bytes of the final response. Returns false to abort the transfer.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if !bodyStarted {
+            bodyStarted = true
+            if !beginBody() { return false }
+        }
+        if discardingErrorBody {
+            discarded += bytes.count
+            return discarded <= 64 * 1024
+        }
+        bytesReceived += Int64(bytes.count)
+        if let limit = request.maxBytes, bytesOnDisk + Int64(bytes.count) > limit {
+            abortReason = .tooLarge(limit: limit)
+            return false
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let n = Glibc.write(request.destination, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                abortReason = .write(errno: errno)
+                return false
+            }
+            offset += n
+        }
+        hasher.update(bufferPointer: bytes)
+        bytesOnDisk += Int64(bytes.count)
+        return true
+    }
+
+    /// Decides what to do with the final response's body, once, before its first byte.
+    private func beginBody() -> Bool {
+        let status = facts.httpStatus != 0 ? facts.httpStatus : easy.long(CURLINFO_RESPONSE_CODE)
+        switch status {
+        case 206 where request.resumeFrom > 0:
+            if facts.rangeStart != request.resumeFrom {
+                abortReason = .rangeMismatch(asked: request.resumeFrom, got: facts.rangeStart)
+                return false
+            }
+            return positionAtEnd()
+        case 200:
+            if request.resumeFrom > 0 {
+                // The server ignored the range or the resource changed (If-Range): start over.
+                restartedFromZero = true
+                hasher = SHA256()
+                bytesOnDisk = 0
+                if ftruncate(request.destination, 0) != 0 { abortReason = .write(errno: errno); return false }
+            }
+            return positionAtEnd()
+        default:
+            // Error (or unexpected) status: its body is not the resource. Keep none of it.
+            discardingErrorBody = true
+            return true
+        }
+    }
+
+    private func positionAtEnd() -> Bool {
+        if lseek(request.destination, off_t(bytesOnDisk), SEEK_SET) < 0 {
+            abortReason = .write(errno: errno)
+            return false
+        }
+        return true
+    }
+
+    /// The outcome once libcurl reports the transfer done with `code`.
+    func outcome(curlCode code: CURLcode) -> TransferOutcome {
+        facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
+        if facts.httpStatus == 0 { facts.httpStatus = easy.long(CURLINFO_RESPONSE_CODE) }
+        if facts.retryAfter == nil {
+            let ra = easy.offset(CURLINFO_RETRY_AFTER)
+            if ra > 0 { facts.retryAfter = Double(ra) }
+        }
+        var failure: TransferFailure? = nil
+        if let reason = abortReason {
+            failure = reason
+        } else if code != CURLE_OK {
+            if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
+                failure = .tooLarge(limit: limit)
+            } else {
+                failure = .curl(code: Int(code.rawValue), text: String(cString: curl_easy_strerror(code)))
+            }
+        } else if discardingErrorBody || !(facts.httpStatus == 200 || facts.httpStatus == 206) {
+            failure = .httpStatus(facts.httpStatus)
+        } else if !bodyStarted {
+            // An empty body: nothing was positioned or truncated yet.
+            if facts.httpStatus == 200 && request.resumeFrom > 0 {
+                restartedFromZero = true
+                hasher = SHA256()
+                bytesOnDisk = 0
+                if ftruncate(request.destination, 0) != 0 { failure = .write(errno: errno) }
+            }
+        }
+        if failure == nil, let expected = facts.contentLength {
+            // curl already checks Content-Length; this guards the 206 arithmetic too.
+            let start = facts.httpStatus == 206 ? (facts.rangeStart ?? 0) : 0
+            if start + expected != bytesOnDisk {
+                failure = .curl(code: 18, text: "body ended at \(bytesOnDisk) bytes, expected \(start + expected)")
+            }
+        }
+        let digest = failure == nil ? hasher.finalize().map { String(format: "%02x", $0) }.joined() : nil
+        return TransferOutcome(key: key, failure: failure, facts: facts, bytesOnDisk: bytesOnDisk,
+                               bytesReceived: bytesReceived, sha256: digest, hashState: HashState(hasher),
+                               restartedFromZero: restartedFromZero)
+    }
+}
+
+/// The C entry points libcurl calls. Each turns `context` back into its `Transfer`.
+enum TransferCallbacks {
+    static let write: spoolfetch_data_callback = { data, size, count, context in
+        let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+        let total = size * count
+        guard let data else { return total }
+        return transfer.write(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
+    }
+
+    static let header: spoolfetch_data_callback = { data, size, count, context in
+        let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+        let total = size * count
+        guard let data else { return total }
+        transfer.header(UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
+                                            count: total))
+        return total
+    }
+}
+
+/// Parses the IMF-fixdate form of HTTP dates (`Sun, 06 Nov 1994 08:49:37 GMT`) used by Retry-After.
+enum HTTPDate {
+    static func parse(_ text: String) -> Date? {
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        let parts = text.split(separator: " ")
+        guard parts.count == 6, let day = Int(parts[1]), let month = months.firstIndex(of: String(parts[2])),
+              let year = Int(parts[3]) else { return nil }
+        let hms = parts[4].split(separator: ":").compactMap { Int($0) }
+        guard hms.count == 3 else { return nil }
+        var components = DateComponents()
+        components.year = year; components.month = month + 1; components.day = day
+        components.hour = hms[0]; components.minute = hms[1]; components.second = hms[2]
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar.date(from: components)
+    }
+}

@@ -1,0 +1,168 @@
+import Crypto
+import Foundation
+
+/// One download to run in the shared session.
+///
+/// The body is written straight into `destination` (an open staging file owned by the caller,
+/// positioned by the session) while a running SHA-256 is fed, so nothing copies the body twice.
+public struct TransferRequest: Sendable {
+    public var url: String
+    /// Extra request headers, `Name: value`.
+    public var headers: [String]
+    /// Open, writable file descriptor of the staging file. The caller keeps it open until the
+    /// outcome arrives, and owns closing it.
+    public var destination: Int32
+    /// Bytes already in `destination` to resume after (0: start from zero).
+    public var resumeFrom: Int64
+    /// SHA-256 state of the first `resumeFrom` bytes, when resuming.
+    public var prefixHash: HashState?
+    /// Validator for `If-Range` (ETag preferred, else Last-Modified) when resuming.
+    public var ifRange: String?
+    /// A larger body is cut and the transfer fails with `.tooLarge`.
+    public var maxBytes: Int64?
+
+    public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
+                prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil) {
+        self.url = url
+        self.headers = headers
+        self.destination = destination
+        self.resumeFrom = resumeFrom
+        self.prefixHash = prefixHash
+        self.ifRange = ifRange
+        self.maxBytes = maxBytes
+    }
+}
+
+/// Session-wide settings.
+public struct TransferConfiguration: Sendable {
+    /// libcurl receive buffer. The 16 KiB default costs ~20 % on large bodies here.
+    public var bufferSize: Int = 256 * 1024
+    public var maxRedirects: Int = 20
+    /// A transfer that receives no byte for this long is cut (and retried by the daemon).
+    public var stallTimeout: Int = 60
+    public var connectTimeout: Int = 30
+    /// Extra trust, added to the system's CA store; verification itself is never turned off.
+    public var caFile: String?
+    public var caPath: String?
+    public var userAgent: String = "spoolfetch/0.1"
+    /// Upper bound on simultaneous connections the multi handle may open (0: libcurl default).
+    public var maxConnections: Int = 0
+
+    public init() {}
+}
+
+/// What the server said, as far as the item's marker and the resume logic care.
+public struct ResponseFacts: Sendable, Hashable {
+    /// Status of the final response (after redirects); 0 when none arrived.
+    public var httpStatus: Int = 0
+    public var finalURL: String?
+    public var etag: String?
+    public var lastModified: String?
+    public var contentType: String?
+    /// Content-Length of the final response, if sent.
+    public var contentLength: Int64?
+    /// Total size from `Content-Range: bytes a-b/TOTAL` or `bytes */TOTAL`.
+    public var rangeTotal: Int64?
+    /// Start offset from `Content-Range: bytes a-b/…`.
+    public var rangeStart: Int64?
+    /// `Retry-After`, in seconds from now.
+    public var retryAfter: Double?
+    public var redirects: Int = 0
+
+    public init() {}
+}
+
+/// Why a transfer did not produce a complete body.
+public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The final response had an error status (≥ 400, or an unexpected one).
+    case httpStatus(Int)
+    /// libcurl reported an error (connect, TLS, reset, timeout, protocol, redirects…).
+    case curl(code: Int, text: String)
+    /// Writing the staging file failed (`errno`); ENOSPC means the disk is full.
+    case write(errno: Int32)
+    /// The body exceeded `maxBytes`.
+    case tooLarge(limit: Int64)
+    /// The server answered a ranged request with a range other than the one asked for.
+    case rangeMismatch(asked: Int64, got: Int64?)
+    /// The transfer was removed by the engine (pause, cancel, shutdown).
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case .httpStatus(let s): return "HTTP status \(s)"
+        case .curl(let code, let text): return "curl error \(code): \(text)"
+        case .write(let e): return "writing the staging file failed: \(String(cString: strerror(e))) (errno \(e))"
+        case .tooLarge(let limit): return "response larger than the limit of \(limit) bytes"
+        case .rangeMismatch(let asked, let got):
+            return "asked to resume at byte \(asked), server sent a range starting at \(got.map(String.init) ?? "?")"
+        case .cancelled: return "cancelled"
+        }
+    }
+
+    /// A stable reason code for markers and error files.
+    public var code: String {
+        switch self {
+        case .httpStatus: return "http-status"
+        case .curl(let code, _):
+            switch code {
+            case 6: return "dns"
+            case 7: return "connect"
+            case 28: return "timeout"
+            case 47: return "too-many-redirects"
+            case 1: return "unsupported-protocol"
+            case 60, 35, 58, 59, 77, 83, 90, 91: return "tls"
+            case 63: return "too-large"
+            default: return "transfer"
+            }
+        case .write(let e): return e == ENOSPC || e == EDQUOT ? "disk-full" : "write"
+        case .tooLarge: return "too-large"
+        case .rangeMismatch: return "range-mismatch"
+        case .cancelled: return "cancelled"
+        }
+    }
+
+    /// Whether trying again later may succeed: connect errors, resets, timeouts, 408, 429, 5xx.
+    /// Permanent: other 4xx, TLS verification, too many redirects, forbidden protocols, size limits.
+    public var isTransient: Bool {
+        switch self {
+        case .httpStatus(let s): return s == 408 || s == 429 || (500...599).contains(s)
+        case .curl(let code, _):
+            // 5 proxy, 6 dns, 7 connect, 18 partial file, 28 timeout, 52 empty reply, 55 send,
+            // 56 recv, 16 http2, 92 http2 stream, 92, 95 http3
+            return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
+        case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
+        case .tooLarge: return false
+        case .rangeMismatch: return true
+        case .cancelled: return false
+        }
+    }
+}
+
+/// The end of one transfer, reported by `TransferSession.perform()`.
+public struct TransferOutcome: Sendable {
+    public var key: Int
+    /// nil on success: the whole body is in the destination file.
+    public var failure: TransferFailure?
+    public var facts: ResponseFacts
+    /// Size of the destination file's content now (resumed prefix + bytes written).
+    public var bytesOnDisk: Int64
+    /// Bytes received over the network in this attempt.
+    public var bytesReceived: Int64
+    /// Hex SHA-256 of the first `bytesOnDisk` bytes; nil if the transfer failed.
+    public var sha256: String?
+    /// Running hash of the content so far (to resume from after a cut connection).
+    public var hashState: HashState
+    /// True when the server ignored or refused the range and the body restarted at byte 0.
+    public var restartedFromZero: Bool
+}
+
+/// The running SHA-256 of a body, carried between attempts so a resumed file's digest covers
+/// the whole file. `SHA256` is a plain value type without a `Sendable` annotation; copies are
+/// independent, so sending one across threads is safe.
+public struct HashState: @unchecked Sendable {
+    public var sha: SHA256
+    public init(_ sha: SHA256 = SHA256()) { self.sha = sha }
+    public mutating func update(_ bytes: UnsafeRawBufferPointer) { sha.update(bufferPointer: bytes) }
+    /// Hex digest of what was fed so far (the state itself is left as it is).
+    public var hexDigest: String { sha.finalize().map { String(format: "%02x", $0) }.joined() }
+}

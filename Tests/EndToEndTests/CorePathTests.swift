@@ -1,0 +1,238 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// The core path, end to end: the real `spoolfetch` executable on a fresh spool against an
+/// in-process HTTP server on 127.0.0.1, driven the way a cron job drives it.
+final class CorePathTests: XCTestCase {
+    var server: TestHTTPServer!
+    var spool: TempSpool!
+
+    override func setUpWithError() throws {
+        server = try TestHTTPServer.start()
+        spool = try TempSpool()
+    }
+
+    override func tearDownWithError() throws {
+        try server.shutdown()
+    }
+
+    private func json(_ folder: String, _ name: String) throws -> [String: Any] {
+        let bytes = try spool.read(folder, name)
+        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any], "\(name) is not JSON")
+    }
+
+    func testURLListAndOneItemRequestArePublishedWithMarkers() throws {
+        var bodies: [String: [UInt8]] = [:]
+        var list = ""
+        for i in 1...5 {
+            let body = TestBody.random(count: 1000 * i + 17, seed: UInt64(i))
+            bodies["f\(i).bin"] = body
+            server.serve("/data/f\(i).bin", body: body, etag: "\"e\(i)\"")
+            list += server.url("/data/f\(i).bin") + "\n"
+        }
+        let special = TestBody.random(count: 300_000, seed: 99)
+        server.serve("/x/blob", body: special)
+        try spool.drop("list", list)
+        try spool.drop("one", """
+            url: \(server.url("/x/blob"))
+            name: special.dat
+            sha256: \(TestBody.sha256Hex(special))
+            """)
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+
+        for (name, body) in bodies {
+            XCTAssertEqual(try spool.read("done", name), body, "\(name) must be byte-identical")
+            let marker = try json("done", name + ".done")
+            XCTAssertEqual(marker["request"] as? String, "list")
+            XCTAssertEqual(marker["bytes"] as? Int, body.count)
+            XCTAssertEqual(marker["sha256"] as? String, TestBody.sha256Hex(body))
+            XCTAssertEqual(marker["httpStatus"] as? Int, 200)
+            XCTAssertNotNil(marker["etag"] as? String)
+            XCTAssertNotNil(marker["startedAt"] as? String)
+            XCTAssertEqual(marker["attempts"] as? Int, 1)
+        }
+        XCTAssertEqual(try spool.read("done", "special.dat"), special)
+        XCTAssertEqual(try json("done", "special.dat.done")["sha256"] as? String, TestBody.sha256Hex(special))
+
+        let listGroup = try json("done", "list.group.done")
+        XCTAssertEqual(listGroup["published"] as? Int, 5)
+        XCTAssertEqual(listGroup["failed"] as? Int, 0)
+        XCTAssertEqual((listGroup["items"] as? [[String: Any]])?.count, 5)
+        XCTAssertEqual(try json("done", "one.group.done")["published"] as? Int, 1)
+
+        XCTAssertEqual(spool.files(in: "incoming"), [])
+        XCTAssertEqual(spool.files(in: "staging"), [])
+        XCTAssertEqual(spool.files(in: "active"), [])
+        XCTAssertTrue(spool.files(in: "done").contains("list"), "the request file ends in done/")
+        XCTAssertTrue(spool.files(in: "done").contains("one"))
+        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix(".") }, [], "no temp files left")
+    }
+
+    func testDefaultsBeforeTheFirstURLApplyToEveryItemAndItemsOverride() throws {
+        server.serve("/a", body: Array("alpha".utf8))
+        server.serve("/b", body: Array("beta".utf8))
+        try spool.drop("defaults", """
+            # defaults for every item
+            header: X-Token: shared
+            group: batch7
+            \(server.url("/a"))
+            url: \(server.url("/b"))
+            header: X-Token: own
+            name: b.txt
+            """)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/a").first?.header("X-Token"), "shared")
+        XCTAssertEqual(server.requests(for: "/b").first?.header("X-Token"), "own")
+        XCTAssertEqual(try spool.read("done", "a"), Array("alpha".utf8))
+        XCTAssertEqual(try spool.read("done", "b.txt"), Array("beta".utf8))
+        let group = try json("done", "batch7.group.done")
+        XCTAssertEqual(group["group"] as? String, "batch7")
+        XCTAssertEqual(group["published"] as? Int, 2)
+    }
+
+    func testSha256MismatchFailsTheItemAndPublishesNothing() throws {
+        let body = TestBody.random(count: 4096, seed: 5)
+        server.serve("/good", body: body)
+        server.serve("/bad", body: body)
+        try spool.drop("check", """
+            url: \(server.url("/good"))
+            sha256: \(TestBody.sha256Hex(body))
+            url: \(server.url("/bad"))
+            sha256: \(String(repeating: "ab", count: 32))
+            """)
+        let (status, _) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1, "a failed item makes the drain exit 1")
+        XCTAssertEqual(try spool.read("done", "good"), body)
+        XCTAssertFalse(spool.files(in: "done").contains("bad"), "a mismatching body is never published")
+        XCTAssertEqual(spool.files(in: "failed"), ["check", "check.error"])
+        let error = try json("failed", "check.error")
+        let items = try XCTUnwrap(error["items"] as? [[String: Any]])
+        XCTAssertEqual(items.count, 1)
+        XCTAssertEqual(items[0]["code"] as? String, "sha256-mismatch")
+        XCTAssertEqual(items[0]["url"] as? String, server.url("/bad"))
+        let group = try json("done", "check.group.done")
+        XCTAssertEqual(group["published"] as? Int, 1)
+        XCTAssertEqual(group["failed"] as? Int, 1)
+        XCTAssertEqual(spool.files(in: "staging"), [])
+    }
+
+    func testNotFoundFailsWithTheStatusInTheReason() throws {
+        try spool.drop("missing", server.url("/nothing-here") + "\n")
+        let (status, _) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1)
+        let error = try json("failed", "missing.error")
+        let item = try XCTUnwrap((error["items"] as? [[String: Any]])?.first)
+        XCTAssertEqual(item["code"] as? String, "http-status")
+        XCTAssertEqual(item["httpStatus"] as? Int, 404)
+        XCTAssertTrue((item["message"] as? String ?? "").contains("404"))
+        XCTAssertEqual(item["attempts"] as? Int, 1, "a 404 is permanent: no retry")
+        XCTAssertEqual(server.requests(for: "/nothing-here").count, 1)
+    }
+
+    func testRedirectIsFollowedAndTheFinalURLRecorded() throws {
+        let body = TestBody.random(count: 2048, seed: 8)
+        server.serve("/final/file.bin", body: body)
+        server.serve("/start", body: [], script: [.redirect(to: "/middle", code: 301)])
+        server.serve("/middle", body: [], script: [.redirect(to: server.url("/final/file.bin"))])
+        try spool.drop("redir", "url: \(server.url("/start"))\nname: r.bin\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "r.bin"), body)
+        let marker = try json("done", "r.bin.done")
+        XCTAssertEqual(marker["url"] as? String, server.url("/start"))
+        XCTAssertEqual(marker["finalURL"] as? String, server.url("/final/file.bin"))
+    }
+
+    func testRequestFileWrittenSlowlyIsNotReadBeforeItIsClosed() throws {
+        server.serve("/slow1", body: Array("one".utf8))
+        server.serve("/slow2", body: Array("two".utf8))
+        server.serve("/probe", body: Array("probe".utf8))
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+
+        // A producer that writes straight into incoming/, slowly: first line now, the rest later.
+        // (open(2) directly: FileManager.createFile would close the file once, which is a finished write.)
+        let fd = open(spool.path("incoming", "slow"), O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        handle.write(Data((server.url("/slow1") + "\n").utf8))
+
+        // A complete request dropped after it: once its marker exists, the daemon has seen every
+        // event that came before, and must still not have touched the open file.
+        try spool.drop("probe", server.url("/probe") + "\n")
+        try DirectoryWaiter.waitForFile("probe.group.done", in: spool.path("done"), timeout: 30)
+        XCTAssertEqual(spool.files(in: "incoming"), ["slow"], "an open file is never claimed")
+        XCTAssertEqual(server.requests(for: "/slow1").count, 0)
+
+        handle.write(Data((server.url("/slow2") + "\n").utf8))
+        try handle.close()
+        try DirectoryWaiter.waitForFile("slow.group.done", in: spool.path("done"), timeout: 30)
+        XCTAssertEqual(try spool.read("done", "slow1"), Array("one".utf8))
+        XCTAssertEqual(try spool.read("done", "slow2"), Array("two".utf8), "both lines were read: the file was read after close")
+
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 10), 0, "SIGTERM stops the daemon cleanly")
+    }
+
+    func testRejectedRequestNamesLineAndRuleAndDrainExitsOne() throws {
+        server.serve("/ok", body: Array("ok".utf8))
+        try spool.drop("typo", """
+            url: \(server.url("/ok"))
+            prioirty: high
+            """)
+        try spool.drop("fine", server.url("/ok") + "\n")
+        let (status, _) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1)
+        XCTAssertEqual(spool.files(in: "rejected"), ["typo", "typo.error"])
+        XCTAssertEqual(try spool.read("rejected", "typo"), Array("url: \(server.url("/ok"))\nprioirty: high".utf8),
+                       "a rejected request is kept untouched")
+        let error = try json("rejected", "typo.error")
+        XCTAssertEqual(error["code"] as? String, "unknown-key")
+        XCTAssertEqual(error["line"] as? Int, 2)
+        XCTAssertEqual(try spool.read("done", "ok"), Array("ok".utf8), "a bad request never blocks a good one")
+    }
+
+    func testDrainWithNothingToDoExitsZero() throws {
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        for folder in ["incoming", "tmp", "active", "staging", "done", "failed", "rejected"] {
+            var isDir: ObjCBool = false
+            XCTAssertTrue(FileManager.default.fileExists(atPath: spool.path(folder), isDirectory: &isDir) && isDir.boolValue,
+                          "\(folder)/ is created at start")
+        }
+    }
+
+    func testAddValidatesThenWritesThroughTmpAndTheDaemonFetchesIt() throws {
+        server.serve("/added.txt", body: Array("added".utf8))
+        let add = try DaemonProcess.launch(["add", server.url("/added.txt"), "--name", "a.txt", "--priority", "high",
+                                            "--spool", spool.root])
+        XCTAssertEqual(try add.waitForExit(timeout: 30), 0, add.stderrText)
+        let written = add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(spool.files(in: "incoming"), [written])
+        XCTAssertEqual(spool.files(in: "tmp"), [])
+
+        for bad in [["ftp://127.0.0.1/x"], ["not a url"], [server.url("/x"), "--sha256", "nothex"],
+                    [server.url("/x"), "--name", "../escape"]] {
+            let refused = try DaemonProcess.launch(["add"] + bad + ["--spool", spool.root])
+            XCTAssertNotEqual(try refused.waitForExit(timeout: 30), 0, "\(bad) must be refused")
+            XCTAssertTrue(refused.stderrText.contains("nothing was written"), refused.stderrText)
+        }
+        XCTAssertEqual(spool.files(in: "incoming"), [written], "a refused add writes nothing")
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "a.txt"), Array("added".utf8))
+    }
+
+    func testSpoolDefaultsToTheEnvironmentVariable() throws {
+        server.serve("/env", body: Array("env".utf8))
+        try spool.drop("env", server.url("/env") + "\n")
+        let daemon = try DaemonProcess.launch(["run", "--once"], environment: ["SPOOLFETCH_SPOOL": spool.root])
+        XCTAssertEqual(try daemon.waitForExit(timeout: 60), 0, daemon.stderrText)
+        XCTAssertEqual(try spool.read("done", "env"), Array("env".utf8))
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class EndToEndTestsPlaceholder: XCTestCase { func testNothing() {} }

@@ -1,2 +1,0 @@
-import XCTest
-final class SpoolSchedulerTestsPlaceholder: XCTestCase { func testNothing() {} }

@@ -1,2 +1,0 @@
-import XCTest
-final class SpoolStoreTestsPlaceholder: XCTestCase { func testNothing() {} }

@@ -1,0 +1,214 @@
+import Foundation
+import SpoolStore
+import XCTest
+
+final class SpoolStoreTests: XCTestCase {
+    var root: String!
+    var store: SpoolStore!
+
+    override func setUpWithError() throws {
+        var template = Array((NSTemporaryDirectory() + "/spoolstore-XXXXXX").utf8CString)
+        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        store = SpoolStore(layout: try SpoolLayout(root: root))
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    private func write(_ folder: String, _ name: String, _ text: String) {
+        FileManager.default.createFile(atPath: "\(root!)/\(folder)/\(name)", contents: Data(text.utf8))
+    }
+    private func files(_ folder: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "\(root!)/\(folder)")) ?? []).sorted()
+    }
+    private func read(_ folder: String, _ name: String) -> String? {
+        FileManager.default.contents(atPath: "\(root!)/\(folder)/\(name)").map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func testLayoutCreatesEveryFolderWithTheRootsPermissions() throws {
+        chmod(root, 0o750)
+        _ = try SpoolLayout(root: root)
+        for folder in SpoolLayout.folderNames {
+            var st = stat()
+            XCTAssertEqual(stat("\(root!)/\(folder)", &st), 0)
+            XCTAssertEqual((st.st_mode & S_IFMT), S_IFDIR)
+        }
+        let fresh = root + "/nested"
+        mkdir(fresh, 0o750)
+        _ = try SpoolLayout(root: fresh)
+        var st = stat()
+        stat(fresh + "/staging", &st)
+        XCTAssertEqual(st.st_mode & 0o777, 0o750, "created folders take the root's permissions, whatever the umask")
+    }
+
+    func testLayoutRefusesAFolderThatIsASymlink() throws {
+        let other = root + "/other"
+        let escaped = other + "/spool"
+        try FileManager.default.createDirectory(atPath: escaped, withIntermediateDirectories: true)
+        symlink("/tmp", escaped + "/done")
+        XCTAssertThrowsError(try SpoolLayout(root: escaped))
+    }
+
+    func testClaimRenamesIntoActiveAndHoldsTheLock() throws {
+        write("incoming", "r1", "http://x/\n")
+        guard case .claimed(let claim) = try store.claim("r1") else { return XCTFail("not claimed") }
+        XCTAssertEqual(claim.name, "r1")
+        XCTAssertEqual(claim.bytes, Array("http://x/\n".utf8))
+        XCTAssertEqual(files("incoming"), [])
+        XCTAssertEqual(files("active"), ["r1"])
+        XCTAssertEqual(store.adoptOrphans().count, 0, "a held claim is not adoptable")
+        guard case .gone = try store.claim("r1") else { return XCTFail("a second claim must find it gone") }
+    }
+
+    func testAClaimWhoseHolderIsGoneIsAdopted() throws {
+        write("incoming", "r2", "http://x/\n")
+        do {
+            guard case .claimed = try store.claim("r2") else { return XCTFail("not claimed") }
+        }   // the claim is released here, as when its worker dies
+        let adopted = store.adoptOrphans()
+        XCTAssertEqual(adopted.map(\.name), ["r2"])
+        XCTAssertEqual(store.adoptOrphans().count, 0, "and now it is held again")
+    }
+
+    func testSymlinkAndFifoAreRefusedWithoutReading() throws {
+        write("tmp", "target", "secret")
+        symlink("\(root!)/tmp/target", "\(root!)/incoming/link")
+        guard case .refused(let code, _) = try store.claim("link") else { return XCTFail("symlink must be refused") }
+        XCTAssertEqual(code, "symlink")
+        mkfifo("\(root!)/incoming/pipe", 0o644)
+        guard case .refused(let fifoCode, _) = try store.claim("pipe") else { return XCTFail("fifo must be refused") }
+        XCTAssertEqual(fifoCode, "not-regular-file")
+        try store.rejectUnclaimed("link", ErrorRecord(request: "link", code: code, message: "m"))
+        XCTAssertEqual(files("rejected"), ["link", "link.error"])
+        XCTAssertEqual(read("tmp", "target"), "secret", "the symlink's target is untouched")
+    }
+
+    func testClaimOfAVanishedFileIsGone() throws {
+        guard case .gone = try store.claim("never-there") else { return XCTFail("expected .gone") }
+    }
+
+    func testSameNameStillActiveGetsASuffix() throws {
+        write("incoming", "daily", "a")
+        guard case .claimed(let first) = try store.claim("daily") else { return XCTFail() }
+        write("incoming", "daily", "b")
+        guard case .claimed(let second) = try store.claim("daily") else { return XCTFail() }
+        XCTAssertEqual(first.name, "daily")
+        XCTAssertEqual(second.name, "daily~1")
+        XCTAssertEqual(second.bytes, Array("b".utf8))
+    }
+
+    func testRejectWritesTheErrorAndKeepsTheRequestUntouchedWithSuffixOnCollision() throws {
+        write("rejected", "bad", "older")
+        write("incoming", "bad", "garbage")
+        guard case .claimed(let claim) = try store.claim("bad") else { return XCTFail() }
+        try store.reject(claim, ErrorRecord(request: "bad", code: "unknown-key", message: "m", line: 3))
+        XCTAssertEqual(files("rejected"), ["bad", "bad-1", "bad-1.error"])
+        XCTAssertEqual(read("rejected", "bad-1"), "garbage")
+        XCTAssertEqual(read("rejected", "bad"), "older")
+        let record = try JSONSerialization.jsonObject(with: Data(read("rejected", "bad-1.error")!.utf8)) as? [String: Any]
+        XCTAssertEqual(record?["line"] as? Int, 3)
+        XCTAssertEqual(record?["code"] as? String, "unknown-key")
+        XCTAssertEqual(files("active"), [])
+    }
+
+    private func job(_ base: String, name: String, content: String) throws -> PublishJob {
+        let part = try store.openPart(base, fresh: true)
+        XCTAssertEqual(content.utf8.count, content.withCString { Glibc.write(part.fd, $0, content.utf8.count) })
+        let marker = ItemMarker(request: "r", group: "g", index: 0, url: "http://x/\(name)", finalURL: nil, name: name,
+                                bytes: Int64(content.utf8.count), sha256: "00", httpStatus: 200, etag: nil,
+                                lastModified: nil, contentType: nil, startedAt: "s", finishedAt: "f", attempts: 1)
+        let state = ItemState(request: "r", index: 0, url: marker.url, phase: .ready, inode: part.inode, marker: marker)
+        return PublishJob(part: part, state: state, marker: marker)
+    }
+
+    func testPublishBatchRenamesDataThenWritesMarkers() throws {
+        let jobs = try (0..<5).map { try job("r.\($0)", name: "f\($0).txt", content: "content \($0)") }
+        let results = Publisher(store: store).publish(jobs)
+        XCTAssertEqual(results.compactMap(\.error).count, 0)
+        for i in 0..<5 {
+            XCTAssertEqual(read("done", "f\(i).txt"), "content \(i)")
+            XCTAssertNotNil(read("done", "f\(i).txt.done"))
+        }
+        XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [])
+        XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
+        XCTAssertEqual(store.readState("r.0")?.phase, .ready, "the state written before the renames survives")
+    }
+
+    func testPublishNeverOverwritesAndNeverWritesThroughAPlantedSymlink() throws {
+        write("done", "report.csv", "the consumer's file")
+        write("tmp", "victim", "unchanged")
+        symlink("\(root!)/tmp/victim", "\(root!)/done/report-1.csv")
+        let results = Publisher(store: store).publish([try job("r.0", name: "report.csv", content: "new")])
+        XCTAssertNil(results[0].error)
+        XCTAssertEqual(results[0].finalName, "report-2.csv")
+        XCTAssertEqual(read("done", "report.csv"), "the consumer's file")
+        XCTAssertEqual(read("tmp", "victim"), "unchanged")
+        XCTAssertEqual(read("done", "report-2.csv"), "new")
+        let marker = try JSONSerialization.jsonObject(with: Data(read("done", "report-2.csv.done")!.utf8)) as? [String: Any]
+        XCTAssertEqual(marker?["name"] as? String, "report-2.csv")
+    }
+
+    func testPublishedFileIsFoundByInodeAfterACrashBeforeItsMarker() throws {
+        let j = try job("r.0", name: "data.bin", content: "x")
+        let inode = j.part.inode
+        _ = Publisher(store: store).publish([j])
+        unlink("\(root!)/done/data.bin.done")
+        XCTAssertEqual(store.findPublished(name: "data.bin", inode: inode), "data.bin")
+        XCTAssertNil(store.findPublished(name: "data.bin", inode: inode + 1))
+    }
+
+    func testGroupEndWritesItsMarkerOnceEvenWhenRepeated() throws {
+        write("incoming", "req", "x")
+        guard case .claimed(let claim) = try store.claim("req") else { return XCTFail() }
+        let marker = GroupMarker(group: "nightly", request: "req", finishedAt: "t",
+                                 items: [GroupItem(index: 0, url: "u", outcome: "published")])
+        let first = try store.endGroup(claim, marker: marker, failure: nil)
+        XCTAssertTrue(first.isNew)
+        XCTAssertTrue(first.markerPath.hasSuffix("/done/nightly.group.done"))
+        XCTAssertEqual(files("active"), [])
+        XCTAssertTrue(files("done").contains("req"))
+
+        // Same group name the next night: a new marker, never an overwrite.
+        write("incoming", "req", "y")
+        guard case .claimed(let again) = try store.claim("req") else { return XCTFail() }
+        let failure = ErrorRecord(request: "req", code: "items-failed", message: "1 of 1 items failed")
+        let second = try store.endGroup(again, marker: marker, failure: failure)
+        XCTAssertTrue(second.markerPath.hasSuffix("/done/nightly-1.group.done"))
+        XCTAssertEqual(files("failed"), ["req", "req.error"])
+    }
+
+    func testGroupEndAfterACrashDoesNotWriteASecondMarker() throws {
+        write("incoming", "req", "x")
+        guard case .claimed(let claim) = try store.claim("req") else { return XCTFail() }
+        let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
+        // Simulate: the marker and its journal were written, then the daemon died before moving R.
+        write("staging", "req.group", "g.group.done")
+        write("done", "g.group.done", "{}")
+        let result = try store.endGroup(claim, marker: marker, failure: nil)
+        XCTAssertFalse(result.isNew)
+        XCTAssertEqual(files("done").filter { $0.hasSuffix(".group.done") }, ["g.group.done"])
+    }
+
+    func testSweepRemovesOnlyTemporaries() throws {
+        write("done", ".x.done.tmp", "")
+        write("staging", ".a.state.tmp", "")
+        write("done", "keep", "")
+        XCTAssertEqual(store.sweepTemporaries(), 2)
+        XCTAssertEqual(files("done"), ["keep"])
+    }
+
+    func testStagingNamesFitEvenForLongRequestNames() {
+        let long = String(repeating: "é", count: 127)   // 254 bytes
+        let base = SpoolStore.stagingBase(long, index: 9999)
+        XCTAssertLessThanOrEqual((base + ".state").utf8.count, 255)
+        XCTAssertNotEqual(SpoolStore.stagingBase(long + "a"), SpoolStore.stagingBase(long + "b"))
+        XCTAssertEqual(SpoolStore.stagingBase("short", index: 2), "short.2")
+    }
+
+    func testSuffixGoesBeforeTheExtension() {
+        XCTAssertEqual(SpoolStore.suffixed("a.tar.gz", 1, separator: "-"), "a.tar-1.gz")
+        XCTAssertEqual(SpoolStore.suffixed("noext", 2, separator: "-"), "noext-2")
+        XCTAssertEqual(SpoolStore.suffixed(".hidden", 1, separator: "~"), ".hidden~1")
+    }
+}
