@@ -52,7 +52,9 @@ let package = Package(
 
         // Tests.
         .target(name: "SpoolTestSupport",
-                dependencies: [.product(name: "NIOCore", package: "swift-nio"),
+                dependencies: ["CLinux",
+                               .product(name: "Crypto", package: "swift-crypto"),
+                               .product(name: "NIOCore", package: "swift-nio"),
                                .product(name: "NIOPosix", package: "swift-nio"),
                                .product(name: "NIOHTTP1", package: "swift-nio")],
                 path: "Tests/SpoolTestSupport"),

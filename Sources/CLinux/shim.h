@@ -5,6 +5,8 @@
 #define SPOOLFETCH_CLINUX_SHIM_H
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 

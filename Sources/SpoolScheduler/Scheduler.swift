@@ -194,7 +194,7 @@ public struct Scheduler: Sendable {
             }
             // No free slot: a ready high item may pause a running low or discretionary one.
             guard configuration.highPreempts,
-                  let candidate = peekBest(in: ready, now: now), candidate.item.priority == .high,
+                  let candidate = peekBest(in: ready, now: now, ignoringHostLimit: true), candidate.item.priority == .high,
                   let victim = preemptionVictim(forHost: candidate.item.hostKey) else { break }
             running.removeValue(forKey: victim.item.key)
             releaseSlot(victim)
@@ -256,16 +256,17 @@ public struct Scheduler: Sendable {
         }
     }
 
-    private func hostHasCapacity(_ host: String, now: Double) -> Bool {
+    private func hostHasCapacity(_ host: String, now: Double, ignoringHostLimit: Bool = false) -> Bool {
         if let until = hostHolds[host], until > now { return false }
-        return (runningPerHost[host] ?? 0) < configuration.perHost
+        return ignoringHostLimit || (runningPerHost[host] ?? 0) < configuration.perHost
     }
 
     /// The best ready entry among hosts that may take one more transfer. O(hosts).
-    private func peekBest(in queues: [String: Heap<ReadyEntry>], now: Double) -> ReadyEntry? {
+    private func peekBest(in queues: [String: Heap<ReadyEntry>], now: Double,
+                          ignoringHostLimit: Bool = false) -> ReadyEntry? {
         var best: ReadyEntry? = nil
         for (host, heap) in queues {
-            guard let top = heap.min, hostHasCapacity(host, now: now) else { continue }
+            guard let top = heap.min, hostHasCapacity(host, now: now, ignoringHostLimit: ignoringHostLimit) else { continue }
             if best == nil || top < best! { best = top }
         }
         return best

@@ -35,7 +35,8 @@ public struct PublishResult: Sendable {
 ///    RENAME_NOREPLACE; a taken name gets a `-N` suffix before its extension);
 /// 3. write every marker to a temp file; make them durable the same way;
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once;
-/// 5. record `published` in each item's state.
+/// Before all this each item's state (phase `ready`, with its marker and the part's inode) is
+/// written, so that a crash at any point leaves enough to finish the job.
 ///
 /// Runs off the engine thread; one slow disk never stalls the transfers.
 public struct Publisher: Sendable {
@@ -47,6 +48,13 @@ public struct Publisher: Sendable {
         let layout = store.layout
         var results = jobs.map { PublishResult(base: $0.part.base, finalName: $0.alreadyPublishedAs) }
         let batched = jobs.count > 2
+
+        // 0. Each item's state, phase `ready` with the marker's facts and the part's inode, so a
+        //    crash after the data rename still finds the file and writes its marker. The sync
+        //    below covers these files too.
+        for (i, job) in jobs.enumerated() where job.alreadyPublishedAs == nil {
+            do throws(StoreError) { try store.writeState(job.part.base, job.state) } catch { results[i].error = error }
+        }
 
         // 1. Data durable.
         if batched {
@@ -110,15 +118,11 @@ public struct Publisher: Sendable {
             for i in results.indices where results[i].markerPath != nil { results[i].error = error; results[i].markerPath = nil }
         }
 
-        // 5. Remember it (not synced: after a crash the marker itself is the evidence).
-        for (i, job) in jobs.enumerated() where results[i].markerPath != nil {
-            var state = job.state
-            state.phase = .published
-            state.finalName = results[i].finalName
-            state.marker = job.marker
-            state.marker?.name = results[i].finalName!
-            try? store.writeState(job.part.base, state)
-            layout.staging.remove(job.part.base + ".part")   // already renamed; a copy leaves one behind
+        // 5. A copy across filesystems leaves the part behind; the published copy replaces it.
+        if !sameFilesystem {
+            for (i, job) in jobs.enumerated() where results[i].markerPath != nil {
+                layout.staging.remove(job.part.base + ".part")
+            }
         }
         return results
     }

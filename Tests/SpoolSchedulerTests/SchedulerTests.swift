@@ -123,7 +123,7 @@ final class SchedulerTests: XCTestCase {
     func testWindowAcrossMidnightContainsBothSides() {
         let w = DailyWindow(parsing: "22:30-01:15")!
         func at(_ h: Int, _ m: Int) -> Date {
-            Date(timeIntervalSince1970: 1_800_000_000 - 1_800_000_000 % 86_400 + Double(h * 3600 + m * 60))
+            Date(timeIntervalSince1970: Double(1_800_000_000 - 1_800_000_000 % 86_400 + h * 3600 + m * 60))
         }
         XCTAssertTrue(w.contains(at(23, 0), in: utc))
         XCTAssertTrue(w.contains(at(0, 30), in: utc))
@@ -144,7 +144,7 @@ final class SchedulerTests: XCTestCase {
     func testWindowUsesTheGivenTimeZone() {
         let w = DailyWindow(parsing: "09:00-10:00")!
         let tz = TimeZone(secondsFromGMT: 2 * 3600)!
-        let sevenThirtyUTC = Date(timeIntervalSince1970: 1_800_000_000 - 1_800_000_000 % 86_400 + 7.5 * 3600)
+        let sevenThirtyUTC = Date(timeIntervalSince1970: Double(1_800_000_000 - 1_800_000_000 % 86_400) + 7.5 * 3600)
         XCTAssertTrue(w.contains(sevenThirtyUTC, in: tz))
         XCTAssertFalse(w.contains(sevenThirtyUTC, in: utc))
     }

@@ -1,0 +1,202 @@
+import CLinux
+import Crypto
+import Foundation
+
+/// A wait that did not end in time.
+public enum WaitError: Error, CustomStringConvertible {
+    case timedOut(what: String, after: Double)
+    public var description: String {
+        switch self { case .timedOut(let what, let after): return "timed out after \(after) s waiting for \(what)" }
+    }
+}
+
+/// Test bodies and their digests.
+public enum TestBody {
+    /// Deterministic pseudo-random bytes (xorshift64*).
+    public static func random(count: Int, seed: UInt64) -> [UInt8] {
+        var x = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBytes { raw in
+            var i = 0
+            while i < count {
+                x ^= x >> 12; x ^= x << 25; x ^= x >> 27
+                var v = x &* 0x2545_F491_4F6C_DD1D
+                let n = min(8, count - i)
+                withUnsafeBytes(of: &v) { raw.baseAddress!.advanced(by: i).copyMemory(from: $0.baseAddress!, byteCount: n) }
+                i += n
+            }
+        }
+        return out
+    }
+
+    public static func sha256Hex(_ bytes: [UInt8]) -> String {
+        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Waits for something to appear in a folder without sleep-polling: the predicate is checked at
+/// start and after every inotify event in the folder, with a deadline.
+public enum DirectoryWaiter {
+    public static func wait(in directory: String, timeout: Double, what: String, until predicate: () -> Bool) throws {
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else { throw WaitError.timedOut(what: "\(what) (inotify_init1 failed: errno \(errno))", after: 0) }
+        defer { close(fd) }
+        let mask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)
+        // The folder may not exist yet (the daemon creates it): then watch its parent until it does.
+        var watching = inotify_add_watch(fd, directory, mask) >= 0
+        if !watching {
+            _ = inotify_add_watch(fd, (directory as NSString).deletingLastPathComponent, UInt32(IN_CREATE) | UInt32(IN_MOVED_TO))
+            watching = inotify_add_watch(fd, directory, mask) >= 0
+        }
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            if predicate() { return }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { throw WaitError.timedOut(what: what, after: timeout) }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, Int32(min(remaining * 1000, 60_000)) + 1)
+            _ = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if !watching { watching = inotify_add_watch(fd, directory, mask) >= 0 }
+        }
+    }
+
+    public static func waitForFile(_ name: String, in directory: String, timeout: Double) throws {
+        try wait(in: directory, timeout: timeout, what: "\(directory)/\(name)") {
+            FileManager.default.fileExists(atPath: directory + "/" + name)
+        }
+    }
+}
+
+/// The real `spoolfetch` executable as a child process.
+public final class DaemonProcess: @unchecked Sendable {
+    /// `$SPOOLFETCH_BIN`, else the `spoolfetch` built next to the test bundle.
+    public static var executablePath: String {
+        if let path = ProcessInfo.processInfo.environment["SPOOLFETCH_BIN"], !path.isEmpty { return path }
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("spoolfetch").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("spoolfetch").path
+    }
+
+    private let process = Process()
+    private let exited = DispatchSemaphore(value: 0)
+    private let outputDir: String
+    private var reaped = false
+
+    public var pid: Int32 { process.processIdentifier }
+    public var stdoutText: String { (try? String(contentsOfFile: outputDir + "/stdout", encoding: .utf8)) ?? "" }
+    public var stderrText: String { (try? String(contentsOfFile: outputDir + "/stderr", encoding: .utf8)) ?? "" }
+
+    private init(outputDir: String) { self.outputDir = outputDir }
+
+    public static func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> DaemonProcess {
+        let dir = try makeTempDirectory(prefix: "spoolfetch-proc")
+        let daemon = DaemonProcess(outputDir: dir)
+        FileManager.default.createFile(atPath: dir + "/stdout", contents: nil)
+        FileManager.default.createFile(atPath: dir + "/stderr", contents: nil)
+        daemon.process.executableURL = URL(fileURLWithPath: executablePath)
+        daemon.process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "SPOOLFETCH_SPOOL")
+        daemon.process.environment = env.merging(environment) { _, new in new }
+        daemon.process.standardOutput = FileHandle(forWritingAtPath: dir + "/stdout")
+        daemon.process.standardError = FileHandle(forWritingAtPath: dir + "/stderr")
+        daemon.process.standardInput = FileHandle.nullDevice
+        let semaphore = daemon.exited
+        daemon.process.terminationHandler = { _ in semaphore.signal() }
+        try daemon.process.run()
+        return daemon
+    }
+
+    /// Exit status, or 128 + signal.
+    public func waitForExit(timeout: Double) throws -> Int32 {
+        if !reaped {
+            guard exited.wait(timeout: .now() + timeout) == .success else {
+                throw WaitError.timedOut(what: "spoolfetch (pid \(pid)) to exit; stderr:\n\(stderrText)", after: timeout)
+            }
+            reaped = true
+        }
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    public func signal(_ sig: Int32) {
+        if process.isRunning { kill(process.processIdentifier, sig) }
+    }
+
+    public func terminate() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if !reaped { _ = try? waitForExit(timeout: 10) }
+    }
+
+    deinit {
+        terminate()
+        if ProcessInfo.processInfo.environment["SPOOLFETCH_KEEP_TEST_DIRS"] == nil {
+            try? FileManager.default.removeItem(atPath: outputDir)
+        }
+    }
+
+    /// `spoolfetch run --once --spool SPOOL …`, waited for.
+    public static func drain(spool: String, extra: [String] = [], timeout: Double = 60) throws -> (status: Int32, stderr: String) {
+        let daemon = try launch(["run", "--once", "--spool", spool] + extra)
+        let status = try daemon.waitForExit(timeout: timeout)
+        return (status, daemon.stderrText)
+    }
+}
+
+func makeTempDirectory(prefix: String) throws -> String {
+    let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    var template = Array("\(base)/\(prefix)-XXXXXX".utf8CString)
+    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+        throw CocoaError(.fileWriteUnknown)
+    }
+    return String(cString: made)
+}
+
+/// A fresh spool root in a temp folder; removed at deinit unless SPOOLFETCH_KEEP_TEST_DIRS is set.
+public final class TempSpool: @unchecked Sendable {
+    public let root: String
+
+    public init() throws {
+        root = try makeTempDirectory(prefix: "spoolfetch-test")
+        for folder in ["incoming", "tmp"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+        }
+    }
+
+    deinit {
+        if ProcessInfo.processInfo.environment["SPOOLFETCH_KEEP_TEST_DIRS"] == nil {
+            try? FileManager.default.removeItem(atPath: root)
+        }
+    }
+
+    public func path(_ folder: String, _ name: String? = nil) -> String {
+        name.map { "\(root)/\(folder)/\($0)" } ?? "\(root)/\(folder)"
+    }
+
+    /// As a cron job does it: write `tmp/.NAME.tmp`, fsync, rename into `incoming/NAME`.
+    public func drop(_ name: String, _ text: String) throws {
+        let temp = path("tmp", ".\(name).tmp")
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw CocoaError(.fileWriteUnknown) }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        fsync(fd)
+        close(fd)
+        guard written == bytes.count, rename(temp, path("incoming", name)) == 0 else { throw CocoaError(.fileWriteUnknown) }
+    }
+
+    public func files(in folder: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path(folder))) ?? []).sorted()
+    }
+
+    public func read(_ folder: String, _ name: String) throws -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path(folder, name)) else {
+            throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path(folder, name)])
+        }
+        return [UInt8](data)
+    }
+}
