@@ -21,7 +21,8 @@ public enum RequestParser {
 
         var builder = Builder(fileName: fileName)
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // "\r\n" is a single Character in Swift, so both forms end a line.
+        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
             var line = Substring(rawLine)
             if line.hasSuffix("\r") { line = line.dropLast() }

@@ -1,2 +1,0 @@
-import XCTest
-final class SpoolRequestTestsPlaceholder: XCTestCase { func testNothing() {} }
