@@ -38,6 +38,8 @@ public final class Engine {
 
     private var requests: [String: RequestRecord] = [:]
     private var items: [Int: ItemRecord] = [:]
+    /// Staging base → item key, to match the publisher's results.
+    private var itemsByBase: [String: Int] = [:]
     private var nextKey = 0
     private var publishQueue: [PublishJob] = []
     private var publishInFlight = false
@@ -46,6 +48,10 @@ public final class Engine {
     /// I/O-thread jobs whose result has not come back.
     private var ioOutstanding = 0
     private var initialScanDone = false
+    /// States from publish journals of an interrupted run, used to recover adopted requests;
+    /// the journal files are removed once those requests have ended.
+    private var journalStates: [String: ItemState] = [:]
+    private var journalFiles: [String] = []
     private var stopping = false
     private var summary = RunSummary()
 
@@ -86,6 +92,7 @@ public final class Engine {
 
         let swept = store.sweepTemporaries()
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
+        (journalStates, journalFiles) = store.readJournals()
         for claim in store.adoptOrphans() {
             logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
             accept(claim, adopted: true)
@@ -233,6 +240,7 @@ public final class Engine {
             let record = ItemRecord(key: nextKey, request: request, item: item, now: now)
             request.items.append(record)
             items[record.key] = record
+            itemsByBase[record.base] = record.key
             request.open += 1
             if adopted { recover(record) } else { enqueue(record) }
         }
@@ -251,13 +259,14 @@ public final class Engine {
 
     /// An adopted request's item: pick up where the dead worker left it (state table in README).
     private func recover(_ record: ItemRecord) {
-        guard let state = store.readState(record.base), state.request == record.request.name,
+        guard let state = store.readState(record.base) ?? journalStates[record.base], state.request == record.request.name,
               state.index == record.item.index else {
             store.removeStaging(record.base)
             enqueue(record)
             return
         }
         record.attempts = state.attempts
+        record.hasStateFile = true
         switch state.phase {
         case .failed:
             if let failure = state.failure { itemEnded(record, .failed(failure)) } else { enqueue(record) }
@@ -389,6 +398,7 @@ public final class Engine {
                               lastModified: record.lastModified, bytes: record.bytesOnDisk,
                               attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format))
         try? store.writeState(record.base, state)
+        record.hasStateFile = true
     }
 
     private func handle(_ outcome: TransferOutcome) {
@@ -499,29 +509,18 @@ public final class Engine {
             return
         }
         let error = result.error.map { "\($0)" } ?? "unknown error"
-        guard let part = record.part ?? (try? store.openPartIfPresent(record.base)) else {
-            fail(record, code: "publish", message: "publishing failed: \(error)")
+        if result.finalName == nil && !store.partExists(record.base) {
+            fail(record, code: "publish", message: "publishing failed and the staged file is gone: \(error)")
             return
         }
         logger.warning("publishing failed; will try again in 5 s", metadata: ["item": "\(record.id)", "error": "\(error)"])
-        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
-                              phase: .ready, inode: part.inode, bytes: record.bytesOnDisk, attempts: record.attempts)
-        if let marker = markerFor(record, file: result.finalName) {
-            publishRetries.append((Date().addingTimeInterval(5),
-                                   PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: result.finalName)))
-        }
-    }
-
-    private func markerFor(_ record: ItemRecord, file: String?) -> ItemMarker? {
-        store.readState(record.base)?.marker
+        var job = result.job
+        job.alreadyPublishedAs = result.finalName
+        publishRetries.append((Date().addingTimeInterval(5), job))
     }
 
     private func record(forBase base: String) -> ItemRecord? {
-        // Bases are unique per (request, index); requests are few compared to lookups, so scan them.
-        for request in requests.values {
-            for item in request.items where item.base == base { return item }
-        }
-        return nil
+        itemsByBase[base].flatMap { items[$0] }
     }
 
     // MARK: Endings
@@ -538,6 +537,7 @@ public final class Engine {
         let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
                               phase: .failed, attempts: record.attempts, failure: failure)
         try? store.writeState(record.base, state)
+        record.hasStateFile = true
         logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
                                                              "code": "\(code)"])
         itemEnded(record, .failed(failure))
@@ -585,7 +585,7 @@ public final class Engine {
             message: "\(failures.count) of \(request.items.count) items failed"
                 + (failures.count < request.items.count ? "; the others were published" : ""), items: failures)
         let claim = request.claim
-        let bases = request.items.map(\.base)
+        let bases = request.items.filter(\.hasStateFile).map(\.base)
         let store = self.store
         submitIO {
             do throws(StoreError) {
@@ -600,7 +600,16 @@ public final class Engine {
 
     private func groupEnded(_ name: String, markerPath: String?, isNew: Bool, error: StoreError?) {
         guard let request = requests.removeValue(forKey: name) else { return }
-        for record in request.items { items.removeValue(forKey: record.key) }
+        if requests.isEmpty && !journalFiles.isEmpty {
+            // Every adopted request has ended: the interrupted run's journals are spent.
+            for file in journalFiles { store.layout.staging.remove(file) }
+            journalFiles = []
+            journalStates = [:]
+        }
+        for record in request.items {
+            items.removeValue(forKey: record.key)
+            itemsByBase.removeValue(forKey: record.base)
+        }
         if let error {
             logger.error("could not end the group: \(error)", metadata: ["request": "\(name)", "group": "\(request.group)"])
             return

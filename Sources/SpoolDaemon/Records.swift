@@ -69,6 +69,9 @@ final class ItemRecord {
     var startedAt: Date?
     var lastFailure: TransferFailure?
     var lastFacts: ResponseFacts?
+    /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
+    /// the group end removes it; clean items never had one.
+    var hasStateFile = false
 
     init(key: Int, request: RequestRecord, item: RequestItem, now: Date) {
         self.key = key

@@ -34,8 +34,12 @@ public final class Directory: @unchecked Sendable {
     public func writeAtomically(_ name: String, _ bytes: [UInt8], replace: Bool = true,
                                 sync: Bool = false) throws(StoreError) {
         let temp = ".\(name).tmp"
-        _ = unlinkat(fd, temp, 0)   // a leftover of a crash
-        let f = openat(fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+        var f = openat(fd, temp, flags, 0o644)
+        if f < 0 && errno == EEXIST {
+            _ = unlinkat(fd, temp, 0)   // a leftover of a crash
+            f = openat(fd, temp, flags, 0o644)
+        }
         guard f >= 0 else { throw StoreError("open", path(of: temp)) }
         do throws(StoreError) {
             try FileIO.writeAll(f, bytes, path: path(of: temp))

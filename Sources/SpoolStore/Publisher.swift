@@ -20,6 +20,8 @@ public struct PublishJob: Sendable {
 
 /// What became of a job.
 public struct PublishResult: Sendable {
+    /// The job, handed back so a failed one can be tried again.
+    public var job: PublishJob
     public var base: String
     /// The data file's name in the final folder, once renamed there.
     public var finalName: String?
@@ -35,8 +37,8 @@ public struct PublishResult: Sendable {
 ///    RENAME_NOREPLACE; a taken name gets a `-N` suffix before its extension);
 /// 3. write every marker to a temp file; make them durable the same way;
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once;
-/// Before all this each item's state (phase `ready`, with its marker and the part's inode) is
-/// written, so that a crash at any point leaves enough to finish the job.
+/// Before all this, one journal file records every item's state (phase `ready`, its marker and
+/// the part's inode), so that a crash at any point leaves enough to finish the job.
 ///
 /// Runs off the engine thread; one slow disk never stalls the transfers.
 public struct Publisher: Sendable {
@@ -46,14 +48,20 @@ public struct Publisher: Sendable {
 
     public func publish(_ jobs: [PublishJob]) -> [PublishResult] {
         let layout = store.layout
-        var results = jobs.map { PublishResult(base: $0.part.base, finalName: $0.alreadyPublishedAs) }
+        var results = jobs.map { PublishResult(job: $0, base: $0.part.base, finalName: $0.alreadyPublishedAs) }
         let batched = jobs.count > 2
 
-        // 0. Each item's state, phase `ready` with the marker's facts and the part's inode, so a
-        //    crash after the data rename still finds the file and writes its marker. The sync
-        //    below covers these files too.
-        for (i, job) in jobs.enumerated() where job.alreadyPublishedAs == nil {
-            do throws(StoreError) { try store.writeState(job.part.base, job.state) } catch { results[i].error = error }
+        // 0. One journal for the batch: each item's state (phase `ready`, its marker, the part's
+        //    inode), so that a crash at any later point leaves enough to finish the job. The sync
+        //    below covers it; it is removed once the markers are in place.
+        var journal: String? = nil
+        let journaled = jobs.filter { $0.alreadyPublishedAs == nil }.map(\.state)
+        if !journaled.isEmpty {
+            do throws(StoreError) {
+                journal = try store.writeJournal(journaled)
+            } catch {
+                return results.map { var r = $0; r.error = error; return r }
+            }
         }
 
         // 1. Data durable.
@@ -117,6 +125,8 @@ public struct Publisher: Sendable {
         if let error = catching({ () throws(StoreError) in try layout.final.sync() }) {
             for i in results.indices where results[i].markerPath != nil { results[i].error = error; results[i].markerPath = nil }
         }
+
+        if let journal { layout.staging.remove(journal) }
 
         // 5. A copy across filesystems leaves the part behind; the published copy replaces it.
         if !sameFilesystem {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A request file this daemon holds: renamed into `active/` and locked with `flock`, so that no
 /// other worker adopts it while this one lives. Closing the descriptor (deinit) releases the lock.
@@ -212,6 +213,26 @@ public struct SpoolStore: Sendable {
         return SpoolJSON.decode(ItemState.self, bytes)
     }
 
+    /// Writes `staging/batch-PID-N.journal`, the states of one publish batch; returns its name.
+    public func writeJournal(_ states: [ItemState]) throws(StoreError) -> String {
+        let name = "batch-\(getpid())-\(JournalCounter.next()).journal"
+        try layout.staging.writeAtomically(name, SpoolJSON.encode(states))
+        return name
+    }
+
+    /// Item states recorded by publish batches that a crash interrupted, by staging base.
+    public func readJournals() -> (states: [String: ItemState], files: [String]) {
+        var states: [String: ItemState] = [:]
+        var files: [String] = []
+        for name in layout.staging.list() where name.hasSuffix(".journal") && !name.hasPrefix(".") {
+            files.append(name)
+            guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
+                  let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }
+            for state in list { states[Self.stagingBase(state.request, index: state.index)] = state }
+        }
+        return (states, files)
+    }
+
     public func writeState(_ base: String, _ state: ItemState) throws(StoreError) {
         try layout.staging.writeAtomically(base + ".state", SpoolJSON.encode(state))
     }
@@ -278,6 +299,12 @@ public struct SpoolStore: Sendable {
         while (stem + "\(separator)\(n)").utf8.count > 255 { stem.removeLast() }
         return "\(stem)\(separator)\(n)"
     }
+}
+
+/// Numbers journal files within one process.
+enum JournalCounter {
+    private static let counter = Mutex<Int>(0)
+    static func next() -> Int { counter.withLock { $0 += 1; return $0 } }
 }
 
 /// An open `staging/B.part`. The owner of its descriptor for the item's whole attempt.

@@ -36,38 +36,50 @@ final class Transfer {
 
     /// One header line of any response, including redirects and interim responses.
     func header(_ line: UnsafeBufferPointer<UInt8>) {
-        guard var text = String(bytes: line, encoding: .isoLatin1) else { return }
-        while let last = text.last, last.isNewline { text.removeLast() }   // "\r\n" is one Character
-        if text.hasPrefix("HTTP/") {
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
+        let bytes = UnsafeBufferPointer(rebasing: line[0..<end])
+        if bytes.starts(with: "HTTP/".utf8) {
             // A new response starts: forget the headers of the previous (redirect) one.
             let redirects = facts.redirects
             let sawResponse = facts.httpStatus != 0
             facts = ResponseFacts()
             facts.redirects = redirects + (sawResponse ? 1 : 0)
-            let parts = text.split(separator: " ", maxSplits: 2)
+            let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ", maxSplits: 2)
             if parts.count >= 2, let status = Int(parts[1]) { facts.httpStatus = status }
             return
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
-        let name = text[..<colon].lowercased()
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        switch name {
-        case "etag": facts.etag = value
-        case "last-modified": facts.lastModified = value
-        case "content-type": facts.contentType = value
-        case "content-length": facts.contentLength = Int64(value)
-        case "retry-after":
-            if let seconds = Double(value) { facts.retryAfter = max(0, seconds) }
-            else if let date = HTTPDate.parse(value) { facts.retryAfter = max(0, date.timeIntervalSinceNow) }
-        case "content-range":
+        guard let colon = bytes.firstIndex(of: 0x3A) else { return }
+        // Only a few headers matter; compare names as bytes before making any String.
+        let name = UnsafeBufferPointer(rebasing: bytes[0..<colon])
+        func named(_ wanted: StaticString) -> Bool {
+            guard name.count == wanted.utf8CodeUnitCount else { return false }
+            let w = UnsafeBufferPointer(start: wanted.utf8Start, count: wanted.utf8CodeUnitCount)
+            for i in 0..<name.count where name[i] | 0x20 != w[i] { return false }
+            return true
+        }
+        var value: String {
+            // Header values are ISO-8859-1 at worst; anything non-ASCII is kept as is.
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[(colon + 1)...]), as: UTF8.self)
+                .trimmingCharacters(in: .whitespaces)
+        }
+        if named("etag") { facts.etag = value }
+        else if named("last-modified") { facts.lastModified = value }
+        else if named("content-type") { facts.contentType = value }
+        else if named("content-length") { facts.contentLength = Int64(value) }
+        else if named("retry-after") {
+            let v = value
+            if let seconds = Double(v) { facts.retryAfter = max(0, seconds) }
+            else if let date = HTTPDate.parse(v) { facts.retryAfter = max(0, date.timeIntervalSinceNow) }
+        } else if named("content-range") {
             // bytes a-b/total  or  bytes */total
-            let spec = value.hasPrefix("bytes ") ? value.dropFirst(6) : Substring(value)
+            let v = value
+            let spec = v.hasPrefix("bytes ") ? v.dropFirst(6) : Substring(v)
             let halves = spec.split(separator: "/", maxSplits: 1)
             if halves.count == 2 {
                 facts.rangeTotal = Int64(halves[1])
                 if let dash = halves[0].firstIndex(of: "-") { facts.rangeStart = Int64(halves[0][..<dash]) }
             }
-        default: break
         }
     }
 
@@ -172,7 +184,7 @@ final class Transfer {
                 failure = .curl(code: 18, text: "body ended at \(bytesOnDisk) bytes, expected \(start + expected)")
             }
         }
-        let digest = failure == nil ? hasher.finalize().map { String(format: "%02x", $0) }.joined() : nil
+        let digest = failure == nil ? Hex.encode(hasher.finalize()) : nil
         return TransferOutcome(key: key, failure: failure, facts: facts, bytesOnDisk: bytesOnDisk,
                                bytesReceived: bytesReceived, sha256: digest, hashState: HashState(hasher),
                                restartedFromZero: restartedFromZero)

@@ -164,5 +164,19 @@ public struct HashState: @unchecked Sendable {
     public init(_ sha: SHA256 = SHA256()) { self.sha = sha }
     public mutating func update(_ bytes: UnsafeRawBufferPointer) { sha.update(bufferPointer: bytes) }
     /// Hex digest of what was fed so far (the state itself is left as it is).
-    public var hexDigest: String { sha.finalize().map { String(format: "%02x", $0) }.joined() }
+    public var hexDigest: String { Hex.encode(sha.finalize()) }
+}
+
+/// Lowercase hex without `String(format:)`, which is slow enough to show in profiles.
+enum Hex {
+    private static let digits = Array("0123456789abcdef".utf8)
+    static func encode<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }
