@@ -132,7 +132,17 @@ final class SpoolStoreTests: XCTestCase {
         }
         XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [])
         XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
-        XCTAssertEqual(store.readState("r.0")?.phase, .ready, "the state written before the renames survives")
+        XCTAssertEqual(files("staging"), [], "the batch journal is removed once the markers are in place")
+    }
+
+    func testJournalOfAnInterruptedBatchIsReadBack() throws {
+        let j = try job("r.3", name: "x.bin", content: "abc")
+        let name = try store.writeJournal([j.state])
+        let (states, files) = store.readJournals()
+        XCTAssertEqual(files, [name])
+        XCTAssertEqual(states["r.3"]?.phase, .ready)
+        XCTAssertEqual(states["r.3"]?.inode, j.part.inode)
+        XCTAssertEqual(states["r.3"]?.marker?.name, "x.bin")
     }
 
     func testPublishNeverOverwritesAndNeverWritesThroughAPlantedSymlink() throws {
