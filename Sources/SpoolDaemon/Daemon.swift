@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolRequest
 
 /// The entry points the executable calls; it knows nothing else of the daemon.
 public enum Daemon {
@@ -12,6 +13,9 @@ public enum Daemon {
         /// Could not start: bad configuration, unusable spool, inotify or libcurl set-up failed.
         public static let cannotStart: Int32 = 3
     }
+
+    /// Parses `512M`-style byte counts, as request files do.
+    public static func byteCount(_ text: String) -> Int64? { ByteCount.parse(text) }
 
     /// Runs the daemon with `configuration`; returns the process exit status.
     public static func run(_ configuration: DaemonConfiguration) -> Int32 {

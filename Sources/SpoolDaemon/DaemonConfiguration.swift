@@ -34,6 +34,11 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var minFree: Int64 = 64 * 1024 * 1024
     /// Items per request file.
     public var maxItems: Int = 10_000
+    /// Most requests claimed (held open and locked) at once; more wait in `incoming/`, in arrival
+    /// order, and are claimed as earlier ones end. Bounded by the process's file limit.
+    public var maxClaims: Int = 8192
+    /// Seconds between scans of `active/` for requests whose worker died (0: only at start).
+    public var adoptInterval: Double = 30
     public var caFile: String?
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).

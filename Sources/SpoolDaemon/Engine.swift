@@ -48,6 +48,18 @@ public final class Engine {
     /// I/O-thread jobs whose result has not come back.
     private var ioOutstanding = 0
     private var initialScanDone = false
+    /// Names seen in `incoming/` while `maxClaims` requests were held: claimed as others end.
+    private var deferredNames: [String] = []
+    private var deferredHead = 0
+    private var deferredSet: Set<String> = []
+    private var maxClaims = 0
+    /// Items waiting for disk space, in arrival order, and when to look at the free space next.
+    private var waitingForSpace: [ItemRecord] = []
+    private var spaceCheckAt: Date?
+    /// Keys of running transfers (for the space reservation).
+    private var runningKeys: Set<Int> = []
+    /// When to look for requests in `active/` whose worker died.
+    private var nextAdoptionScan: Date?
     /// States from publish journals of an interrupted run, used to recover adopted requests;
     /// the journal files are removed once those requests have ended.
     private var journalStates: [String: ItemState] = [:]
@@ -89,6 +101,8 @@ public final class Engine {
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         wakeTarget.set(session.waker)
         installSignalHandlers()
+        maxClaims = FileLimit.raise(wanting: configuration.maxClaims, reserve: configuration.concurrency * 4 + 256,
+                                    logger: logger)
 
         let swept = store.sweepTemporaries()
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
@@ -97,13 +111,16 @@ public final class Engine {
             logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
             accept(claim, adopted: true)
         }
+        if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
         logger.info("spoolfetch running", metadata: [
             "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
             "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
 
         while true {
             for message in inbox.drain() { handle(message) }
-            for outcome in session.perform() { handle(outcome) }
+            let ended = session.perform()
+            for started in session.takeBodyStarts() { bodyBegan(started.key, started.facts, started.restartedFromZero) }
+            for outcome in ended { handle(outcome) }
             schedule()
             if shouldExit() { break }
             session.wait(timeoutMilliseconds: sleepMilliseconds())
@@ -121,14 +138,16 @@ public final class Engine {
             return ioOutstanding == 0 && !publishInFlight
         }
         guard configuration.once, initialScanDone else { return false }
-        return requests.isEmpty && ioOutstanding == 0 && !publishInFlight && publishQueue.isEmpty
+        return requests.isEmpty && deferredHead == deferredNames.count && ioOutstanding == 0 && !publishInFlight && publishQueue.isEmpty
     }
 
     /// Until the nearest timer (earliest start, retry, window, publish retry); "forever" when none.
     private func sleepMilliseconds() -> Int32 {
         let now = Date()
         var next = scheduler.nextWakeup(now: now)
-        if let retry = publishRetries.map(\.at).min() { next = min(next ?? retry, retry) }
+        for t in [publishRetries.map(\.at).min(), spaceCheckAt, nextAdoptionScan].compactMap({ $0 }) {
+            next = min(next ?? t, t)
+        }
         guard let next else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
@@ -143,6 +162,14 @@ public final class Engine {
         }
         kickPublisher()
         if stopping { return }
+        if let at = spaceCheckAt, at <= now { releaseSpaceWaiters(now: now) }
+        if let at = nextAdoptionScan, at <= now {
+            nextAdoptionScan = now.addingTimeInterval(configuration.adoptInterval)
+            for claim in store.adoptOrphans() {
+                logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
+                accept(claim, adopted: true)
+            }
+        }
         for action in scheduler.nextActions(now: now) {
             switch action {
             case .start(let key): start(key)
@@ -188,6 +215,7 @@ public final class Engine {
         for (key, record) in items {
             guard case .running = record.phase else { continue }
             if let outcome = session.remove(key) { keepPartial(record, outcome) }
+            runningKeys.remove(key)
             saveResumeState(record)
         }
     }
@@ -196,6 +224,12 @@ public final class Engine {
 
     private func claimIncoming(_ name: String) {
         guard !stopping, DirectoryWatcher.isCandidate(name) else { return }
+        if requests.count >= maxClaims {
+            // Each claim holds a descriptor (its lock); beyond the limit the request stays
+            // queued in incoming/ and is claimed when an earlier one ends.
+            if deferredSet.insert(name).inserted { deferredNames.append(name) }
+            return
+        }
         do {
             switch try store.claim(name) {
             case .gone:
@@ -213,6 +247,19 @@ public final class Engine {
             }
         } catch {
             logger.error("could not claim a request file: \(error)", metadata: ["request": "\(name)"])
+        }
+    }
+
+    private func claimDeferred() {
+        while requests.count < maxClaims && deferredHead < deferredNames.count && !stopping {
+            let name = deferredNames[deferredHead]
+            deferredHead += 1
+            deferredSet.remove(name)
+            claimIncoming(name)
+        }
+        if deferredHead == deferredNames.count || deferredHead > 4096 {
+            deferredNames.removeFirst(deferredHead)
+            deferredHead = 0
         }
     }
 
@@ -312,6 +359,11 @@ public final class Engine {
 
     private func start(_ key: Int) {
         guard let record = items[key] else { scheduler.finished(key); return }
+        if !hasSpace(for: record) {
+            scheduler.finished(key)
+            waitForSpace(record, reason: "not enough free space for its expected size")
+            return
+        }
         record.attempts += 1
         if record.startedAt == nil { record.startedAt = Date() }
         do {
@@ -336,13 +388,14 @@ public final class Engine {
                 ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(record.item))
             try session.start(key: key, request: request, maxRecvSpeed: perTransferRate(adding: 1))
             record.phase = .running
+            runningKeys.insert(key)
             rebalanceRate()
             logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
                                                         "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
         } catch let error as StoreError where error.isDiskFull {
-            logger.warning("no space for a staging file; waiting", metadata: ["item": "\(record.id)", "error": "\(error)"])
-            scheduler.retry(key, notBefore: Date().addingTimeInterval(5))
-            record.phase = .retrying
+            record.attempts -= 1
+            scheduler.finished(key)
+            waitForSpace(record, reason: "\(error)")
         } catch {
             scheduler.finished(key)
             fail(record, code: "staging", message: "could not prepare the staging file: \(error)")
@@ -375,11 +428,83 @@ public final class Engine {
 
     private func pause(_ key: Int) {
         guard let record = items[key], let outcome = session.remove(key) else { return }
+        runningKeys.remove(key)
         keepPartial(record, outcome)
         saveResumeState(record)
         record.phase = .queued
         rebalanceRate()
         logger.info("transfer paused; partial kept", metadata: ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)"])
+    }
+
+    /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`
+    /// leaves a partial the next run can resume with `Range` + `If-Range`.
+    private func bodyBegan(_ key: Int, _ facts: ResponseFacts, _ restartedFromZero: Bool) {
+        guard let record = items[key] else { return }
+        if restartedFromZero {
+            record.bytesOnDisk = 0
+            logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
+        }
+        record.etag = facts.etag
+        record.lastModified = facts.lastModified
+        let total = facts.rangeTotal ?? facts.contentLength ?? record.item.expectedBytes ?? Int64.max
+        guard total >= Self.resumeStateThreshold, record.validator != nil, let part = record.part else { return }
+        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+                              phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
+                              bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format))
+        try? store.writeState(record.base, state)
+        record.hasStateFile = true
+    }
+
+    /// Bodies smaller than this are simply fetched again after a crash.
+    static let resumeStateThreshold: Int64 = 1 << 20
+
+    // MARK: Disk space
+
+    /// Whether the staging (and, if separate, the final) filesystem can take the rest of the
+    /// item's expected size on top of what the running transfers still expect, keeping `--min-free`.
+    private func hasSpace(for record: ItemRecord) -> Bool {
+        let needed = max(0, (record.item.expectedBytes ?? 0) - record.bytesOnDisk)
+        var reserved: Int64 = 0
+        for key in runningKeys {
+            guard let r = items[key], let expected = r.item.expectedBytes else { continue }
+            reserved += max(0, expected - r.bytesOnDisk)
+        }
+        let layout = store.layout
+        var folders = [layout.staging]
+        if layout.final.deviceID() != layout.staging.deviceID() { folders.append(layout.final) }
+        for folder in folders {
+            guard let free = folder.freeBytes() else { continue }
+            if free - configuration.minFree - reserved < needed { return false }
+        }
+        return true
+    }
+
+    private func waitForSpace(_ record: ItemRecord, reason: String) {
+        record.phase = .waitingForSpace
+        waitingForSpace.append(record)
+        if spaceCheckAt == nil { spaceCheckAt = Date().addingTimeInterval(Self.spaceCheckInterval) }
+        logger.warning("waiting for disk space; the partial is kept", metadata: [
+            "item": "\(record.id)", "bytes": "\(record.bytesOnDisk)", "reason": "\(reason)",
+            "free": "\(store.layout.staging.freeBytes() ?? -1)", "min-free": "\(configuration.minFree)"])
+    }
+
+    /// How often free space is looked at while an item waits for it (statvfs on a timer; only
+    /// while something waits).
+    static let spaceCheckInterval: Double = 2
+
+    private func releaseSpaceWaiters(now: Date) {
+        spaceCheckAt = nil
+        var still: [ItemRecord] = []
+        for record in waitingForSpace {
+            if still.isEmpty && hasSpace(for: record) && (store.layout.staging.freeBytes() ?? 0) > configuration.minFree {
+                logger.info("disk space is back; resuming", metadata: ["item": "\(record.id)"])
+                enqueue(record)
+            } else {
+                still.append(record)
+            }
+        }
+        waitingForSpace = still
+        if !still.isEmpty { spaceCheckAt = now.addingTimeInterval(Self.spaceCheckInterval) }
     }
 
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
@@ -403,6 +528,7 @@ public final class Engine {
 
     private func handle(_ outcome: TransferOutcome) {
         guard let record = items[outcome.key] else { return }
+        runningKeys.remove(outcome.key)
         keepPartial(record, outcome)
         record.lastFacts = outcome.facts
         rebalanceRate()
@@ -427,6 +553,15 @@ public final class Engine {
                 scheduler.retry(record.key, notBefore: Date())
                 record.phase = .retrying
             }
+            return
+        }
+        if case .write(let e) = failure, e == ENOSPC || e == EDQUOT {
+            // A full disk is not the item's fault: keep the partial, wait for space, and do not
+            // count the attempt.
+            record.attempts -= 1
+            scheduler.finished(record.key)
+            saveResumeState(record)
+            waitForSpace(record, reason: "\(failure)")
             return
         }
         if case .rangeMismatch = failure {
@@ -600,6 +735,7 @@ public final class Engine {
 
     private func groupEnded(_ name: String, markerPath: String?, isNew: Bool, error: StoreError?) {
         guard let request = requests.removeValue(forKey: name) else { return }
+        claimDeferred()
         if requests.isEmpty && !journalFiles.isEmpty {
             // Every adopted request has ended: the interrupted run's journals are spent.
             for file in journalFiles { store.layout.staging.remove(file) }
@@ -707,5 +843,26 @@ extension HashState {
             offset += Int64(n)
         }
         return state
+    }
+}
+
+/// The process's descriptor limit: every claim holds one (its `flock`), so raise the soft limit
+/// to what is needed (up to the hard limit) and bound the claims by what is available.
+enum FileLimit {
+    static func raise(wanting claims: Int, reserve: Int, logger: Logger) -> Int {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return max(1, claims) }
+        let wanted = rlim_t(claims + reserve)
+        if limit.rlim_cur < wanted {
+            var raised = limit
+            raised.rlim_cur = min(wanted, limit.rlim_max)
+            if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        let available = Int(limit.rlim_cur) - reserve
+        if available < claims {
+            logger.warning("the file limit allows fewer claims than asked", metadata: [
+                "max-claims": "\(claims)", "allowed": "\(max(1, available))", "RLIMIT_NOFILE": "\(limit.rlim_cur)"])
+        }
+        return max(1, min(claims, available))
     }
 }

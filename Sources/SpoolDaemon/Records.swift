@@ -28,6 +28,8 @@ enum ItemPhase {
     case running
     /// Waiting in the scheduler's timer heap for a retry.
     case retrying
+    /// Waiting for free disk space (its partial kept); checked on a timer.
+    case waitingForSpace
     case publishing
     case published(file: String, marker: String)
     case failed(ItemFailure)
@@ -41,6 +43,7 @@ enum ItemPhase {
         case .queued: return "pending"
         case .running: return "running"
         case .retrying: return "retrying"
+        case .waitingForSpace: return "waiting-space"
         case .publishing: return "publishing"
         case .published: return "done"
         case .failed: return "failed"

@@ -18,6 +18,8 @@ final class Transfer {
     /// Set by the write callback when it aborts the transfer; wins over curl's generic write error.
     var abortReason: TransferFailure?
     var restartedFromZero = false
+    /// Set when the final response's body has just begun; the session reports it once.
+    var bodyJustBegan = false
     /// Whether the first body byte of the final response has been seen (decisions are made there).
     private var bodyStarted = false
     /// An error response's body is read and dropped (keeps the connection reusable), up to a bound.
@@ -90,6 +92,7 @@ final class Transfer {
         if !bodyStarted {
             bodyStarted = true
             if !beginBody() { return false }
+            bodyJustBegan = !discardingErrorBody
         }
         if discardingErrorBody {
             discarded += bytes.count

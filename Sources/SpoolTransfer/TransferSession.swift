@@ -89,6 +89,17 @@ public final class TransferSession {
         return outcome
     }
 
+    /// Running transfers whose response body began since the last call, with their response
+    /// facts (the moment to remember resume validators).
+    public func takeBodyStarts() -> [(key: Int, facts: ResponseFacts, restartedFromZero: Bool)] {
+        var started: [(key: Int, facts: ResponseFacts, restartedFromZero: Bool)] = []
+        for (key, t) in running where t.bodyJustBegan {
+            t.bodyJustBegan = false
+            started.append((key, t.facts, t.restartedFromZero))
+        }
+        return started
+    }
+
     /// Drives every transfer as far as it can go without blocking; returns those that ended.
     public func perform() -> [TransferOutcome] {
         var stillRunning: Int32 = 0

@@ -64,6 +64,30 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("retry-cap"), help: ArgumentHelp("Longest retry delay in seconds. Example: --retry-cap 300", valueName: "seconds"))
     var retryCap: Double = 300
 
+    @Option(name: .customLong("resource-timeout"), help: ArgumentHelp("Seconds after which an item is not retried any more (like URLSession's timeoutIntervalForResource). Example: --resource-timeout 86400", valueName: "seconds"))
+    var resourceTimeout: Double = 7 * 24 * 3600
+
+    @Option(name: .customLong("min-free"), help: ArgumentHelp("Free space to keep on the staging (and final) filesystem; items wait rather than fill it (k/M/G suffixes). Example: --min-free 1G", valueName: "bytes"))
+    var minFree: String = "64M"
+
+    @Option(name: .customLong("max-bytes"), help: ArgumentHelp("Daemon-wide cap on any response body; 0 = none (k/M/G suffixes). Example: --max-bytes 10G", valueName: "bytes"))
+    var maxBytes: String = "0"
+
+    @Option(name: .customLong("max-rate"), help: ArgumentHelp("Daemon-wide receive rate, shared by the running transfers; 0 = unlimited (k/M/G suffixes, per second). Example: --max-rate 20M", valueName: "bytes/s"))
+    var maxRate: String = "0"
+
+    @Option(name: .customLong("max-items"), help: ArgumentHelp("Most items one request file may hold. Example: --max-items 1000", valueName: "n"))
+    var maxItems: Int = 10_000
+
+    @Option(name: .customLong("max-claims"), help: ArgumentHelp("Most requests claimed at once (each holds a lock); more wait in incoming/ and are claimed as earlier ones end. Example: --max-claims 8192", valueName: "n"))
+    var maxClaims: Int = 8192
+
+    @Option(name: .customLong("adopt-interval"), help: ArgumentHelp("Seconds between looks for requests whose worker died (other daemons on the same spool); 0 = only at start. Example: --adopt-interval 30", valueName: "seconds"))
+    var adoptInterval: Double = 30
+
+    @Option(name: .customLong("final-folder"), help: ArgumentHelp("Where published files and markers go (default: SPOOL/done). Example: --final-folder /srv/data/incoming", valueName: "dir"))
+    var finalFolder: String?
+
     @Option(name: .customLong("expect-slack"), help: ArgumentHelp("A body more than this many times its expected-bytes fails, unless max-bytes is set. Example: --expect-slack 2", valueName: "factor"))
     var expectSlack: Double = 2
 
@@ -99,6 +123,17 @@ struct Run: ParsableCommand {
         configuration.onItem = onItem
         configuration.onGroup = onGroup
         configuration.logLevel = logLevel
+        configuration.resourceTimeout = resourceTimeout
+        configuration.maxItems = maxItems
+        configuration.maxClaims = maxClaims
+        configuration.adoptInterval = adoptInterval
+        configuration.finalFolder = finalFolder
+        guard let minFreeBytes = Daemon.byteCount(minFree) else { throw ValidationError("--min-free must be a byte count such as 512M, got '\(minFree)'") }
+        guard let maxBytesValue = Daemon.byteCount(maxBytes) else { throw ValidationError("--max-bytes must be a byte count such as 10G, got '\(maxBytes)'") }
+        guard let maxRateValue = Daemon.byteCount(maxRate) else { throw ValidationError("--max-rate must be a byte count per second such as 20M, got '\(maxRate)'") }
+        configuration.minFree = minFreeBytes
+        configuration.maxBytes = maxBytesValue
+        configuration.maxRate = maxRateValue
         do { try configuration.validate() } catch { throw ValidationError(error.description) }
         let status = Daemon.run(configuration)
         if status != 0 { throw ExitCode(status) }

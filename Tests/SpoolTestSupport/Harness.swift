@@ -41,7 +41,7 @@ public enum DirectoryWaiter {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { throw WaitError.timedOut(what: "\(what) (inotify_init1 failed: errno \(errno))", after: 0) }
         defer { close(fd) }
-        let mask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM)
+        let mask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MODIFY)
         // The folder may not exist yet (the daemon creates it): then watch its parent until it does.
         var watching = inotify_add_watch(fd, directory, mask) >= 0
         if !watching {
@@ -110,6 +110,13 @@ public final class DaemonProcess: @unchecked Sendable {
         daemon.process.terminationHandler = { _ in semaphore.signal() }
         try daemon.process.run()
         return daemon
+    }
+
+    /// Waits until the daemon's stderr contains `text` (woken by writes to the log file).
+    public func waitForStderr(containing text: String, timeout: Double) throws {
+        try DirectoryWaiter.wait(in: outputDir, timeout: timeout, what: "'\(text)' in the daemon's log") {
+            self.stderrText.contains(text)
+        }
     }
 
     /// Exit status, or 128 + signal.

@@ -1,0 +1,268 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// Faults end to end: every one ends in a byte-identical published file or a request in
+/// `failed/` with a reason — never a partial or spliced file in the final folder.
+final class ReliabilityTests: XCTestCase {
+    var server: TestHTTPServer!
+    var spool: TempSpool!
+
+    override func setUpWithError() throws {
+        server = try TestHTTPServer.start()
+        spool = try TempSpool()
+    }
+
+    override func tearDownWithError() throws {
+        try server.shutdown()
+    }
+
+    private func marker(_ name: String) throws -> [String: Any] {
+        try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("done", name + ".done"))) as? [String: Any])
+    }
+
+    private func partSize(_ spool: TempSpool) -> Int {
+        for name in spool.files(in: "staging") where name.hasSuffix(".part") {
+            let size = (try? FileManager.default.attributesOfItem(atPath: spool.path("staging", name))[.size] as? Int) ?? 0
+            return size ?? 0
+        }
+        return 0
+    }
+
+    func testConnectionCutResumesWithRangeAndIfRange() throws {
+        let body = TestBody.random(count: 3_000_000, seed: 1)
+        server.serve("/big", body: body, etag: "\"v1\"", script: [.cut(afterBytes: 1_000_000), .normal])
+        try spool.drop("cut", server.url("/big") + "\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "big"), body)
+        let requests = server.requests(for: "/big")
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertNil(requests[0].header("Range"))
+        XCTAssertEqual(requests[1].header("Range"), "bytes=1000000-", "the retry asks only for the missing bytes")
+        XCTAssertEqual(requests[1].header("If-Range"), "\"v1\"")
+        let m = try marker("big")
+        XCTAssertEqual(m["sha256"] as? String, TestBody.sha256Hex(body), "the digest covers the whole file")
+        XCTAssertEqual(m["attempts"] as? Int, 2)
+    }
+
+    func testServiceUnavailableWithRetryAfterIsRetriedAfterThatDelay() throws {
+        let body = TestBody.random(count: 10_000, seed: 2)
+        server.serve("/busy", body: body, script: [.status(503, [("Retry-After", "1")]), .normal])
+        try spool.drop("busy", server.url("/busy") + "\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.01"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "busy"), body)
+        let requests = server.requests(for: "/busy")
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertGreaterThanOrEqual(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt), 0.95,
+                                    "Retry-After: 1 is honoured although the back-off base is 10 ms")
+        XCTAssertEqual(try marker("busy")["attempts"] as? Int, 2)
+    }
+
+    func testPersistentServerErrorFailsAfterMaxAttemptsWithTheLastStatus() throws {
+        server.serve("/down", body: [], script: [.status(500)])
+        try spool.drop("down", server.url("/down") + "\n")
+        let (status, _) = try DaemonProcess.drain(spool: spool.root,
+                                                   extra: ["--retry-base", "0.01", "--retry-cap", "0.05", "--max-attempts", "3"])
+        XCTAssertEqual(status, 1)
+        XCTAssertEqual(server.requests(for: "/down").count, 3)
+        let error = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("failed", "down.error"))) as? [String: Any])
+        let item = try XCTUnwrap((error["items"] as? [[String: Any]])?.first)
+        XCTAssertEqual(item["httpStatus"] as? Int, 500)
+        XCTAssertEqual(item["attempts"] as? Int, 3)
+        XCTAssertTrue((item["message"] as? String ?? "").contains("gave up after 3 attempts"))
+    }
+
+    func testServerIgnoringTheRangeRestartsFromZero() throws {
+        let body = TestBody.random(count: 2_000_000, seed: 3)
+        server.serve("/norange", body: body, etag: "\"n\"", script: [.cut(afterBytes: 700_000), .ignoreRange])
+        try spool.drop("norange", server.url("/norange") + "\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "norange"), body, "the kept prefix is dropped, not spliced")
+        XCTAssertEqual(server.requests(for: "/norange")[1].header("Range"), "bytes=700000-")
+    }
+
+    func testResourceChangedBetweenAttemptsGivesTheNewVersionWhole() throws {
+        let old = TestBody.random(count: 2_000_000, seed: 4)
+        let new = TestBody.random(count: 1_500_000, seed: 5)
+        server.serve("/changing", body: old, etag: "\"old\"", script: [.stall(afterBytes: 500_000)])
+        try spool.drop("changing", server.url("/changing") + "\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--stall-timeout", "1", "--retry-base", "2"])
+        defer { daemon.terminate() }
+        // Wait until the first attempt has stored its prefix, then change the resource.
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "a partial of 500000 bytes") {
+            self.partSize(self.spool) >= 500_000
+        }
+        server.serve("/changing", body: new, etag: "\"new\"")
+        try DirectoryWaiter.waitForFile("changing.done", in: spool.path("done"), timeout: 60)
+        XCTAssertEqual(try spool.read("done", "changing"), new, "If-Range mismatch: the whole new version, nothing of the old")
+        let requests = server.requests(for: "/changing")
+        XCTAssertEqual(requests.last?.header("If-Range"), "\"old\"")
+        XCTAssertEqual(try marker("changing")["etag"] as? String, "\"new\"")
+    }
+
+    func testStalledTransferIsCutAndResumed() throws {
+        let body = TestBody.random(count: 1_200_000, seed: 6)
+        server.serve("/stall", body: body, etag: "\"s\"", script: [.stall(afterBytes: 400_000), .normal])
+        try spool.drop("stall", server.url("/stall") + "\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--stall-timeout", "1", "--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "stall"), body)
+        XCTAssertEqual(server.requests(for: "/stall")[1].header("Range"), "bytes=400000-")
+        XCTAssertTrue(stderr.contains("timeout") || stderr.contains("Timeout"), stderr)
+    }
+
+    func testKillNineMidTransferThenRestartResumesAndPublishesOnce() throws {
+        let size = 8 << 20
+        let body = TestBody.random(count: size, seed: 7)
+        // 256 KiB every 20 ms: about 0.7 s for the whole body, slow enough to kill it half-way.
+        server.serve("/slow", body: body, etag: "\"k\"", script: [.slow(chunkSize: 256 << 10, interval: .milliseconds(20)), .normal])
+        try spool.drop("killme", server.url("/slow") + "\nname: slow.bin\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root])
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "half of the body in staging") {
+            self.partSize(self.spool) >= size / 2
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        let kept = partSize(spool)
+        XCTAssertEqual(spool.files(in: "active"), ["killme"], "the claim survives the crash")
+        XCTAssertFalse(spool.files(in: "done").contains("slow.bin"))
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "slow.bin"), body)
+        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("slow") }, ["slow.bin", "slow.bin.done"], "published exactly once")
+        let resumed = try XCTUnwrap(server.requests(for: "/slow").last)
+        let range = try XCTUnwrap(resumed.header("Range"), "the restart resumes with a range")
+        let offset = Int(range.dropFirst(6).dropLast()) ?? -1
+        XCTAssertGreaterThanOrEqual(offset, size / 2)
+        XCTAssertLessThanOrEqual(offset, kept)
+        XCTAssertEqual(spool.files(in: "active"), [])
+        XCTAssertEqual(spool.files(in: "staging"), [])
+        print("kill -9 at \(kept) of \(size) bytes; the restart re-fetched \(size - offset) bytes")
+    }
+
+    func testSigtermKeepsThePartialAndTheNextRunResumes() throws {
+        let size = 6 << 20
+        let body = TestBody.random(count: size, seed: 8)
+        server.serve("/term", body: body, etag: "\"t\"", script: [.slow(chunkSize: 128 << 10, interval: .milliseconds(20)), .normal])
+        try spool.drop("term", server.url("/term") + "\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "a partial") { self.partSize(self.spool) >= 1 << 20 }
+        let stopAsked = Date()
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 10), 0)
+        XCTAssertLessThan(Date().timeIntervalSince(stopAsked), 5, "SIGTERM ends the daemon within a few seconds")
+        XCTAssertGreaterThan(partSize(spool), 0, "the partial is kept")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("done", "term"), body)
+        XCTAssertNotNil(server.requests(for: "/term").last?.header("Range"))
+    }
+
+    func testTwoDaemonsOnOneSpoolFetchEachItemExactlyOnce() throws {
+        let count = 300
+        for i in 0..<count { server.serve("/w/\(i)", body: Array("item \(i)".utf8)) }
+        let a = try DaemonProcess.launch(["run", "--spool", spool.root])
+        let b = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { a.terminate(); b.terminate() }
+        for i in 0..<count { try spool.drop("r\(i)", server.url("/w/\(i)") + "\nname: f\(i)\n") }
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "\(count) group markers") {
+            self.spool.files(in: "done").filter { $0.hasSuffix(".group.done") }.count == count
+        }
+        for i in 0..<count {
+            XCTAssertEqual(server.requests(for: "/w/\(i)").count, 1, "item \(i) fetched exactly once")
+            XCTAssertEqual(try spool.read("done", "f\(i)"), Array("item \(i)".utf8))
+        }
+        XCTAssertEqual(spool.files(in: "done").filter { $0.hasSuffix("-1") }, [], "nothing published twice")
+        a.signal(SIGTERM); b.signal(SIGTERM)
+        XCTAssertEqual(try a.waitForExit(timeout: 10), 0)
+        XCTAssertEqual(try b.waitForExit(timeout: 10), 0)
+    }
+
+    func testRequestOfADeadWorkerIsAdoptedByTheOtherOne() throws {
+        let body = TestBody.random(count: 4 << 20, seed: 9)
+        server.serve("/adopt", body: body, etag: "\"a\"", script: [.slow(chunkSize: 128 << 10, interval: .milliseconds(20)), .normal])
+        let survivor = try DaemonProcess.launch(["run", "--spool", spool.root, "--adopt-interval", "0.5"])
+        defer { survivor.terminate() }
+        // The doomed worker gets the request: it starts first and is the only one to see it...
+        let doomed = try DaemonProcess.launch(["run", "--spool", spool.root, "--once"])
+        try spool.drop("orphan", server.url("/adopt") + "\n")
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "a partial") { self.partSize(self.spool) >= 1 << 20 }
+        // ... whichever of the two claimed it, kill that one if it is the doomed worker.
+        doomed.signal(SIGKILL)
+        _ = try doomed.waitForExit(timeout: 10)
+        try DirectoryWaiter.waitForFile("orphan.group.done", in: spool.path("done"), timeout: 60)
+        XCTAssertEqual(try spool.read("done", "adopt"), body)
+    }
+
+    func testBurstOfTwentyThousandRequestsIsEveryOneClaimed() throws {
+        let count = 20_000
+        server.serve("/tiny", body: Array("t".utf8))
+        // Prepared in tmp/ first, then renamed in as fast as possible while the daemon runs:
+        // far more events than the inotify queue holds (16,384 by default).
+        for i in 0..<count {
+            let fd = open(spool.path("tmp", "b\(i)"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            let text = "url: \(server.url("/tiny"))?\(i)\nname: t\(i)\n"
+            _ = text.withCString { write(fd, $0, strlen($0)) }
+            close(fd)
+        }
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--concurrency", "32", "--per-host", "32", "--max-claims", "4096",
+                                               "--log-level", "notice"])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.waitForFile("active", in: spool.root, timeout: 30)
+        let started = Date()
+        for i in 0..<count { XCTAssertEqual(rename(spool.path("tmp", "b\(i)"), spool.path("incoming", "b\(i)")), 0) }
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 600, what: "\(count) group markers") {
+            self.spool.files(in: "done").count >= count * 4
+        }
+        let seconds = Date().timeIntervalSince(started)
+        XCTAssertEqual(spool.files(in: "incoming"), [])
+        XCTAssertEqual(spool.files(in: "active"), [])
+        let done = Set(spool.files(in: "done"))
+        for i in 0..<count { XCTAssertTrue(done.contains("b\(i).group.done"), "b\(i) was claimed and ended") }
+        XCTAssertEqual(server.requests(for: "/tiny").count, count)
+        print("burst: \(count) requests renamed in at once, all claimed and published in \(String(format: "%.1f", seconds)) s (\(Int(Double(count) / seconds))/s)")
+    }
+
+    func testFullDiskWaitsKeepsThePartialAndResumesWhenSpaceReturns() throws {
+        guard geteuid() == 0 else { throw XCTSkip("mounting a small tmpfs needs root") }
+        let mountPoint = spool.path("small-disk")
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", mountPoint]) == 0 else {
+            throw XCTSkip("cannot mount tmpfs here")
+        }
+        defer { _ = run("/bin/umount", ["-l", mountPoint]) }
+        let small = mountPoint + "/spool"
+        try FileManager.default.createDirectory(atPath: small + "/incoming", withIntermediateDirectories: true)
+        let body = TestBody.random(count: 5 << 20, seed: 10)
+        server.serve("/huge", body: body, etag: "\"h\"")
+        let request = small + "/incoming/full"
+        FileManager.default.createFile(atPath: request, contents: Data((server.url("/huge") + "\n").utf8))
+        let daemon = try DaemonProcess.launch(["run", "--spool", small, "--min-free", "0", "--log-level", "info"])
+        defer { daemon.terminate() }
+        try daemon.waitForStderr(containing: "waiting for disk space", timeout: 30)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: small + "/failed/full"), "a full disk does not fail the item")
+        let freed = Date()
+        XCTAssertEqual(run("/bin/mount", ["-o", "remount,size=32m", mountPoint]), 0)
+        try DirectoryWaiter.wait(in: small + "/done", timeout: 60, what: "the file after space returned") {
+            FileManager.default.fileExists(atPath: small + "/done/huge.done")
+        }
+        XCTAssertEqual(FileManager.default.contents(atPath: small + "/done/huge").map { [UInt8]($0) }, body)
+        let requests = server.requests(for: "/huge")
+        XCTAssertGreaterThanOrEqual(requests.count, 2)
+        XCTAssertNotNil(requests.last?.header("Range"), "it resumed from the partial it kept")
+        print("full disk: published \(String(format: "%.1f", Date().timeIntervalSince(freed))) s after space was freed")
+    }
+
+    private func run(_ tool: String, _ arguments: [String]) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = arguments
+        guard (try? p.run()) != nil else { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+}
