@@ -48,6 +48,8 @@ public final class Engine {
     /// I/O-thread jobs whose result has not come back.
     private var ioOutstanding = 0
     private var initialScanDone = false
+    /// Group hooks started whose completion has not been reported.
+    private var hooksOutstanding = 0
     /// Names seen in `incoming/` while `maxClaims` requests were held: claimed as others end.
     private var deferredNames: [String] = []
     private var deferredHead = 0
@@ -107,6 +109,12 @@ public final class Engine {
         let swept = store.sweepTemporaries()
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
         (journalStates, journalFiles) = store.readJournals()
+        for pending in store.pendingGroupHooks() {
+            logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
+            runGroupHook(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",
+                         request: pending.marker?.request ?? "", items: pending.marker?.items.count ?? 0,
+                         failed: pending.marker?.failed ?? 0)
+        }
         for claim in store.adoptOrphans() {
             logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
             accept(claim, adopted: true)
@@ -135,10 +143,10 @@ public final class Engine {
 
     private func shouldExit() -> Bool {
         if stopping {
-            return ioOutstanding == 0 && !publishInFlight
+            return ioOutstanding == 0 && !publishInFlight && hooksOutstanding == 0
         }
         guard configuration.once, initialScanDone else { return false }
-        return requests.isEmpty && deferredHead == deferredNames.count && ioOutstanding == 0 && !publishInFlight && publishQueue.isEmpty
+        return hooksOutstanding == 0 && requests.isEmpty && deferredHead == deferredNames.count && ioOutstanding == 0 && !publishInFlight && publishQueue.isEmpty
     }
 
     /// Until the nearest timer (earliest start, retry, window, publish retry); "forever" when none.
@@ -195,14 +203,15 @@ public final class Engine {
             publishInFlight = false
             ioOutstanding -= 1
             for result in results { handlePublished(result) }
-        case .groupEnded(let request, let markerPath, let isNew, let error):
+        case .groupEnded(let request, let markerPath, let journal, let error):
             ioOutstanding -= 1
-            groupEnded(request, markerPath: markerPath, isNew: isNew, error: error)
+            groupEnded(request, markerPath: markerPath, journal: journal, error: error)
         case .rejected(let request, let error):
             ioOutstanding -= 1
             if let error { logger.error("could not file a rejected request: \(error)", metadata: ["request": "\(request)"]) }
-        case .hookFinished:
-            break
+        case .groupHookFinished(let journal):
+            hooksOutstanding -= 1
+            store.groupHookDone(journal)
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }
@@ -724,16 +733,16 @@ public final class Engine {
         let store = self.store
         submitIO {
             do throws(StoreError) {
-                let (path, isNew) = try store.endGroup(claim, marker: marker, failure: errorRecord)
+                let (path, journal) = try store.endGroup(claim, marker: marker, failure: errorRecord)
                 for base in bases { store.removeStaging(base) }
-                return .groupEnded(request: claim.name, markerPath: path, isNew: isNew, error: nil)
+                return .groupEnded(request: claim.name, markerPath: path, journal: journal, error: nil)
             } catch {
-                return .groupEnded(request: claim.name, markerPath: nil, isNew: false, error: error)
+                return .groupEnded(request: claim.name, markerPath: nil, journal: nil, error: error)
             }
         }
     }
 
-    private func groupEnded(_ name: String, markerPath: String?, isNew: Bool, error: StoreError?) {
+    private func groupEnded(_ name: String, markerPath: String?, journal: String?, error: StoreError?) {
         guard let request = requests.removeValue(forKey: name) else { return }
         claimDeferred()
         if requests.isEmpty && !journalFiles.isEmpty {
@@ -753,13 +762,26 @@ public final class Engine {
         let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
         logger.info("group ended", metadata: ["request": "\(name)", "group": "\(request.group)",
                                               "items": "\(request.items.count)", "failed": "\(failed)"])
-        if isNew, let command = configuration.onGroup, let markerPath {
-            hooks.run(command, environment: [
-                "SPOOLFETCH_GROUP": request.group, "SPOOLFETCH_ID": name, "SPOOLFETCH_MARKER": markerPath,
-                "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
-                "SPOOLFETCH_ITEMS": "\(request.items.count)", "SPOOLFETCH_FAILED": "\(failed)",
-            ])
+        guard let markerPath, let journal else { return }
+        runGroupHook(journal: journal, markerPath: markerPath, group: request.group, request: name,
+                     items: request.items.count, failed: failed)
+    }
+
+    /// Runs `--on-group` for an ended group, then drops its journal — so the hook runs once, and
+    /// still runs after a crash that came between the group marker and the hook.
+    private func runGroupHook(journal: String, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+        guard let command = configuration.onGroup else {
+            store.groupHookDone(journal)
+            return
         }
+        let inbox = self.inbox
+        hooks.run(command, environment: [
+            "SPOOLFETCH_GROUP": group, "SPOOLFETCH_ID": request, "SPOOLFETCH_MARKER": markerPath,
+            "SPOOLFETCH_PATH": markerPath,
+            "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
+            "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)",
+        ]) { inbox.post(.groupHookFinished(journal: journal)) }
+        hooksOutstanding += 1
     }
 
     private func runItemHook(_ record: ItemRecord, status: String, path: String?, marker: String?, reason: String?) {

@@ -11,9 +11,11 @@ final class HookRunner: Sendable {
 
     init(logger: Logger) { self.logger = logger }
 
-    func run(_ command: String, environment: [String: String]) {
+    /// Runs `command`; `completion` is called on the hook thread once it has ended (whatever its status).
+    func run(_ command: String, environment: [String: String], completion: (@Sendable () -> Void)? = nil) {
         let logger = self.logger
         queue.async {
+            defer { completion?() }
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", command]

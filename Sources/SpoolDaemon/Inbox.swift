@@ -7,9 +7,10 @@ import SpoolWatcher
 enum EngineMessage: Sendable {
     case watcher(WatcherEvent)
     case published([PublishResult])
-    case groupEnded(request: String, markerPath: String?, isNew: Bool, error: StoreError?)
+    case groupEnded(request: String, markerPath: String?, journal: String?, error: StoreError?)
     case rejected(request: String, error: StoreError?)
-    case hookFinished
+    /// A group hook has run: its group journal can go.
+    case groupHookFinished(journal: String)
     case stop(signal: Int32)
 }
 

@@ -152,22 +152,23 @@ public struct SpoolStore: Sendable {
 
     // MARK: Group completion
 
-    /// Ends a request's group: writes `GROUP.group.done` (once — remembered in staging so a
-    /// restart does not write a second one), then moves the request into `done/` or, when an item
-    /// failed, into `failed/` beside its `.error`. Returns the group marker's path, and whether
-    /// this call wrote it (false: an earlier run already did, so its hook has already run).
+    /// Ends a request's group: writes `GROUP.group.done` (once — its name is journaled in
+    /// `staging/B.group` first, so a restart finds it instead of writing a second one), then moves
+    /// the request into `done/` or, when an item failed, into `failed/` beside its `.error`.
+    ///
+    /// The journal stays until `groupHookDone` removes it: it is also the record that the group
+    /// hook has not run yet, so a crash before the hook ran runs it at the next start
+    /// (`pendingGroupHooks`), and never twice once it has.
     public func endGroup(_ claim: ClaimedRequest, marker: GroupMarker,
-                         failure: ErrorRecord?) throws(StoreError) -> (markerPath: String, isNew: Bool) {
+                         failure: ErrorRecord?) throws(StoreError) -> (markerPath: String, journal: String) {
         let journal = Self.stagingBase(claim.name) + ".group"
-        var markerName: String
-        var isNew = true
-        if let previous = try? layout.staging.read(journal), let name = String(bytes: previous, encoding: .utf8),
-           !name.isEmpty, layout.final.exists(name) {
-            markerName = name
-            isNew = false
+        let markerName: String
+        if let bytes = try? layout.staging.read(journal), let previous = SpoolJSON.decode(GroupJournal.self, bytes),
+           layout.final.exists(previous.marker) {
+            markerName = previous.marker
         } else {
             markerName = try chooseGroupMarkerName(marker.group)
-            try layout.staging.writeAtomically(journal, Array(markerName.utf8))
+            try layout.staging.writeAtomically(journal, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)))
             try layout.final.writeAtomically(markerName, SpoolJSON.encode(marker), replace: false, sync: true)
             try layout.final.sync()
         }
@@ -176,8 +177,26 @@ public struct SpoolStore: Sendable {
         } else {
             try file(claim.name, from: layout.active, into: layout.done, record: nil)
         }
+        return (layout.final.path(of: markerName), journal)
+    }
+
+    /// The group hook has run (or there is none): forget the group.
+    public func groupHookDone(_ journal: String) {
         layout.staging.remove(journal)
-        return (layout.final.path(of: markerName), isNew)
+    }
+
+    /// Groups that ended in an earlier run whose hook had not run yet (their request has left
+    /// `active/`): journal name and group marker.
+    public func pendingGroupHooks() -> [(journal: String, markerPath: String, marker: GroupMarker?)] {
+        var pending: [(journal: String, markerPath: String, marker: GroupMarker?)] = []
+        for name in layout.staging.list() where name.hasSuffix(".group") && !name.hasPrefix(".") {
+            guard let bytes = try? layout.staging.read(name), let journal = SpoolJSON.decode(GroupJournal.self, bytes),
+                  !layout.active.exists(journal.request) else { continue }
+            guard layout.final.exists(journal.marker) else { layout.staging.remove(name); continue }
+            let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
+            pending.append((name, layout.final.path(of: journal.marker), marker))
+        }
+        return pending
     }
 
     private func chooseGroupMarkerName(_ group: String) throws(StoreError) -> String {
@@ -299,6 +318,12 @@ public struct SpoolStore: Sendable {
         while (stem + "\(separator)\(n)").utf8.count > 255 { stem.removeLast() }
         return "\(stem)\(separator)\(n)"
     }
+}
+
+/// `staging/B.group`: which group marker a request's group end wrote.
+struct GroupJournal: Codable {
+    var request: String
+    var marker: String
 }
 
 /// Numbers journal files within one process.

@@ -174,8 +174,10 @@ final class SpoolStoreTests: XCTestCase {
         let marker = GroupMarker(group: "nightly", request: "req", finishedAt: "t",
                                  items: [GroupItem(index: 0, url: "u", outcome: "published")])
         let first = try store.endGroup(claim, marker: marker, failure: nil)
-        XCTAssertTrue(first.isNew)
         XCTAssertTrue(first.markerPath.hasSuffix("/done/nightly.group.done"))
+        XCTAssertEqual(files("staging"), ["req.group"], "the journal stays until the group hook has run")
+        store.groupHookDone(first.journal)
+        XCTAssertEqual(files("staging"), [])
         XCTAssertEqual(files("active"), [])
         XCTAssertTrue(files("done").contains("req"))
 
@@ -193,11 +195,16 @@ final class SpoolStoreTests: XCTestCase {
         guard case .claimed(let claim) = try store.claim("req") else { return XCTFail() }
         let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
         // Simulate: the marker and its journal were written, then the daemon died before moving R.
-        write("staging", "req.group", "g.group.done")
+        write("staging", "req.group", #"{"request":"req","marker":"g.group.done"}"#)
         write("done", "g.group.done", "{}")
+        XCTAssertEqual(store.pendingGroupHooks().count, 0, "its request is still active: not a pending hook yet")
         let result = try store.endGroup(claim, marker: marker, failure: nil)
-        XCTAssertFalse(result.isNew)
+        XCTAssertTrue(result.markerPath.hasSuffix("/g.group.done"))
         XCTAssertEqual(files("done").filter { $0.hasSuffix(".group.done") }, ["g.group.done"])
+        // Died again before the hook ran: the next start finds the hook still to run.
+        let pending = store.pendingGroupHooks()
+        XCTAssertEqual(pending.map(\.journal), ["req.group"])
+        XCTAssertTrue(pending[0].markerPath.hasSuffix("/g.group.done"))
     }
 
     func testSweepRemovesOnlyTemporaries() throws {
