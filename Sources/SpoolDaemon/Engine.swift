@@ -100,6 +100,11 @@ public final class Engine {
         transferConfiguration.stallTimeout = configuration.stallTimeout
         transferConfiguration.caFile = configuration.caFile
         transferConfiguration.caPath = configuration.caPath
+        if configuration.maxRate > 0 {
+            // libcurl 7.88 checks the rate only between reads and reads up to 100 buffers at a
+            // time, so a large buffer lets whole bodies through unthrottled: size it to the rate.
+            transferConfiguration.bufferSize = Int(max(1024, min(Int64(transferConfiguration.bufferSize), configuration.maxRate / 400)))
+        }
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         wakeTarget.set(session.waker)
         installSignalHandlers()

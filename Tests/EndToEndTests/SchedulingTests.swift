@@ -153,16 +153,17 @@ final class SchedulingTests: XCTestCase {
     }
 
     func testMaxRateSlowsTheWholeDaemon() throws {
-        let body = TestBody.random(count: 1_500_000, seed: 4)
+        let body = TestBody.random(count: 4_000_000, seed: 4)
         server.serve("/r1", body: body)
         server.serve("/r2", body: body)
         try spool.drop("rated", server.url("/r1") + "\n" + server.url("/r2") + "\n")
         let started = Date()
-        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--max-rate", "1M"])
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--max-rate", "4M"])
         XCTAssertEqual(status, 0, stderr)
-        // 3 MB at 1 MiB/s shared: close to 3 s; libcurl lets the first socket buffers through at
-        // full speed, so the bound is loose (a behaviour bound, not a benchmark).
-        XCTAssertGreaterThan(Date().timeIntervalSince(started), 1.8)
+        // 8 MB at 4 MiB/s shared: close to 2 s. libcurl lets about the first megabyte through at
+        // full speed (its limiter averages over the transfer), so the bound is loose: this is a
+        // behaviour bound (a limit is applied), not a benchmark.
+        XCTAssertGreaterThan(Date().timeIntervalSince(started), 1.2)
         XCTAssertEqual(try spool.read("done", "r1"), body)
     }
 }
