@@ -1,7 +1,7 @@
 internal import CCurl
 import Foundation
 
-/// Owner of one `CURL *` easy handle. Freed in `deinit`; reset and reused by the session's pool.
+/// Owner of one `CURL *` easy handle, for one transfer. Freed in `deinit`.
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer
     /// The header list installed with CURLOPT_HTTPHEADER; libcurl does not copy it, so it lives here.
@@ -15,12 +15,6 @@ final class EasyHandle {
     deinit {
         curl_easy_cleanup(raw)
         if let list = headerList { curl_slist_free_all(list) }
-    }
-
-    /// Clears every option, keeping the handle's caches (DNS, TLS session) for the next transfer.
-    func reset() {
-        curl_easy_reset(raw)
-        if let list = headerList { curl_slist_free_all(list); headerList = nil }
     }
 
     func set(_ option: CURLoption, _ value: Int, name: String) throws(TransferSetupError) {

@@ -9,8 +9,6 @@ public final class TransferSession {
     private let multi: UnsafeMutableRawPointer
     private let configuration: TransferConfiguration
     private var running: [Int: Transfer] = [:]
-    /// Easy handles kept for reuse (their DNS and TLS-session caches stay warm).
-    private var pool: [EasyHandle] = []
     /// Wakes `wait` from any thread.
     public let waker: TransferWaker
 
@@ -36,7 +34,6 @@ public final class TransferSession {
     deinit {
         for (_, t) in running { curl_multi_remove_handle(multi, t.easy.raw) }
         running.removeAll()
-        pool.removeAll()
         waker.invalidate()
         curl_multi_cleanup(multi)
     }
@@ -52,20 +49,16 @@ public final class TransferSession {
 
     /// Adds a download to the session. It runs during later `perform` calls.
     public func start(key: Int, request: TransferRequest, maxRecvSpeed: Int64 = 0) throws(TransferSetupError) {
-        let easy: EasyHandle
-        if let pooled = pool.popLast() { easy = pooled } else { easy = try EasyHandle() }
+        // A fresh handle per transfer: the connection pool and DNS cache live in the multi handle
+        // anyway, and libcurl 7.88 refuses CURLOPT_BUFFERSIZE on a reset handle whose last
+        // transfer failed in some ways (its receive buffer is still allocated).
+        let easy = try EasyHandle()
         let transfer = Transfer(key: key, easy: easy, request: request)
-        do throws(TransferSetupError) {
-            try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
-        } catch {
-            easy.reset()
-            throw error
-        }
+        try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         running[key] = transfer
         let code = curl_multi_add_handle(multi, easy.raw)
         if code != CURLM_OK {
             running.removeValue(forKey: key)
-            easy.reset()
             throw TransferSetupError(option: "curl_multi_add_handle", code: Int(code.rawValue))
         }
     }
@@ -85,7 +78,6 @@ public final class TransferSession {
         var outcome = t.outcome(curlCode: CURLE_OK)
         outcome.failure = .cancelled
         outcome.sha256 = nil
-        recycle(t.easy)
         return outcome
     }
 
@@ -117,7 +109,6 @@ public final class TransferSession {
             curl_multi_remove_handle(multi, handle)
             running.removeValue(forKey: transfer.key)
             done.append(transfer.outcome(curlCode: result))
-            recycle(transfer.easy)
         }
         return done
     }
@@ -130,10 +121,6 @@ public final class TransferSession {
         _ = curl_multi_poll(multi, nil, 0, max(0, timeoutMilliseconds), &ready)
     }
 
-    private func recycle(_ easy: EasyHandle) {
-        easy.reset()
-        if pool.count < 64 { pool.append(easy) }
-    }
 
     private func configure(_ easy: EasyHandle, for transfer: Transfer, maxRecvSpeed: Int64) throws(TransferSetupError) {
         let request = transfer.request
