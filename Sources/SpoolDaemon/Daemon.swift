@@ -14,6 +14,8 @@ public enum Daemon {
         public static let cannotStart: Int32 = 3
     }
 
+    public static let version = "0.1.0"
+
     /// Parses `512M`-style byte counts, as request files do.
     public static func byteCount(_ text: String) -> Int64? { ByteCount.parse(text) }
 

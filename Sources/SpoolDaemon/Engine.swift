@@ -48,6 +48,13 @@ public final class Engine {
     /// I/O-thread jobs whose result has not come back.
     private var ioOutstanding = 0
     private var initialScanDone = false
+    // Status reporting.
+    private let startedAt = Date()
+    private var statusDirty = true
+    private var lastStatusWrite: Date?
+    /// Items that ended recently, newest last (at most 100), for `spoolfetch status`.
+    private var recentlyEnded: [TaskStatus] = []
+    private let statusFileName = "\(ProcessInfo.processInfo.hostName)-\(getpid()).json"
     /// Group hooks started whose completion has not been reported.
     private var hooksOutstanding = 0
     /// Names seen in `incoming/` while `maxClaims` requests were held: claimed as others end.
@@ -93,7 +100,9 @@ public final class Engine {
     public func run() throws(DaemonError) -> RunSummary {
         // The watcher first: libinotifytools waits in select(), which cannot watch fds ≥ 1024.
         let inbox = self.inbox
-        let watcher = DirectoryWatcher(directory: layout.incoming.path) { inbox.post(.watcher($0)) }
+        let watcher = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path) {
+            inbox.post(.watcher($0))
+        }
         do { try watcher.start() } catch { throw .watcher(error) }
 
         var transferConfiguration = TransferConfiguration()
@@ -130,15 +139,18 @@ public final class Engine {
             "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
 
         while true {
-            for message in inbox.drain() { handle(message) }
+            let messages = inbox.drain()
+            for message in messages { handle(message) }
             let ended = session.perform()
             for started in session.takeBodyStarts() { bodyBegan(started.key, started.facts, started.restartedFromZero) }
             for outcome in ended { handle(outcome) }
+            if !messages.isEmpty || !ended.isEmpty { statusDirty = true }
             schedule()
             if shouldExit() { break }
             session.wait(timeoutMilliseconds: sleepMilliseconds())
         }
         hooks.waitForAll()
+        layout.status.remove(statusFileName)
         logger.info("spoolfetch stopped", metadata: [
             "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)"])
         return summary
@@ -158,7 +170,7 @@ public final class Engine {
     private func sleepMilliseconds() -> Int32 {
         let now = Date()
         var next = scheduler.nextWakeup(now: now)
-        for t in [publishRetries.map(\.at).min(), spaceCheckAt, nextAdoptionScan].compactMap({ $0 }) {
+        for t in [publishRetries.map(\.at).min(), spaceCheckAt, nextAdoptionScan, nextStatusWrite()].compactMap({ $0 }) {
             next = min(next ?? t, t)
         }
         guard let next else { return Int32.max }
@@ -183,12 +195,15 @@ public final class Engine {
                 accept(claim, adopted: true)
             }
         }
-        for action in scheduler.nextActions(now: now) {
+        let actions = scheduler.nextActions(now: now)
+        for action in actions {
             switch action {
             case .start(let key): start(key)
             case .pause(let key): pause(key)
             }
         }
+        if !actions.isEmpty { statusDirty = true }
+        if let due = nextStatusWrite(), due <= now { writeStatus(now: now) }
     }
 
     // MARK: Messages
@@ -201,6 +216,8 @@ public final class Engine {
             if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
             for name in names { claimIncoming(name) }
             if initial { initialScanDone = true }
+        case .watcher(.control(let name)):
+            handleControl(name)
         case .watcher(.failed(let reason)):
             logger.critical("watcher stopped: \(reason)")
             beginStop(reason: "watcher failed")
@@ -695,6 +712,9 @@ public final class Engine {
     private func itemEnded(_ record: ItemRecord, _ phase: ItemPhase) {
         guard !record.phase.hasEnded else { return }
         record.phase = phase
+        recentlyEnded.append(taskStatus(record, now: Date()))
+        if recentlyEnded.count > 100 { recentlyEnded.removeFirst(recentlyEnded.count - 100) }
+        statusDirty = true
         let request = record.request
         request.open -= 1
         switch phase {
@@ -802,6 +822,168 @@ public final class Engine {
         if let reason { environment["SPOOLFETCH_REASON"] = reason }
         if status == "published", let hash = record.hash { environment["SPOOLFETCH_SHA256"] = hash.hexDigest }
         hooks.run(command, environment: environment)
+    }
+
+    // MARK: Status
+
+    /// While transfers run: once a second. Otherwise once after a change, then never (idle
+    /// means asleep).
+    private func nextStatusWrite() -> Date? {
+        guard statusDirty || !runningKeys.isEmpty else { return nil }
+        guard let last = lastStatusWrite else { return .distantPast }
+        return last.addingTimeInterval(1)
+    }
+
+    private func writeStatus(now: Date) {
+        var tasks: [TaskStatus] = []
+        var pendingShown = 0, morePending = 0
+        for request in requests.values.sorted(by: { $0.name < $1.name }) {
+            for record in request.items where !record.phase.hasEnded {
+                let task = taskStatus(record, now: now)
+                if task.state == "pending" || task.state.hasPrefix("waiting-start") {
+                    if pendingShown >= StatusReport.pendingShown { morePending += 1; continue }
+                    pendingShown += 1
+                }
+                tasks.append(task)
+            }
+        }
+        tasks += recentlyEnded
+        let daemon = DaemonStatus(
+            host: ProcessInfo.processInfo.hostName, pid: getpid(), version: Daemon.version, spool: layout.root,
+            startedAt: RFC3339.format(startedAt), updatedAt: RFC3339.format(now), running: runningKeys.count,
+            queued: scheduler.queuedCount + deferredNames.count - deferredHead, published: summary.published,
+            failed: summary.failed, rejected: summary.rejected)
+        let report = StatusReport(daemon: daemon, tasks: tasks, morePending: morePending)
+        try? layout.status.writeAtomically(statusFileName, SpoolJSON.encode(report))
+        lastStatusWrite = now
+        statusDirty = false
+    }
+
+    private func taskStatus(_ record: ItemRecord, now: Date) -> TaskStatus {
+        var state = record.phase.label
+        var bytes = record.bytesOnDisk
+        var expected = record.item.expectedBytes
+        var rate: Double? = nil
+        var eta: Double? = nil
+        var startsAt: String? = nil
+        var finishedAt: String? = nil
+        var error: String? = record.lastFailure.map { "\($0)" }
+        switch record.phase {
+        case .queued:
+            if let start = record.item.earliestStart, start > now {
+                state = "waiting-start"
+                startsAt = RFC3339.format(start)
+            } else if record.item.discretionary, let window = scheduler.configuration.window, !window.contains(now, in: .current) {
+                state = "waiting-window"
+            }
+        case .running:
+            if let progress = session.progress(of: record.key) {
+                bytes = progress.bytes
+                expected = progress.total ?? expected
+            }
+            if let at = record.sampledAt, now.timeIntervalSince(at) > 0.2 {
+                rate = Double(bytes - record.sampledBytes) / now.timeIntervalSince(at)
+            }
+            record.sampledAt = now
+            record.sampledBytes = bytes
+            if let rate, rate > 0, let expected, expected > bytes { eta = Double(expected - bytes) / rate }
+        case .published:
+            finishedAt = RFC3339.format(now)
+            error = nil
+        case .failed(let failure):
+            finishedAt = RFC3339.format(now)
+            error = "\(failure.code): \(failure.message)"
+        default:
+            break
+        }
+        return TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: record.item.name,
+                          url: displayURL(record.item.url.string), state: state, bytes: bytes, expected: expected,
+                          rate: rate, eta: eta, attempts: record.attempts, error: error, startsAt: startsAt,
+                          finishedAt: finishedAt)
+    }
+
+    // MARK: Control
+
+    /// `control/cmd-PID-…` (PID 0: any daemon): read, removed, acted on, answered in `res-…`.
+    private func handleControl(_ name: String) {
+        let parts = name.split(separator: "-", maxSplits: 2)
+        guard parts.count == 3, parts[0] == "cmd", let target = Int32(parts[1]), target == 0 || target == getpid()
+        else { return }
+        let control = layout.control
+        guard let bytes = try? control.read(name, limit: 4096) else { return }
+        control.remove(name)
+        let result: ControlResult
+        if let command = SpoolJSON.decode(ControlCommand.self, bytes) {
+            result = perform(command)
+        } else {
+            result = ControlResult(ok: false, message: "the command file is not a command", items: [])
+        }
+        logger.notice("control command", metadata: ["command": "\(name)", "ok": "\(result.ok)", "message": "\(result.message)"])
+        try? control.writeAtomically("res-" + parts[1] + "-" + parts[2], SpoolJSON.encode(result))
+        statusDirty = true
+    }
+
+    private func perform(_ command: ControlCommand) -> ControlResult {
+        let (requestName, index): (String, Int?) = {
+            if let hash = command.id.lastIndex(of: "#"), let i = Int(command.id[command.id.index(after: hash)...]) {
+                return (String(command.id[..<hash]), i)
+            }
+            return (command.id, nil)
+        }()
+        guard let request = requests[requestName] else {
+            return ControlResult(ok: false, message: "no task \(command.id) on this daemon (pid \(getpid())); see spoolfetch status", items: [])
+        }
+        let targets = request.items.filter { index == nil || $0.item.index == index }
+        guard !targets.isEmpty else {
+            return ControlResult(ok: false, message: "request \(requestName) has no item \(index ?? -1)", items: [])
+        }
+        var acted: [String] = []
+        for record in targets where !record.phase.hasEnded {
+            switch command.verb {
+            case .cancel:
+                stopTransfer(record)
+                record.lastFailure = nil
+                fail(record, code: "cancelled", message: "cancelled by the operator")
+                acted.append(record.id)
+            case .pause:
+                guard !isPaused(record) else { continue }
+                if case .publishing = record.phase { continue }
+                stopTransfer(record)
+                record.phase = .paused
+                acted.append(record.id)
+            case .resume:
+                guard isPaused(record) else { continue }
+                enqueue(record)
+                acted.append(record.id)
+            case .retry:
+                guard case .retrying = record.phase else { continue }
+                scheduler.remove(record.key)
+                enqueue(record)
+                acted.append(record.id)
+            }
+        }
+        let verb = command.verb.rawValue
+        if acted.isEmpty {
+            return ControlResult(ok: false, message: "nothing to \(verb): \(command.id) is not in a state that allows it", items: [])
+        }
+        return ControlResult(ok: true, message: "\(verb): \(acted.count) item(s)", items: acted)
+    }
+
+    private func isPaused(_ record: ItemRecord) -> Bool {
+        if case .paused = record.phase { return true }
+        return false
+    }
+
+    /// Takes an item out of the transfer session, the scheduler and the space queue, keeping its partial.
+    private func stopTransfer(_ record: ItemRecord) {
+        if case .running = record.phase, let outcome = session.remove(record.key) {
+            keepPartial(record, outcome)
+            saveResumeState(record)
+            runningKeys.remove(record.key)
+            rebalanceRate()
+        }
+        scheduler.remove(record.key)
+        waitingForSpace.removeAll { $0 === record }
     }
 
     // MARK: Threads

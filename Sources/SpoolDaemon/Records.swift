@@ -30,6 +30,8 @@ enum ItemPhase {
     case retrying
     /// Waiting for free disk space (its partial kept); checked on a timer.
     case waitingForSpace
+    /// Paused by the operator (`spoolfetch pause`); its partial is kept until `resume`.
+    case paused
     case publishing
     case published(file: String, marker: String)
     case failed(ItemFailure)
@@ -44,6 +46,7 @@ enum ItemPhase {
         case .running: return "running"
         case .retrying: return "retrying"
         case .waitingForSpace: return "waiting-space"
+        case .paused: return "paused"
         case .publishing: return "publishing"
         case .published: return "done"
         case .failed: return "failed"
@@ -75,6 +78,9 @@ final class ItemRecord {
     /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
     /// the group end removes it; clean items never had one.
     var hasStateFile = false
+    /// Progress at the last status snapshot, for the rate.
+    var sampledBytes: Int64 = 0
+    var sampledAt: Date?
 
     init(key: Int, request: RequestRecord, item: RequestItem, now: Date) {
         self.key = key

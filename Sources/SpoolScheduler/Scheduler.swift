@@ -83,8 +83,10 @@ public struct Scheduler: Sendable {
     private var runningPerHost: [String: Int] = [:]
     /// Hosts backed off (Retry-After, repeated 429/503) until a time.
     private var hostHolds: [String: Double] = [:]
-    /// Keys removed while sitting in a heap; skipped lazily when they surface.
-    private var cancelled: Set<ItemKey> = []
+    /// Items in a heap, with the arrival number of their live entry. An entry whose number does
+    /// not match (the item was removed, or removed and submitted again) is stale and skipped
+    /// when it surfaces: removal is O(1) and never searches a heap.
+    private var queued: [ItemKey: UInt64] = [:]
     /// Arrival counter: the last tie-breaker, so equal items run first-come first-served.
     private var arrivals: UInt64 = 0
 
@@ -97,8 +99,7 @@ public struct Scheduler: Sendable {
 
     public var runningCount: Int { running.count }
     /// Items waiting for a slot or for a time (earliest start, back-off).
-    public var queuedCount: Int { readyCount + readyDiscretionaryCount + future.count - cancelledInHeaps }
-    private var cancelledInHeaps: Int { cancelled.count }
+    public var queuedCount: Int { queued.count }
     /// Nothing queued and nothing running.
     public var isIdle: Bool { running.isEmpty && queuedCount == 0 }
     public func isRunning(_ key: ItemKey) -> Bool { running[key] != nil }
@@ -108,10 +109,9 @@ public struct Scheduler: Sendable {
     /// Queues an item. It starts when its earliest start has passed and a slot is free.
     public mutating func submit(_ item: ScheduledItem) {
         arrivals += 1
-        cancelled.remove(item.key)
         let entry = ReadyEntry(item: item, arrival: arrivals)
         if let start = item.earliestStart {
-            future.insert(TimedEntry(notBefore: start, entry: entry))
+            insertFuture(TimedEntry(notBefore: start, entry: entry))
         } else {
             insertReady(entry)
         }
@@ -122,7 +122,7 @@ public struct Scheduler: Sendable {
     public mutating func retry(_ key: ItemKey, notBefore until: Date) {
         guard let entry = running.removeValue(forKey: key) else { return }
         releaseSlot(entry)
-        future.insert(TimedEntry(notBefore: until.timeIntervalSince1970, entry: entry))
+        insertFuture(TimedEntry(notBefore: until.timeIntervalSince1970, entry: entry))
     }
 
     /// Puts a running item back in the ready queue at once (paused by the operator or for space).
@@ -141,7 +141,7 @@ public struct Scheduler: Sendable {
     /// Removes a queued item (cancel). A running one is just released as `finished`.
     public mutating func remove(_ key: ItemKey) {
         if running[key] != nil { finished(key); return }
-        cancelled.insert(key)
+        queued.removeValue(forKey: key)
     }
 
     /// Backs off a whole host: nothing new starts to it before `until`.
@@ -238,7 +238,13 @@ public struct Scheduler: Sendable {
         runningPerHost[host] = n > 0 ? n : nil
     }
 
+    private mutating func insertFuture(_ timed: TimedEntry) {
+        queued[timed.entry.item.key] = timed.entry.arrival
+        future.insert(timed)
+    }
+
     private mutating func insertReady(_ entry: ReadyEntry) {
+        queued[entry.item.key] = entry.arrival
         if entry.item.discretionary {
             readyDiscretionary[entry.item.hostKey, default: Heap()].insert(entry)
             readyDiscretionaryCount += 1
@@ -251,7 +257,7 @@ public struct Scheduler: Sendable {
     private mutating func promoteDue(now: Double) {
         while let top = future.min, top.notBefore <= now {
             let entry = future.removeMin().entry
-            if cancelled.remove(entry.item.key) != nil { continue }
+            guard queued[entry.item.key] == entry.arrival else { continue }   // stale
             insertReady(entry)
         }
     }
@@ -284,7 +290,8 @@ public struct Scheduler: Sendable {
                 if ready[host]!.isEmpty { ready.removeValue(forKey: host) }
                 readyCount -= 1
             }
-            if cancelled.remove(best.item.key) != nil { continue }
+            guard queued[best.item.key] == best.arrival else { continue }   // stale
+            queued.removeValue(forKey: best.item.key)
             return best
         }
         return nil

@@ -11,8 +11,11 @@ import Foundation
 /// | done | daemon | published files + `NAME.done` markers, group markers, finished requests |
 /// | failed | daemon | requests with a failed item + `R.error` |
 /// | rejected | daemon | unparsable or refused requests + `R.error` |
+/// | control | `spoolfetch cancel/pause/resume` | command files, answered with `.result` files |
+/// | status | daemon | one live status file per daemon (`HOST-PID.json`) |
 public final class SpoolLayout: Sendable {
-    public static let folderNames = ["incoming", "tmp", "active", "staging", "done", "failed", "rejected"]
+    public static let folderNames = ["incoming", "tmp", "active", "staging", "done", "failed", "rejected",
+                                     "control", "status"]
 
     public let root: String
     public let incoming: Directory
@@ -24,6 +27,8 @@ public final class SpoolLayout: Sendable {
     public let done: Directory
     public let failed: Directory
     public let rejected: Directory
+    public let control: Directory
+    public let status: Directory
 
     /// Creates missing folders (with the root's permissions) and opens them all.
     public init(root: String, finalFolder: String? = nil) throws(StoreError) {
@@ -51,6 +56,8 @@ public final class SpoolLayout: Sendable {
         done = try Directory(opening: root + "/done")
         failed = try Directory(opening: root + "/failed")
         rejected = try Directory(opening: root + "/rejected")
+        control = try Directory(opening: root + "/control")
+        status = try Directory(opening: root + "/status")
         if let finalFolder {
             if mkdir(finalFolder, mode) != 0 && errno != EEXIST { throw StoreError("mkdir", finalFolder) }
             final = try Directory(opening: finalFolder)

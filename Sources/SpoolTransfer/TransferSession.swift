@@ -149,8 +149,12 @@ public final class TransferSession {
         try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1, name: "CURLOPT_LOW_SPEED_LIMIT")
         try easy.set(CURLOPT_LOW_SPEED_TIME, configuration.stallTimeout, name: "CURLOPT_LOW_SPEED_TIME")
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent, name: "CURLOPT_USERAGENT")
-        // HTTP/2 multiplexing over https needs PIPEWAIT; plain http stays on HTTP/1.1.
-        try easy.set(CURLOPT_PIPEWAIT, 1, name: "CURLOPT_PIPEWAIT")
+        // HTTP/2 multiplexing over https needs PIPEWAIT. Never for plain http: there it makes a
+        // transfer wait for a busy HTTP/1.1 connection instead of opening its own (one slow
+        // response then holds up every other item of the host).
+        if request.url.lowercased().hasPrefix("https:") {
+            try easy.set(CURLOPT_PIPEWAIT, 1, name: "CURLOPT_PIPEWAIT")
+        }
         try easy.set(CURLOPT_ACCEPT_ENCODING, "identity", name: "CURLOPT_ACCEPT_ENCODING")
         if let limit = request.maxBytes {
             try easy.set(CURLOPT_MAXFILESIZE_LARGE, offset: limit, name: "CURLOPT_MAXFILESIZE_LARGE")

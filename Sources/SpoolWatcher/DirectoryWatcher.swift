@@ -1,6 +1,7 @@
 internal import CInotifyTools
 internal import CLinux
 import Foundation
+import Synchronization
 
 /// What the watcher tells the engine. Names only: the engine claims by rename, so a name that
 /// was already taken (by this or another daemon) simply fails to claim.
@@ -10,6 +11,8 @@ public enum WatcherEvent: Sendable, Equatable {
     /// A full listing of the folder: at start and after the kernel's event queue overflowed.
     /// Files still open for writing are left out (they arrive later by `IN_CLOSE_WRITE`).
     case listing([String], initial: Bool)
+    /// A command file finished arriving in the control folder.
+    case control(String)
     /// The watcher cannot go on (the folder vanished, inotify failed); the text says why.
     case failed(String)
 }
@@ -23,10 +26,14 @@ public enum WatcherEvent: Sendable, Equatable {
 /// as "append to the inbox and wake the transfer loop". Only one watcher may exist per process.
 public final class DirectoryWatcher: Sendable {
     public let directory: String
+    /// A second folder for command files (`control/`), reported as `.control`.
+    public let controlDirectory: String?
     private let deliver: @Sendable (WatcherEvent) -> Void
+    private let controlWD = Mutex<Int32>(-1)
 
-    public init(directory: String, deliver: @escaping @Sendable (WatcherEvent) -> Void) {
+    public init(directory: String, controlDirectory: String? = nil, deliver: @escaping @Sendable (WatcherEvent) -> Void) {
         self.directory = directory
+        self.controlDirectory = controlDirectory
         self.deliver = deliver
     }
 
@@ -46,12 +53,23 @@ public final class DirectoryWatcher: Sendable {
         guard inotifytools_watch_file(directory, mask) != 0 else {
             throw .init(call: "inotify_add_watch", path: directory, errno: inotifytools_error())
         }
+        if let control = controlDirectory {
+            guard inotifytools_watch_file(control, mask) != 0 else {
+                throw .init(call: "inotify_add_watch", path: control, errno: inotifytools_error())
+            }
+            // libinotifytools records a watched folder under its name with a trailing slash.
+            var wd = inotifytools_wd_from_filename(control.hasSuffix("/") ? control : control + "/")
+            if wd < 0 { wd = inotifytools_wd_from_filename(control) }
+            controlWD.withLock { $0 = wd }
+        }
         let thread = Thread { [self] in self.run() }
         thread.name = "spoolfetch-watcher"
         thread.start()
     }
 
     private func run() {
+        let controlWD = self.controlWD.withLock { $0 }
+        scanControl()
         deliver(.listing(scan(), initial: true))
         while true {
             guard let event = inotifytools_next_event(-1) else {
@@ -65,6 +83,7 @@ public final class DirectoryWatcher: Sendable {
                 // The kernel dropped events. Drain whatever is queued now (the listing covers it)
                 // and list once, so a storm of overflows costs one scan, not one per overflow.
                 while inotifytools_next_event(0) != nil {}
+                scanControl()
                 deliver(.listing(scan(), initial: false))
                 continue
             }
@@ -77,13 +96,19 @@ public final class DirectoryWatcher: Sendable {
             let namePointer = UnsafeRawPointer(event).advanced(by: MemoryLayout<inotify_event>.size)
                 .assumingMemoryBound(to: CChar.self)
             let name = String(cString: namePointer)
-            if Self.isCandidate(name) { deliver(.arrived(name)) }
+            guard Self.isCandidate(name) else { continue }
+            deliver(event.pointee.wd == controlWD ? .control(name) : .arrived(name))
         }
     }
 
+    private func scanControl() {
+        guard let control = controlDirectory else { return }
+        for name in scan(control) { deliver(.control(name)) }
+    }
+
     /// Lists the folder's candidate files, leaving out any still open for writing.
-    private func scan() -> [String] {
-        guard let dir = opendir(directory) else { return [] }
+    private func scan(_ folder: String? = nil) -> [String] {
+        guard let dir = opendir(folder ?? directory) else { return [] }
         defer { closedir(dir) }
         let dirFD = dirfd(dir)
         var names: [String] = []
@@ -121,5 +146,27 @@ public struct WatcherError: Error, Sendable, CustomStringConvertible {
         "\(call) on \(path) failed: \(String(cString: strerror(errno))) (errno \(errno))" +
             (errno == ENOSPC ? " — raise fs.inotify.max_user_watches" : "") +
             (errno == EMFILE ? " — raise fs.inotify.max_user_instances" : "")
+    }
+}
+
+/// Waits for a file to appear, with a deadline, on inotify (for the command line's short waits,
+/// such as a control command's answer). Independent of libinotifytools' global state.
+public enum FileAppearance {
+    /// True when `name` exists in `directory` before `timeout` seconds pass.
+    public static func wait(for name: String, in directory: String, timeout: Double) -> Bool {
+        let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        _ = inotify_add_watch(fd, directory, UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE))
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            if access(directory + "/" + name, F_OK) == 0 { return true }
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { return false }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, Int32(remaining * 1000) + 1)
+            _ = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        }
     }
 }

@@ -10,18 +10,20 @@ struct Spoolfetch: ParsableCommand {
         abstract: "Background downloads for servers: drop request files into a spool, find verified files with done markers.",
         discussion: """
         Examples:
-          spoolfetch run                       # watch ./spool until SIGTERM
+          spoolfetch run                                  # watch ./spool until SIGTERM
           spoolfetch run --spool /var/spool/spoolfetch --once
           spoolfetch add https://example.org/data.csv --sha256 9f86d0…
+          spoolfetch status --watch
+          spoolfetch pause nightly#3
         """,
-        version: "0.1.0",
-        subcommands: [Run.self, Add.self])
+        version: Daemon.version,
+        subcommands: [Run.self, Add.self, Status.self, Cancel.self, Pause.self, Resume.self, Retry.self])
 }
 
 /// Options shared by every command that works on a spool.
 struct SpoolOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "The spool root. Default: $SPOOLFETCH_SPOOL, else ./spool.", valueName: "dir"))
+        "The spool root. Default: $SPOOLFETCH_SPOOL, else ./spool. Example: --spool /var/spool/spoolfetch", valueName: "dir"))
     var spool: String?
 
     var resolved: String {
@@ -35,61 +37,69 @@ struct Run: ParsableCommand {
         discussion: """
         Without --once it runs until SIGTERM or SIGINT. With --once it drains: it exits when nothing is
         pending or running, with status 0 when every item was published and 1 when any failed or was rejected.
+        Precedence: flags, then $SPOOLFETCH_SPOOL (for the spool), then --config FILE, then the defaults shown.
         Example: spoolfetch run --spool /var/spool/spoolfetch --once --concurrency 32
         """)
 
-    @OptionGroup var spool: SpoolOption
+    @Option(name: .long, help: ArgumentHelp("The spool root. Default: $SPOOLFETCH_SPOOL, else ./spool. Example: --spool /var/spool/spoolfetch", valueName: "dir"))
+    var spool: String?
+
+    @Option(help: ArgumentHelp("A config file of 'key = value' lines named like these flags. Example: --config /etc/spoolfetch.conf", valueName: "file"))
+    var config: String?
+
+    @Flag(name: .customLong("print-config"), help: "Print the effective configuration (in the config file's format) and exit.")
+    var printConfig = false
 
     @Flag(help: "Drain: exit when nothing is pending or running (items waiting for their earliest start count as pending).")
     var once = false
 
-    @Option(help: ArgumentHelp("Transfers at once. Example: --concurrency 32", valueName: "n"))
-    var concurrency: Int = 16
+    @Option(help: ArgumentHelp("Transfers at once (default 16). Example: --concurrency 32", valueName: "n"))
+    var concurrency: Int?
 
-    @Option(name: .customLong("per-host"), help: ArgumentHelp("Transfers at once to one host:port. Example: --per-host 4", valueName: "n"))
-    var perHost: Int = 6
+    @Option(name: .customLong("per-host"), help: ArgumentHelp("Transfers at once to one host:port (default 6). Example: --per-host 4", valueName: "n"))
+    var perHost: Int?
 
     @Option(help: ArgumentHelp("Discretionary window, local time; may cross midnight. Example: --window 22:00-06:00", valueName: "HH:MM-HH:MM"))
     var window: String?
 
-    @Option(name: .customLong("stall-timeout"), help: ArgumentHelp("Seconds without a byte before a transfer is cut and retried. Example: --stall-timeout 60", valueName: "seconds"))
-    var stallTimeout: Int = 60
+    @Option(name: .customLong("stall-timeout"), help: ArgumentHelp("Seconds without a byte before a transfer is cut and retried (default 60). Example: --stall-timeout 30", valueName: "seconds"))
+    var stallTimeout: Int?
 
-    @Option(name: .customLong("max-attempts"), help: ArgumentHelp("Attempts per item before it fails for good; 0 = until the resource timeout. Example: --max-attempts 5", valueName: "n"))
-    var maxAttempts: Int = 10
+    @Option(name: .customLong("resource-timeout"), help: ArgumentHelp("Seconds after which an item is not retried any more (default 604800, 7 days). Example: --resource-timeout 86400", valueName: "seconds"))
+    var resourceTimeout: Double?
 
-    @Option(name: .customLong("retry-base"), help: ArgumentHelp("First retry delay in seconds (doubles each attempt, with jitter). Example: --retry-base 1", valueName: "seconds"))
-    var retryBase: Double = 1
+    @Option(name: .customLong("max-attempts"), help: ArgumentHelp("Attempts per item before it fails for good; 0 = until the resource timeout (default 10). Example: --max-attempts 5", valueName: "n"))
+    var maxAttempts: Int?
 
-    @Option(name: .customLong("retry-cap"), help: ArgumentHelp("Longest retry delay in seconds. Example: --retry-cap 300", valueName: "seconds"))
-    var retryCap: Double = 300
+    @Option(name: .customLong("retry-base"), help: ArgumentHelp("First retry delay in seconds, doubling with jitter (default 1). Example: --retry-base 2", valueName: "seconds"))
+    var retryBase: Double?
 
-    @Option(name: .customLong("resource-timeout"), help: ArgumentHelp("Seconds after which an item is not retried any more (like URLSession's timeoutIntervalForResource). Example: --resource-timeout 86400", valueName: "seconds"))
-    var resourceTimeout: Double = 7 * 24 * 3600
+    @Option(name: .customLong("retry-cap"), help: ArgumentHelp("Longest retry delay in seconds (default 300). Example: --retry-cap 600", valueName: "seconds"))
+    var retryCap: Double?
 
-    @Option(name: .customLong("min-free"), help: ArgumentHelp("Free space to keep on the staging (and final) filesystem; items wait rather than fill it (k/M/G suffixes). Example: --min-free 1G", valueName: "bytes"))
-    var minFree: String = "64M"
+    @Option(name: .customLong("max-rate"), help: ArgumentHelp("Daemon-wide receive rate shared by the running transfers; 0 = unlimited (k/M/G suffixes). Example: --max-rate 20M", valueName: "bytes/s"))
+    var maxRate: String?
 
     @Option(name: .customLong("max-bytes"), help: ArgumentHelp("Daemon-wide cap on any response body; 0 = none (k/M/G suffixes). Example: --max-bytes 10G", valueName: "bytes"))
-    var maxBytes: String = "0"
+    var maxBytes: String?
 
-    @Option(name: .customLong("max-rate"), help: ArgumentHelp("Daemon-wide receive rate, shared by the running transfers; 0 = unlimited (k/M/G suffixes, per second). Example: --max-rate 20M", valueName: "bytes/s"))
-    var maxRate: String = "0"
+    @Option(name: .customLong("expect-slack"), help: ArgumentHelp("A body more than this many times its expected-bytes fails, unless max-bytes is set (default 2). Example: --expect-slack 3", valueName: "factor"))
+    var expectSlack: Double?
 
-    @Option(name: .customLong("max-items"), help: ArgumentHelp("Most items one request file may hold. Example: --max-items 1000", valueName: "n"))
-    var maxItems: Int = 10_000
+    @Option(name: .customLong("min-free"), help: ArgumentHelp("Free space kept on the staging (and final) filesystem; items wait rather than fill it (default 64M). Example: --min-free 1G", valueName: "bytes"))
+    var minFree: String?
 
-    @Option(name: .customLong("max-claims"), help: ArgumentHelp("Most requests claimed at once (each holds a lock); more wait in incoming/ and are claimed as earlier ones end. Example: --max-claims 8192", valueName: "n"))
-    var maxClaims: Int = 8192
+    @Option(name: .customLong("max-items"), help: ArgumentHelp("Most items one request file may hold (default 10000). Example: --max-items 1000", valueName: "n"))
+    var maxItems: Int?
 
-    @Option(name: .customLong("adopt-interval"), help: ArgumentHelp("Seconds between looks for requests whose worker died (other daemons on the same spool); 0 = only at start. Example: --adopt-interval 30", valueName: "seconds"))
-    var adoptInterval: Double = 30
+    @Option(name: .customLong("max-claims"), help: ArgumentHelp("Most requests claimed at once (each holds a lock); more wait in incoming/ (default 8192). Example: --max-claims 4096", valueName: "n"))
+    var maxClaims: Int?
 
-    @Option(name: .customLong("final-folder"), help: ArgumentHelp("Where published files and markers go (default: SPOOL/done). Example: --final-folder /srv/data/incoming", valueName: "dir"))
+    @Option(name: .customLong("adopt-interval"), help: ArgumentHelp("Seconds between looks for requests whose worker died; 0 = only at start (default 30). Example: --adopt-interval 10", valueName: "seconds"))
+    var adoptInterval: Double?
+
+    @Option(name: .customLong("final-folder"), help: ArgumentHelp("Where published files and markers go (default: SPOOL/done). Example: --final-folder /srv/data/in", valueName: "dir"))
     var finalFolder: String?
-
-    @Option(name: .customLong("expect-slack"), help: ArgumentHelp("A body more than this many times its expected-bytes fails, unless max-bytes is set. Example: --expect-slack 2", valueName: "factor"))
-    var expectSlack: Double = 2
 
     @Option(name: .customLong("ca-file"), help: ArgumentHelp("Extra CA certificates (PEM) to trust, besides the system's. Example: --ca-file /etc/ssl/private-ca.pem", valueName: "file"))
     var caFile: String?
@@ -103,38 +113,43 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("on-group"), help: ArgumentHelp("Command run once after every item of a request file ended. Example: --on-group /usr/local/bin/ingest", valueName: "command"))
     var onGroup: String?
 
-    @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical. Example: --log-level debug", valueName: "level"))
-    var logLevel: String = "info"
+    @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (default info). Example: --log-level debug", valueName: "level"))
+    var logLevel: String?
+
+    func effectiveConfiguration() throws -> DaemonConfiguration {
+        var c = DaemonConfiguration()
+        if let config {
+            guard let text = try? String(contentsOfFile: config, encoding: .utf8) else {
+                throw ValidationError("cannot read the config file \(config)")
+            }
+            do { try c.apply(configFile: text, path: config) } catch { throw ValidationError(error.description) }
+        }
+        if let env = ProcessInfo.processInfo.environment["SPOOLFETCH_SPOOL"], !env.isEmpty { c.spool = env }
+        let pairs: [(String, String?)] = [
+            ("spool", spool), ("final-folder", finalFolder), ("concurrency", concurrency.map(String.init)),
+            ("per-host", perHost.map(String.init)), ("window", window), ("stall-timeout", stallTimeout.map(String.init)),
+            ("resource-timeout", resourceTimeout.map { "\($0)" }), ("retry-base", retryBase.map { "\($0)" }),
+            ("retry-cap", retryCap.map { "\($0)" }), ("max-attempts", maxAttempts.map(String.init)), ("max-rate", maxRate),
+            ("max-bytes", maxBytes), ("expect-slack", expectSlack.map { "\($0)" }), ("min-free", minFree),
+            ("max-items", maxItems.map(String.init)), ("max-claims", maxClaims.map(String.init)),
+            ("adopt-interval", adoptInterval.map { "\($0)" }), ("ca-file", caFile), ("ca-path", caPath),
+            ("on-item", onItem), ("on-group", onGroup), ("log-level", logLevel),
+        ]
+        for (key, value) in pairs {
+            guard let value else { continue }
+            do { try c.set(key, value) } catch { throw ValidationError("--\(error.description)") }
+        }
+        c.once = once
+        do { try c.validate() } catch { throw ValidationError(error.description) }
+        return c
+    }
 
     func run() throws {
-        var configuration = DaemonConfiguration()
-        configuration.spool = spool.resolved
-        configuration.once = once
-        configuration.concurrency = concurrency
-        configuration.perHost = perHost
-        configuration.window = window
-        configuration.stallTimeout = stallTimeout
-        configuration.maxAttempts = maxAttempts
-        configuration.retryBase = retryBase
-        configuration.retryCap = retryCap
-        configuration.expectSlack = expectSlack
-        configuration.caFile = caFile
-        configuration.caPath = caPath
-        configuration.onItem = onItem
-        configuration.onGroup = onGroup
-        configuration.logLevel = logLevel
-        configuration.resourceTimeout = resourceTimeout
-        configuration.maxItems = maxItems
-        configuration.maxClaims = maxClaims
-        configuration.adoptInterval = adoptInterval
-        configuration.finalFolder = finalFolder
-        guard let minFreeBytes = Daemon.byteCount(minFree) else { throw ValidationError("--min-free must be a byte count such as 512M, got '\(minFree)'") }
-        guard let maxBytesValue = Daemon.byteCount(maxBytes) else { throw ValidationError("--max-bytes must be a byte count such as 10G, got '\(maxBytes)'") }
-        guard let maxRateValue = Daemon.byteCount(maxRate) else { throw ValidationError("--max-rate must be a byte count per second such as 20M, got '\(maxRate)'") }
-        configuration.minFree = minFreeBytes
-        configuration.maxBytes = maxBytesValue
-        configuration.maxRate = maxRateValue
-        do { try configuration.validate() } catch { throw ValidationError(error.description) }
+        let configuration = try effectiveConfiguration()
+        if printConfig {
+            print(configuration.printed, terminator: "")
+            return
+        }
         let status = Daemon.run(configuration)
         if status != 0 { throw ExitCode(status) }
     }
@@ -145,11 +160,11 @@ struct Add: ParsableCommand {
         abstract: "Validate a request and drop it into the spool's incoming/ folder.",
         discussion: """
         The request is checked exactly as the daemon checks dropped files; a bad URL, scheme or option is
-        refused with a message and nothing is written. Prints the request file's name.
+        refused with a message, exit status 2, and nothing is written. Prints the request file's name.
         Example: spoolfetch add https://example.org/a.iso --name a.iso --priority high --earliest-start 2026-11-23T02:00:00Z
         """)
 
-    @Argument(help: ArgumentHelp("The URL to download (http or https).", valueName: "url"))
+    @Argument(help: ArgumentHelp("The URL to download (http or https). Example: https://example.org/a.csv", valueName: "url"))
     var url: String
 
     @Option(help: ArgumentHelp("Output file name in the final folder. Example: --name report.csv", valueName: "name"))
@@ -164,13 +179,13 @@ struct Add: ParsableCommand {
     @Option(name: .customLong("max-bytes"), help: ArgumentHelp("Hard size cap; a larger body fails the item. Example: --max-bytes 1G", valueName: "bytes"))
     var maxBytes: String?
 
-    @Option(help: ArgumentHelp("Expected SHA-256 (64 hex digits); a mismatch publishes nothing.", valueName: "hex"))
+    @Option(help: ArgumentHelp("Expected SHA-256 (64 hex digits); a mismatch publishes nothing. Example: --sha256 9f86d081…", valueName: "hex"))
     var sha256: String?
 
     @Option(help: ArgumentHelp("high, normal or low. Example: --priority high", valueName: "priority"))
     var priority: String?
 
-    @Flag(help: "Run only inside the daemon's discretionary window.")
+    @Flag(help: "Run only inside the daemon's discretionary window (--window), or when nothing else waits.")
     var discretionary = false
 
     @Option(help: ArgumentHelp("Group name (default: the request file's name). Example: --group nightly", valueName: "name"))
@@ -193,11 +208,110 @@ struct Add: ParsableCommand {
         request.group = group
         request.headers = header
         do {
-            let written = try RequestWriter.add(request, spool: spool.resolved)
-            print(written)
+            print(try RequestWriter.add(request, spool: spool.resolved))
         } catch {
             FileHandle.standardError.write(Data("spoolfetch add: \(error.description); nothing was written\n".utf8))
             throw ExitCode(2)
         }
     }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List every task: pending, waiting, running, retrying, recently done or failed.",
+        discussion: """
+        On a terminal: a table with progress bars. Otherwise: tab-separated lines
+        (id, state, name, url, bytes, expected, rate, eta, attempts, error). --json prints
+        {"daemons": [...], "tasks": [...], "morePending": N} for batch tools.
+        Example: spoolfetch status --spool /var/spool/spoolfetch --json | jq '.tasks[] | select(.state == "failed")'
+        """)
+
+    @OptionGroup var spool: SpoolOption
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    @Flag(help: "Redraw every second until interrupted (a terminal view).")
+    var watch = false
+
+    func run() throws {
+        repeat {
+            let overview: SpoolOverview
+            do { overview = try SpoolOverview.read(spool: spool.resolved) } catch {
+                FileHandle.standardError.write(Data("spoolfetch status: \(error.description)\n".utf8))
+                throw ExitCode(2)
+            }
+            if json {
+                print(overview.json(), terminator: "")
+            } else if isatty(STDOUT_FILENO) != 0 {
+                if watch { print("\u{1B}[H\u{1B}[2J", terminator: "") }
+                var size = winsize()
+                let columns = ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? Int(size.ws_col) : 100
+                print(overview.table(columns: columns), terminator: "")
+            } else {
+                print(overview.plainLines(), terminator: "")
+            }
+            FileHandle.standardOutput.synchronizeFile()
+            if watch { sleep(1) }   // a viewer's refresh, not a synchronisation
+        } while watch
+    }
+}
+
+/// The shared shape of cancel, pause, resume and retry.
+protocol ControlVerbCommand: ParsableCommand {
+    static var verb: ControlCommand.Verb { get }
+    var id: String { get }
+    var spool: SpoolOption { get }
+}
+
+extension ControlVerbCommand {
+    func run() throws {
+        do {
+            let result = try ControlClient.send(Self.verb, id: id, spool: spool.resolved)
+            print(result.message)
+        } catch {
+            FileHandle.standardError.write(Data("spoolfetch \(Self.verb.rawValue): \(error.description)\n".utf8))
+            throw ExitCode(2)
+        }
+    }
+}
+
+struct Cancel: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.cancel
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel a task: it ends in failed/ with the reason 'cancelled'.",
+        discussion: "ID is REQUEST#INDEX for one item or REQUEST for all its items (see spoolfetch status).\nExample: spoolfetch cancel nightly#2")
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}
+
+struct Pause: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.pause
+    static let configuration = CommandConfiguration(
+        abstract: "Pause a task; its partial download is kept until resume.",
+        discussion: "Example: spoolfetch pause nightly#2")
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}
+
+struct Resume: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.resume
+    static let configuration = CommandConfiguration(
+        abstract: "Resume a paused task from its partial download.",
+        discussion: "Example: spoolfetch resume nightly#2")
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}
+
+struct Retry: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.retry
+    static let configuration = CommandConfiguration(
+        abstract: "Retry now: a task waiting to retry starts at once; a failed request's failed items are queued again.",
+        discussion: """
+        For a request in failed/, its failed items (or just REQUEST#INDEX) go back into incoming/ as a new
+        request REQUEST-retry-STAMP with the same group and options; failed/REQUEST and its .error stay as the record.
+        Example: spoolfetch retry nightly
+        """)
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
 }

@@ -200,3 +200,17 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(starts(s.nextActions(now: t0.addingTimeInterval(1000))).count, 16)
     }
 }
+
+final class SchedulerRemovalTests: XCTestCase {
+    func testRemovedThenResubmittedItemStartsExactlyOnce() {
+        var s = Scheduler(configuration: .init(concurrency: 5), timeZone: TimeZone(identifier: "UTC")!)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80", earliestStart: now.addingTimeInterval(10)))
+        s.remove(1)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        XCTAssertEqual(s.queuedCount, 1)
+        XCTAssertEqual(s.nextActions(now: now.addingTimeInterval(20)), [.start(1)])
+        XCTAssertEqual(s.nextActions(now: now.addingTimeInterval(20)), [], "the stale timer entry does not start it again")
+        XCTAssertEqual(s.queuedCount, 0)
+    }
+}

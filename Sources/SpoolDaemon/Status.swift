@@ -1,0 +1,72 @@
+import Foundation
+
+/// One daemon's live state, written atomically to `status/HOST-PID.json` at most once a second
+/// while anything changes (and not at all while idle), read by `spoolfetch status`.
+public struct StatusReport: Codable, Sendable, Hashable {
+    public var daemon: DaemonStatus
+    public var tasks: [TaskStatus]
+    /// Pending tasks left out of `tasks` (only the first `StatusReport.pendingShown` are listed).
+    public var morePending: Int
+
+    public static let pendingShown = 1000
+}
+
+/// Facts about the daemon that wrote a report.
+public struct DaemonStatus: Codable, Sendable, Hashable {
+    public var host: String
+    public var pid: Int32
+    public var version: String
+    public var spool: String
+    public var startedAt: String
+    public var updatedAt: String
+    public var running: Int
+    public var queued: Int
+    public var published: Int
+    public var failed: Int
+    public var rejected: Int
+}
+
+/// One item, as `spoolfetch status` shows it (URLSession's `getAllTasks`).
+public struct TaskStatus: Codable, Sendable, Hashable {
+    /// `REQUEST#INDEX`; `cancel`, `pause`, `resume` and `retry` take it (or just `REQUEST`).
+    public var id: String
+    public var request: String
+    public var group: String
+    public var name: String
+    /// The URL without its query (which may carry tokens).
+    public var url: String
+    /// pending, waiting-start, waiting-window, waiting-space, running, retrying, paused,
+    /// publishing, done, failed.
+    public var state: String
+    public var bytes: Int64
+    public var expected: Int64?
+    /// Bytes per second over the last status interval, while running.
+    public var rate: Double?
+    /// Seconds left at the current rate, when the size is known.
+    public var eta: Double?
+    public var attempts: Int
+    public var error: String?
+    public var startsAt: String?
+    public var finishedAt: String?
+}
+
+/// A command for a running daemon, dropped into `control/` by `spoolfetch cancel|pause|resume|retry`.
+public struct ControlCommand: Codable, Sendable, Hashable {
+    public enum Verb: String, Codable, Sendable, CaseIterable { case cancel, pause, resume, retry }
+    public var verb: Verb
+    /// `REQUEST` (all its items) or `REQUEST#INDEX`.
+    public var id: String
+}
+
+/// The daemon's answer, `control/NAME.result`.
+public struct ControlResult: Codable, Sendable, Hashable {
+    public var ok: Bool
+    public var message: String
+    /// The item ids it acted on.
+    public var items: [String]
+}
+
+/// Strips the query and fragment from a URL for display (they may hold access tokens).
+func displayURL(_ url: String) -> String {
+    String(url.prefix { $0 != "?" && $0 != "#" })
+}

@@ -1,0 +1,173 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// What an operator meets: status, control commands, help, configuration.
+final class OperatorTests: XCTestCase {
+    var server: TestHTTPServer!
+    var spool: TempSpool!
+
+    override func setUpWithError() throws {
+        server = try TestHTTPServer.start()
+        spool = try TempSpool()
+    }
+
+    override func tearDownWithError() throws {
+        try server.shutdown()
+    }
+
+    private func cli(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = try DaemonProcess.launch(arguments)
+        let status = try p.waitForExit(timeout: 30)
+        return (status, p.stdoutText, p.stderrText)
+    }
+
+    private func statusJSON() throws -> [String: Any] {
+        let r = try cli(["status", "--json", "--spool", spool.root])
+        XCTAssertEqual(r.status, 0, r.err)
+        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], r.out)
+    }
+
+    private func task(_ id: String) throws -> [String: Any]? {
+        (try statusJSON()["tasks"] as? [[String: Any]])?.first { $0["id"] as? String == id }
+    }
+
+    /// Waits until the daemon's status report shows `id` in `state`.
+    private func waitForState(_ id: String, _ state: String) throws {
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "\(id) to be \(state)") {
+            (try? self.task(id)?["state"] as? String) == state
+        }
+    }
+
+    func testStatusJSONListsTasksWithProgressAndTheDaemon() throws {
+        let body = TestBody.random(count: 6 << 20, seed: 1)
+        server.serve("/slow", body: body, etag: "\"s\"", script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20))])
+        try spool.drop("watched", "url: \(server.url("/slow"))\nexpected-bytes: 6M\n")
+        try spool.drop("later", "url: \(server.url("/slow"))?2\nname: later.bin\nearliest-start: 2099-01-01T00:00:00Z\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try waitForState("watched#0", "running")
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "a rate") {
+            ((try? self.task("watched#0"))??["rate"] as? Double ?? 0) > 0
+        }
+        let json = try statusJSON()
+        let daemons = try XCTUnwrap(json["daemons"] as? [[String: Any]])
+        XCTAssertEqual(daemons.first?["pid"] as? Int, Int(daemon.pid))
+        XCTAssertEqual(daemons.first?["running"] as? Int, 1)
+        let running = try XCTUnwrap(try task("watched#0"))
+        for key in ["id", "request", "group", "name", "url", "state", "bytes", "expected", "rate", "eta", "attempts"] {
+            XCTAssertNotNil(running[key], "task has \(key)")
+        }
+        XCTAssertEqual(running["expected"] as? Int, 6 << 20)
+        XCTAssertEqual(try task("later#0")?["state"] as? String, "waiting-start")
+        XCTAssertEqual(try task("later#0")?["startsAt"] as? String, "2099-01-01T00:00:00Z")
+        let plain = try cli(["status", "--spool", spool.root])
+        XCTAssertTrue(plain.out.contains("watched#0\trunning\tslow\t"), plain.out)
+    }
+
+    func testPauseResumeCancelAndRetryAgainstARunningDaemon() throws {
+        let body = TestBody.random(count: 4 << 20, seed: 2)
+        // Both first answers stall part-way, so the items stay running until the operator acts.
+        server.serve("/p", body: body, etag: "\"p\"", script: [.stall(afterBytes: 300_000), .normal])
+        server.serve("/c", body: body, etag: "\"c\"", script: [.stall(afterBytes: 100_000), .normal])
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try spool.drop("pausable", server.url("/p") + "\n")
+        try spool.drop("doomed", server.url("/c") + "\n")
+        try waitForState("pausable#0", "running")
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "some bytes of pausable#0") {
+            ((try? self.task("pausable#0"))??["bytes"] as? Int ?? 0) >= 100_000
+        }
+
+        let paused = try cli(["pause", "pausable#0", "--spool", spool.root])
+        XCTAssertEqual(paused.status, 0, paused.err)
+        XCTAssertTrue(paused.out.contains("pause: 1 item"), paused.out)
+        try waitForState("pausable#0", "paused")
+        let requestsWhilePaused = server.requests(for: "/p").count
+
+        let cancelled = try cli(["cancel", "doomed", "--spool", spool.root])
+        XCTAssertEqual(cancelled.status, 0, cancelled.err)
+        try DirectoryWaiter.waitForFile("doomed.error", in: spool.path("failed"), timeout: 30)
+        let error = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("failed", "doomed.error"))) as? [String: Any])
+        XCTAssertEqual((error["items"] as? [[String: Any]])?.first?["code"] as? String, "cancelled")
+
+        XCTAssertEqual(server.requests(for: "/p").count, requestsWhilePaused, "a paused item is not fetched")
+        let resumed = try cli(["resume", "pausable#0", "--spool", spool.root])
+        XCTAssertEqual(resumed.status, 0, resumed.err)
+        try DirectoryWaiter.waitForFile("pausable.group.done", in: spool.path("done"), timeout: 60)
+        XCTAssertEqual(try spool.read("done", "p"), body)
+        XCTAssertNotNil(server.requests(for: "/p").last?.header("Range"), "resume continues from the kept partial")
+
+        let retried = try cli(["retry", "doomed", "--spool", spool.root])
+        XCTAssertEqual(retried.status, 0, retried.err)
+        XCTAssertTrue(retried.out.contains("queued 1 failed item"), retried.out)
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 60, what: "the retried item") {
+            self.spool.files(in: "done").contains("c")
+        }
+        XCTAssertEqual(try spool.read("done", "c"), body)
+        XCTAssertEqual(spool.files(in: "failed"), ["doomed", "doomed.error"], "the failure record stays")
+
+        let unknown = try cli(["pause", "no-such-request#4", "--spool", spool.root])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.err.contains("unknown id no-such-request#4"), unknown.err)
+    }
+
+    func testEveryCommandHasHelpWithAnExample() throws {
+        for command in ["run", "add", "status", "cancel", "pause", "resume", "retry"] {
+            let r = try cli([command, "--help"])
+            XCTAssertEqual(r.status, 0, command)
+            XCTAssertTrue(r.out.contains("Example"), "\(command) --help shows an example")
+            XCTAssertTrue(r.out.contains("--spool"), "\(command) --help lists --spool")
+        }
+        let top = try cli(["--help"])
+        XCTAssertEqual(top.status, 0)
+        for command in ["run", "add", "status", "cancel", "pause", "resume", "retry"] { XCTAssertTrue(top.out.contains(command)) }
+        let completion = try cli(["--generate-completion-script", "bash"])
+        XCTAssertEqual(completion.status, 0)
+        XCTAssertTrue(completion.out.contains("_spoolfetch"), completion.out)
+    }
+
+    func testUnknownFlagFailsWithAMessageThatNamesIt() throws {
+        let r = try cli(["run", "--concurency", "3", "--spool", spool.root])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.err.contains("--concurency"), r.err)
+        let bad = try cli(["run", "--window", "25:00-01:00", "--spool", spool.root])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.err.contains("--window"), bad.err)
+    }
+
+    func testConfigFileFlagsAndPrintConfig() throws {
+        let file = spool.path("tmp", "spoolfetch.conf")
+        try """
+            # site settings
+            concurrency = 32
+            window = "22:00-06:00"
+            max-rate = 20M
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try cli(["run", "--config", file, "--concurrency", "8", "--spool", spool.root, "--print-config"])
+        XCTAssertEqual(r.status, 0, r.err)
+        XCTAssertTrue(r.out.contains("concurrency = 8"), "a flag overrides the file:\n\(r.out)")
+        XCTAssertTrue(r.out.contains("window = \"22:00-06:00\""), r.out)
+        XCTAssertTrue(r.out.contains("max-rate = 20971520"), r.out)
+        XCTAssertTrue(r.out.contains("spool = \"\(spool.root)\""), r.out)
+        try "concurrency = lots\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let bad = try cli(["run", "--config", file, "--print-config"])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.err.contains("spoolfetch.conf:1") && bad.err.contains("concurrency"), bad.err)
+    }
+
+    func testLogsAreStructuredLinesWithLevels() throws {
+        server.serve("/l", body: Array("l".utf8))
+        try spool.drop("logged", server.url("/l") + "\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--log-level", "debug"])
+        XCTAssertEqual(status, 0)
+        let lines = stderr.split(separator: "\n")
+        XCTAssertFalse(lines.isEmpty)
+        for line in lines {
+            XCTAssertTrue(line.hasPrefix("time=") && line.contains(" level=") && line.contains(" msg="), String(line))
+        }
+        XCTAssertTrue(stderr.contains("level=debug msg=published"), stderr)
+        let quiet = try DaemonProcess.drain(spool: spool.root, extra: ["--log-level", "warning"])
+        XCTAssertEqual(quiet.stderr, "", "nothing at or above warning happened")
+    }
+}
