@@ -96,7 +96,7 @@ public struct Publisher: Sendable {
             let fd = openat(layout.final.fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
             guard fd >= 0 else { results[i].error = StoreError("open", layout.final.path(of: temp)); continue }
             do throws(StoreError) {
-                try FileIO.writeAll(fd, SpoolJSON.encode(marker), path: layout.final.path(of: temp))
+                try FileIO.writeAll(fd, SpoolJSON.encode(marker: marker), path: layout.final.path(of: temp))
                 if !batched && fdatasync(fd) != 0 { throw StoreError("fdatasync", layout.final.path(of: temp)) }
                 temps[i] = temp
             } catch {

@@ -235,7 +235,7 @@ public struct SpoolStore: Sendable {
     /// Writes `staging/batch-PID-N.journal`, the states of one publish batch; returns its name.
     public func writeJournal(_ states: [ItemState]) throws(StoreError) -> String {
         let name = "batch-\(getpid())-\(JournalCounter.next()).journal"
-        try layout.staging.writeAtomically(name, SpoolJSON.encode(states))
+        try layout.staging.writeAtomically(name, SpoolJSON.encode(states: states))
         return name
     }
 
