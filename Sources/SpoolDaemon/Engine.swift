@@ -134,6 +134,7 @@ public final class Engine {
             accept(claim, adopted: true)
         }
         if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
+        ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [
             "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
             "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
@@ -243,6 +244,7 @@ public final class Engine {
         guard !stopping else { return }
         stopping = true
         logger.notice("stopping: no new claims; partial downloads are kept", metadata: ["reason": "\(reason)"])
+        ServiceNotifier.notify("STOPPING=1")
         for (key, record) in items {
             guard case .running = record.phase else { continue }
             if let outcome = session.remove(key) { keepPartial(record, outcome) }

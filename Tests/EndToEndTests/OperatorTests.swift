@@ -170,4 +170,31 @@ final class OperatorTests: XCTestCase {
         let quiet = try DaemonProcess.drain(spool: spool.root, extra: ["--log-level", "warning"])
         XCTAssertEqual(quiet.stderr, "", "nothing at or above warning happened")
     }
+
+    func testReadinessAndStoppingAreNotifiedToSystemd() throws {
+        let path = spool.path("tmp", "notify.sock")
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(bound, 0)
+        func receive() -> String? {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 30_000) == 1 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+        }
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root], environment: ["NOTIFY_SOCKET": path])
+        defer { daemon.terminate() }
+        XCTAssertTrue(receive()?.hasPrefix("READY=1") ?? false, "READY=1 once the daemon watches incoming/")
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(receive(), "STOPPING=1")
+        XCTAssertEqual(try daemon.waitForExit(timeout: 10), 0)
+    }
 }
