@@ -41,7 +41,8 @@ final class OperatorTests: XCTestCase {
 
     func testStatusJSONListsTasksWithProgressAndTheDaemon() throws {
         let body = TestBody.random(count: 6 << 20, seed: 1)
-        server.serve("/slow", body: body, etag: "\"s\"", script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20))])
+        // About 20 s for the whole body: long enough to be seen running with a rate on a busy machine.
+        server.serve("/slow", body: body, etag: "\"s\"", script: [.slow(chunkSize: 16 << 10, interval: .milliseconds(50))])
         try spool.drop("watched", "url: \(server.url("/slow"))\nexpected-bytes: 6M\n")
         try spool.drop("later", "url: \(server.url("/slow"))?2\nname: later.bin\nearliest-start: 2099-01-01T00:00:00Z\n")
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])

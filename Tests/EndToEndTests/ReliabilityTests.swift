@@ -117,8 +117,9 @@ final class ReliabilityTests: XCTestCase {
     func testKillNineMidTransferThenRestartResumesAndPublishesOnce() throws {
         let size = 8 << 20
         let body = TestBody.random(count: size, seed: 7)
-        // 256 KiB every 20 ms: about 0.7 s for the whole body, slow enough to kill it half-way.
-        server.serve("/slow", body: body, etag: "\"k\"", script: [.slow(chunkSize: 256 << 10, interval: .milliseconds(20)), .normal])
+        // 64 KiB every 20 ms: about 2.6 s for the whole body, slow enough to kill it half-way
+        // even on a busy machine.
+        server.serve("/slow", body: body, etag: "\"k\"", script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
         try spool.drop("killme", server.url("/slow") + "\nname: slow.bin\n")
         let first = try DaemonProcess.launch(["run", "--spool", spool.root])
         try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "half of the body in staging") {
@@ -147,7 +148,7 @@ final class ReliabilityTests: XCTestCase {
     func testSigtermKeepsThePartialAndTheNextRunResumes() throws {
         let size = 6 << 20
         let body = TestBody.random(count: size, seed: 8)
-        server.serve("/term", body: body, etag: "\"t\"", script: [.slow(chunkSize: 128 << 10, interval: .milliseconds(20)), .normal])
+        server.serve("/term", body: body, etag: "\"t\"", script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(20)), .normal])
         try spool.drop("term", server.url("/term") + "\n")
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
         try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "a partial") { self.partSize(self.spool) >= 1 << 20 }

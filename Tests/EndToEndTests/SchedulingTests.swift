@@ -47,7 +47,7 @@ final class SchedulingTests: XCTestCase {
     func testHighItemPausesARunningLowOneWhichThenResumes() throws {
         let lowBody = TestBody.random(count: 6 << 20, seed: 1)
         server.serve("/low-big", body: lowBody, etag: "\"l\"",
-                     script: [.slow(chunkSize: 128 << 10, interval: .milliseconds(20)), .normal])
+                     script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(20)), .normal])
         server.serve("/urgent", body: Array("urgent".utf8))
         try spool.drop("low", "url: \(server.url("/low-big"))\npriority: low\n")
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--concurrency", "1"])
