@@ -88,7 +88,8 @@ final class OperatorTests: XCTestCase {
 
         let cancelled = try cli(["cancel", "doomed", "--spool", spool.root])
         XCTAssertEqual(cancelled.status, 0, cancelled.err)
-        try DirectoryWaiter.waitForFile("doomed.error", in: spool.path("failed"), timeout: 30)
+        // The request file moving into failed/ (after its .error) is the group's last step.
+        try DirectoryWaiter.waitForFile("doomed", in: spool.path("failed"), timeout: 30)
         let error = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("failed", "doomed.error"))) as? [String: Any])
         XCTAssertEqual((error["items"] as? [[String: Any]])?.first?["code"] as? String, "cancelled")
 

@@ -79,7 +79,9 @@ final class SchedulingTests: XCTestCase {
         defer { daemon.terminate() }
         try spool.drop("nightly", "url: \(server.url("/night"))\ndiscretionary: yes\n")
         try spool.drop("daily", (0..<5).map { server.url("/day\($0)") }.joined(separator: "\n") + "\n")
-        try DirectoryWaiter.waitForFile("daily.group.done", in: spool.path("done"), timeout: 30)
+        // The request file itself moving into done/ is the group's last step.
+        try DirectoryWaiter.waitForFile("daily", in: spool.path("done"), timeout: 30)
+        XCTAssertTrue(spool.files(in: "done").contains("daily.group.done"))
         XCTAssertEqual(server.requests(for: "/night").count, 0, "outside its window a discretionary item waits")
         XCTAssertEqual(spool.files(in: "active"), ["nightly"], "still claimed, still pending")
         daemon.signal(SIGTERM)
