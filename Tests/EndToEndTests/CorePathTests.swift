@@ -4,24 +4,7 @@ import XCTest
 
 /// The core path, end to end: the real `spoolfetch` executable on a fresh spool against an
 /// in-process HTTP server on 127.0.0.1, driven the way a cron job drives it.
-final class CorePathTests: XCTestCase {
-    var server: TestHTTPServer!
-    var spool: TempSpool!
-
-    override func setUpWithError() throws {
-        server = try TestHTTPServer.start()
-        spool = try TempSpool()
-    }
-
-    override func tearDownWithError() throws {
-        try server.shutdown()
-    }
-
-    private func json(_ folder: String, _ name: String) throws -> [String: Any] {
-        let bytes = try spool.read(folder, name)
-        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any], "\(name) is not JSON")
-    }
-
+final class CorePathTests: SpoolTestCase {
     func testURLListAndOneItemRequestArePublishedWithMarkers() throws {
         var bodies: [String: [UInt8]] = [:]
         var list = ""

@@ -3,19 +3,7 @@ import SpoolTestSupport
 import XCTest
 
 /// What an operator meets: status, control commands, help, configuration.
-final class OperatorTests: XCTestCase {
-    var server: TestHTTPServer!
-    var spool: TempSpool!
-
-    override func setUpWithError() throws {
-        server = try TestHTTPServer.start()
-        spool = try TempSpool()
-    }
-
-    override func tearDownWithError() throws {
-        try server.shutdown()
-    }
-
+final class OperatorTests: SpoolTestCase {
     private func cli(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
         let p = try DaemonProcess.launch(arguments)
         let status = try p.waitForExit(timeout: 30)

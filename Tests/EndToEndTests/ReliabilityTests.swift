@@ -4,22 +4,8 @@ import XCTest
 
 /// Faults end to end: every one ends in a byte-identical published file or a request in
 /// `failed/` with a reason — never a partial or spliced file in the final folder.
-final class ReliabilityTests: XCTestCase {
-    var server: TestHTTPServer!
-    var spool: TempSpool!
-
-    override func setUpWithError() throws {
-        server = try TestHTTPServer.start()
-        spool = try TempSpool()
-    }
-
-    override func tearDownWithError() throws {
-        try server.shutdown()
-    }
-
-    private func marker(_ name: String) throws -> [String: Any] {
-        try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("done", name + ".done"))) as? [String: Any])
-    }
+final class ReliabilityTests: SpoolTestCase {
+    private func marker(_ name: String) throws -> [String: Any] { try json("done", name + ".done") }
 
     private func partSize(_ spool: TempSpool) -> Int {
         for name in spool.files(in: "staging") where name.hasSuffix(".part") {

@@ -3,19 +3,7 @@ import SpoolTestSupport
 import XCTest
 
 /// earliest-start, priority, the discretionary window, size bounds and completion hooks.
-final class SchedulingTests: XCTestCase {
-    var server: TestHTTPServer!
-    var spool: TempSpool!
-
-    override func setUpWithError() throws {
-        server = try TestHTTPServer.start()
-        spool = try TempSpool()
-    }
-
-    override func tearDownWithError() throws {
-        try server.shutdown()
-    }
-
+final class SchedulingTests: SpoolTestCase {
     private func rfc3339(_ date: Date) -> String {
         let f = ISO8601DateFormatter()
         f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

@@ -3,24 +3,18 @@ import SpoolTestSupport
 import XCTest
 
 /// Every request file is hostile: nothing escapes the spool, nothing leaks, every refusal says why.
-final class SecurityTests: XCTestCase {
-    var server: TestHTTPServer!
+final class SecurityTests: SpoolTestCase {
+    /// A second host:port, the target of a cross-host redirect.
     var other: TestHTTPServer!
-    var spool: TempSpool!
 
     override func setUpWithError() throws {
-        server = try TestHTTPServer.start()
+        try super.setUpWithError()
         other = try TestHTTPServer.start()
-        spool = try TempSpool()
     }
 
     override func tearDownWithError() throws {
-        try server.shutdown()
         try other.shutdown()
-    }
-
-    private func json(_ folder: String, _ name: String) throws -> [String: Any] {
-        try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read(folder, name))) as? [String: Any], "\(folder)/\(name)")
+        try super.tearDownWithError()
     }
 
     func testHostileRequestsAreRefusedWithReasonsWhileTheGoodOneIsPublished() throws {
