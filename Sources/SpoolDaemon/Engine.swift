@@ -73,6 +73,13 @@ public final class Engine {
     /// the journal files are removed once those requests have ended.
     private var journalStates: [String: ItemState] = [:]
     private var journalFiles: [String] = []
+    /// Adopted requests whose group has not ended: the dead workers' journals go when none is left.
+    private var adoptedOpen = 0
+    /// Group ends to try again (an I/O error, a full disk), by request name: the request stays
+    /// claimed meanwhile, so no other worker adopts and fetches it again.
+    private var groupRetries: [(at: Date, request: String)] = []
+    /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
+    private var registration: WorkerRegistration?
     private var stopping = false
     private var summary = RunSummary()
 
@@ -120,19 +127,20 @@ public final class Engine {
         maxClaims = FileLimit.raise(wanting: configuration.maxClaims, reserve: configuration.concurrency * 4 + 256,
                                     logger: logger)
 
-        let swept = store.sweepTemporaries()
+        let registration: WorkerRegistration
+        do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }
+        self.registration = registration
+        // Alone, every temp file is a crash's leftover; beside live workers only old ones are.
+        let swept = registration.alone ? store.sweepTemporaries() : store.sweepTemporaries(olderThan: 3600)
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
-        (journalStates, journalFiles) = store.readJournals()
         for pending in store.pendingGroupHooks() {
             logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
             runGroupHook(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",
                          request: pending.marker?.request ?? "", items: pending.marker?.items.count ?? 0,
                          failed: pending.marker?.failed ?? 0)
         }
-        for claim in store.adoptOrphans() {
-            logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
-            accept(claim, adopted: true)
-        }
+        adoptOrphans(alone: registration.alone)
+        do { try registration.share() } catch { throw .spool(error) }
         if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [
@@ -171,7 +179,8 @@ public final class Engine {
     private func sleepMilliseconds() -> Int32 {
         let now = Date()
         var next = scheduler.nextWakeup(now: now)
-        for t in [publishRetries.map(\.at).min(), spaceCheckAt, nextAdoptionScan, nextStatusWrite()].compactMap({ $0 }) {
+        for t in [publishRetries.map(\.at).min(), groupRetries.map(\.at).min(), spaceCheckAt, nextAdoptionScan,
+                  nextStatusWrite()].compactMap({ $0 }) {
             next = min(next ?? t, t)
         }
         guard let next else { return Int32.max }
@@ -187,14 +196,16 @@ public final class Engine {
             publishQueue.append(contentsOf: due.map(\.job))
         }
         kickPublisher()
+        if !groupRetries.isEmpty {
+            let due = groupRetries.filter { $0.at <= now }
+            groupRetries.removeAll { $0.at <= now }
+            for retry in due { if let request = requests[retry.request] { endGroup(request) } }
+        }
         if stopping { return }
         if let at = spaceCheckAt, at <= now { releaseSpaceWaiters(now: now) }
         if let at = nextAdoptionScan, at <= now {
             nextAdoptionScan = now.addingTimeInterval(configuration.adoptInterval)
-            for claim in store.adoptOrphans() {
-                logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
-                accept(claim, adopted: true)
-            }
+            adoptOrphans(alone: false)
         }
         let actions = scheduler.nextActions(now: now)
         for action in actions {
@@ -225,6 +236,7 @@ public final class Engine {
         case .published(let results):
             publishInFlight = false
             ioOutstanding -= 1
+            attachJournals(results)
             for result in results { handlePublished(result) }
         case .groupEnded(let request, let markerPath, let journal, let error):
             ioOutstanding -= 1
@@ -254,6 +266,55 @@ public final class Engine {
     }
 
     // MARK: Claiming and parsing
+
+    /// Takes over the requests in `active/` whose worker is gone. Their publish journals are
+    /// read after the claims: a worker that died before the scan has released every lock it
+    /// held, so all of its journals are readable by then.
+    private func adoptOrphans(alone: Bool) {
+        let claims = store.adoptOrphans()
+        if !claims.isEmpty || alone {
+            let (states, files) = store.readJournals()
+            journalStates.merge(states) { _, new in new }
+            for file in files where !journalFiles.contains(file) { journalFiles.append(file) }
+        }
+        for claim in claims {
+            logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
+            accept(claim, adopted: true)
+        }
+        forgetDeadJournalsIfSpent()
+    }
+
+    /// Once every adopted request has ended, the dead workers' journals have told all they can.
+    private func forgetDeadJournalsIfSpent() {
+        guard adoptedOpen == 0, !journalFiles.isEmpty else { return }
+        for file in journalFiles { store.layout.staging.remove(file) }
+        journalFiles = []
+        journalStates = [:]
+    }
+
+    /// Ties each batch journal to the requests whose items it records; it is removed when the
+    /// last of them has ended its group (`releaseJournals`).
+    private func attachJournals(_ results: [PublishResult]) {
+        var batch: [ObjectIdentifier: BatchJournal] = [:]
+        for result in results {
+            guard let lock = result.journal else { continue }
+            let journal = batch[ObjectIdentifier(lock)] ?? BatchJournal(lock: lock)
+            batch[ObjectIdentifier(lock)] = journal
+            guard let request = record(forBase: result.base)?.request,
+                  !request.journals.contains(where: { $0 === journal }) else { continue }
+            request.journals.append(journal)
+            journal.openRequests += 1
+        }
+        for journal in batch.values where journal.openRequests == 0 { store.layout.staging.remove(journal.lock.name) }
+    }
+
+    private func releaseJournals(of request: RequestRecord) {
+        for journal in request.journals {
+            journal.openRequests -= 1
+            if journal.openRequests == 0 { store.layout.staging.remove(journal.lock.name) }
+        }
+        request.journals = []
+    }
 
     private func claimIncoming(_ name: String) {
         guard !stopping, DirectoryWatcher.isCandidate(name) else { return }
@@ -314,6 +375,10 @@ public final class Engine {
         }
         let request = RequestRecord(claim: claim, file: file)
         requests[claim.name] = request
+        if adopted {
+            request.adopted = true
+            adoptedOpen += 1
+        }
         let now = Date()
         for item in file.items {
             nextKey += 1
@@ -321,7 +386,11 @@ public final class Engine {
             request.items.append(record)
             items[record.key] = record
             itemsByBase[record.base] = record.key
-            request.open += 1
+        }
+        // Every item is counted before any is recovered: a recovered item may end at once, and
+        // the group must not end before its later items are even known.
+        request.open = request.items.count
+        for record in request.items {
             if adopted { recover(record) } else { enqueue(record) }
         }
         logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(file.items.count)",
@@ -769,22 +838,27 @@ public final class Engine {
         }
     }
 
-    private func groupEnded(_ name: String, markerPath: String?, journal: String?, error: StoreError?) {
-        guard let request = requests.removeValue(forKey: name) else { return }
-        claimDeferred()
-        if requests.isEmpty && !journalFiles.isEmpty {
-            // Every adopted request has ended: the interrupted run's journals are spent.
-            for file in journalFiles { store.layout.staging.remove(file) }
-            journalFiles = []
-            journalStates = [:]
+    private func groupEnded(_ name: String, markerPath: String?, journal: HeldLock?, error: StoreError?) {
+        guard let request = requests[name] else { return }
+        if let error {
+            // Keep the claim: letting go would leave the request unlocked in active/, where a
+            // worker would adopt it and fetch everything again.
+            logger.error("could not end the group; will try again in 5 s: \(error)",
+                         metadata: ["request": "\(name)", "group": "\(request.group)"])
+            request.ending = false
+            groupRetries.append((Date().addingTimeInterval(5), name))
+            return
         }
+        requests.removeValue(forKey: name)
+        releaseJournals(of: request)
+        if request.adopted {
+            adoptedOpen -= 1
+            forgetDeadJournalsIfSpent()
+        }
+        claimDeferred()
         for record in request.items {
             items.removeValue(forKey: record.key)
             itemsByBase.removeValue(forKey: record.base)
-        }
-        if let error {
-            logger.error("could not end the group: \(error)", metadata: ["request": "\(name)", "group": "\(request.group)"])
-            return
         }
         let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
         logger.info("group ended", metadata: ["request": "\(name)", "group": "\(request.group)",
@@ -796,7 +870,7 @@ public final class Engine {
 
     /// Runs `--on-group` for an ended group, then drops its journal — so the hook runs once, and
     /// still runs after a crash that came between the group marker and the hook.
-    private func runGroupHook(journal: String, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+    private func runGroupHook(journal: HeldLock, markerPath: String, group: String, request: String, items: Int, failed: Int) {
         guard let command = configuration.onGroup else {
             store.groupHookDone(journal)
             return

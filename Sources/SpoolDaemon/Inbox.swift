@@ -7,10 +7,10 @@ import SpoolWatcher
 enum EngineMessage: Sendable {
     case watcher(WatcherEvent)
     case published([PublishResult])
-    case groupEnded(request: String, markerPath: String?, journal: String?, error: StoreError?)
+    case groupEnded(request: String, markerPath: String?, journal: HeldLock?, error: StoreError?)
     case rejected(request: String, error: StoreError?)
     /// A group hook has run: its group journal can go.
-    case groupHookFinished(journal: String)
+    case groupHookFinished(journal: HeldLock)
     case stop(signal: Int32)
 }
 

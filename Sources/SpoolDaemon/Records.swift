@@ -12,6 +12,11 @@ final class RequestRecord {
     var open = 0
     /// The group end has been handed to the I/O thread.
     var ending = false
+    /// Publish-batch journals that record items of this request: each is removed once every
+    /// request it mentions has ended its group.
+    var journals: [BatchJournal] = []
+    /// Taken over from a dead worker (its items were recovered from the spool).
+    var adopted = false
 
     var name: String { claim.name }
     var group: String { file.group }
@@ -20,6 +25,16 @@ final class RequestRecord {
         self.claim = claim
         self.file = file
     }
+}
+
+/// A publish batch's journal this worker wrote, held (locked) while any request it mentions is
+/// still open: after a crash it is what tells an adopter that an item was already published.
+final class BatchJournal {
+    let lock: HeldLock
+    /// Requests it mentions whose group has not ended.
+    var openRequests = 0
+
+    init(lock: HeldLock) { self.lock = lock }
 }
 
 /// Where an item is in its life (the in-memory side of the state table).

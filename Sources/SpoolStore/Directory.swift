@@ -53,6 +53,49 @@ public final class Directory: @unchecked Sendable {
         try rename(temp, to: name, in: self, replace: replace)
     }
 
+    /// Like `writeAtomically`, but the file is `flock`ed (exclusively) before it appears under
+    /// its name, and stays locked for as long as the returned owner lives. Other workers read a
+    /// held lock as "its writer is alive" (see `isLockedByAnother`).
+    public func writeAtomicallyLocked(_ name: String, _ bytes: [UInt8]) throws(StoreError) -> HeldLock {
+        let temp = ".\(name).tmp"
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+        var f = openat(fd, temp, flags, 0o644)
+        if f < 0 && errno == EEXIST {
+            _ = unlinkat(fd, temp, 0)   // a leftover of a crash
+            f = openat(fd, temp, flags, 0o644)
+        }
+        guard f >= 0 else { throw StoreError("open", path(of: temp)) }
+        let held = HeldLock(name: name, fd: f)
+        do throws(StoreError) {
+            if flock(f, LOCK_EX | LOCK_NB) != 0 { throw StoreError("flock", path(of: temp)) }
+            try FileIO.writeAll(f, bytes, path: path(of: temp))
+            try rename(temp, to: name, in: self, replace: true)
+        } catch {
+            _ = unlinkat(fd, temp, 0)
+            throw error
+        }
+        return held
+    }
+
+    /// Takes an exclusive `flock` on an existing `name` (never following a symlink); nil when it
+    /// does not exist or another open file holds a lock on it.
+    public func lockExisting(_ name: String) -> HeldLock? {
+        let f = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard f >= 0 else { return nil }
+        guard flock(f, LOCK_EX | LOCK_NB) == 0 else { close(f); return nil }
+        return HeldLock(name: name, fd: f)
+    }
+
+    /// Whether some open file — another worker's, or another object of this process — holds an
+    /// exclusive `flock` on `name`. Probed with a shared lock, so that two workers probing at
+    /// once do not mistake each other for the owner.
+    public func isLockedByAnother(_ name: String) -> Bool {
+        let f = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard f >= 0 else { return false }
+        defer { close(f) }
+        return flock(f, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK
+    }
+
     /// Renames `name` here to `target` in `other` (same filesystem). Without `replace` the
     /// rename fails with EEXIST rather than overwrite (renameat2 RENAME_NOREPLACE).
     public func rename(_ name: String, to target: String, in other: Directory,
@@ -112,6 +155,22 @@ public final class Directory: @unchecked Sendable {
         var st = stat()
         return fstat(fd, &st) == 0 ? UInt64(st.st_dev) : nil
     }
+}
+
+/// An open file whose `flock` this process holds for as long as the object lives (closing the
+/// descriptor in deinit releases it). Used for the files that say "my writer is alive": batch
+/// journals, group journals, the workers' registration.
+public final class HeldLock: @unchecked Sendable {
+    /// The file's name in its folder.
+    public let name: String
+    let fd: Int32
+
+    init(name: String, fd: Int32) {
+        self.name = name
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
 }
 
 /// Loops around read/write for short counts and EINTR.

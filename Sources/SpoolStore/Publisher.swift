@@ -28,6 +28,9 @@ public struct PublishResult: Sendable {
     /// Full path of the marker, when published.
     public var markerPath: String?
     public var error: StoreError?
+    /// The batch journal that records this item (nil for a marker-only retry): still locked,
+    /// and left on disk for the caller to remove once the item's group has ended.
+    public var journal: HeldLock?
 }
 
 /// Commits finished items in batches (DESIGN.md §4 "Durability is batched"):
@@ -38,7 +41,9 @@ public struct PublishResult: Sendable {
 /// 3. write every marker to a temp file; make them durable the same way;
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once;
 /// Before all this, one journal file records every item's state (phase `ready`, its marker and
-/// the part's inode), so that a crash at any point leaves enough to finish the job.
+/// the part's inode), so that a crash at any point leaves enough to finish the job. The journal
+/// outlives the batch: until an item's group has ended it is also what tells a worker adopting
+/// the request after a crash that the item is already published (and under which name).
 ///
 /// Runs off the engine thread; one slow disk never stalls the transfers.
 public struct Publisher: Sendable {
@@ -54,11 +59,11 @@ public struct Publisher: Sendable {
         // 0. One journal for the batch: each item's state (phase `ready`, its marker, the part's
         //    inode), so that a crash at any later point leaves enough to finish the job. The sync
         //    below covers it; it is removed once the markers are in place.
-        var journal: String? = nil
         let journaled = jobs.filter { $0.alreadyPublishedAs == nil }.map(\.state)
         if !journaled.isEmpty {
             do throws(StoreError) {
-                journal = try store.writeJournal(journaled)
+                let journal = try store.writeJournal(journaled)
+                for i in results.indices where jobs[i].alreadyPublishedAs == nil { results[i].journal = journal }
             } catch {
                 return results.map { var r = $0; r.error = error; return r }
             }
@@ -125,8 +130,6 @@ public struct Publisher: Sendable {
         if let error = catching({ () throws(StoreError) in try layout.final.sync() }) {
             for i in results.indices where results[i].markerPath != nil { results[i].error = error; results[i].markerPath = nil }
         }
-
-        if let journal { layout.staging.remove(journal) }
 
         // 5. A copy across filesystems leaves the part behind; the published copy replaces it.
         if !sameFilesystem {

@@ -10,12 +10,16 @@ public final class ClaimedRequest: @unchecked Sendable {
     /// The file's bytes, read once (at most the size limit + 1, so an oversize file is detected
     /// without reading it all).
     public let bytes: [UInt8]
+    /// The request file's inode: tells this claim's group journal from one a same-named earlier
+    /// request left behind.
+    public let inode: UInt64
     private let fd: Int32
 
-    init(name: String, bytes: [UInt8], fd: Int32) {
+    init(name: String, bytes: [UInt8], fd: Int32, inode: UInt64) {
         self.name = name
         self.bytes = bytes
         self.fd = fd
+        self.inode = inode
     }
 
     deinit { close(fd) }
@@ -85,7 +89,7 @@ public struct SpoolStore: Sendable {
         }
         do throws(StoreError) {
             let bytes = try FileIO.readUpTo(fd, limit: maxRequestBytes + 1, path: layout.active.path(of: activeName))
-            return .claimed(ClaimedRequest(name: activeName, bytes: bytes, fd: fd))
+            return .claimed(ClaimedRequest(name: activeName, bytes: bytes, fd: fd, inode: UInt64(st.st_ino)))
         } catch {
             close(fd)
             throw error
@@ -107,7 +111,7 @@ public struct SpoolStore: Sendable {
             var byName = stat(), byFD = stat()
             guard fstatat(layout.active.fd, name, &byName, AT_SYMLINK_NOFOLLOW) == 0, fstat(fd, &byFD) == 0,
                   byName.st_ino == byFD.st_ino else { close(fd); continue }
-            adopted.append(ClaimedRequest(name: name, bytes: bytes, fd: fd))
+            adopted.append(ClaimedRequest(name: name, bytes: bytes, fd: fd, inode: UInt64(byFD.st_ino)))
         }
         return adopted
     }
@@ -153,22 +157,28 @@ public struct SpoolStore: Sendable {
     // MARK: Group completion
 
     /// Ends a request's group: writes `GROUP.group.done` (once — its name is journaled in
-    /// `staging/B.group` first, so a restart finds it instead of writing a second one), then moves
+    /// `staging/B.INODE.group` first, so a restart finds it instead of writing a second one), then moves
     /// the request into `done/` or, when an item failed, into `failed/` beside its `.error`.
     ///
     /// The journal stays until `groupHookDone` removes it: it is also the record that the group
     /// hook has not run yet, so a crash before the hook ran runs it at the next start
     /// (`pendingGroupHooks`), and never twice once it has.
+    ///
+    /// The journal comes back locked: while its owner lives, no other worker takes its hook for
+    /// one an earlier run left behind.
     public func endGroup(_ claim: ClaimedRequest, marker: GroupMarker,
-                         failure: ErrorRecord?) throws(StoreError) -> (markerPath: String, journal: String) {
-        let journal = Self.stagingBase(claim.name) + ".group"
+                         failure: ErrorRecord?) throws(StoreError) -> (markerPath: String, journal: HeldLock) {
+        let journalName = Self.stagingBase(claim.name) + ".\(claim.inode).group"
         let markerName: String
-        if let bytes = try? layout.staging.read(journal), let previous = SpoolJSON.decode(GroupJournal.self, bytes),
-           layout.final.exists(previous.marker) {
+        let journal: HeldLock
+        if let bytes = try? layout.staging.read(journalName), let previous = SpoolJSON.decode(GroupJournal.self, bytes),
+           layout.final.exists(previous.marker), let held = layout.staging.lockExisting(journalName) {
             markerName = previous.marker
+            journal = held
         } else {
             markerName = try chooseGroupMarkerName(marker.group)
-            try layout.staging.writeAtomically(journal, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)))
+            journal = try layout.staging.writeAtomicallyLocked(
+                journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)))
             try layout.final.writeAtomically(markerName, SpoolJSON.encode(marker), replace: false, sync: true)
             try layout.final.sync()
         }
@@ -181,20 +191,22 @@ public struct SpoolStore: Sendable {
     }
 
     /// The group hook has run (or there is none): forget the group.
-    public func groupHookDone(_ journal: String) {
-        layout.staging.remove(journal)
+    public func groupHookDone(_ journal: HeldLock) {
+        layout.staging.remove(journal.name)
     }
 
     /// Groups that ended in an earlier run whose hook had not run yet (their request has left
-    /// `active/`): journal name and group marker.
-    public func pendingGroupHooks() -> [(journal: String, markerPath: String, marker: GroupMarker?)] {
-        var pending: [(journal: String, markerPath: String, marker: GroupMarker?)] = []
+    /// `active/`): the journal, now locked by this worker, and the group marker. A journal
+    /// another live worker holds is its own business (its hook is running) and is left alone.
+    public func pendingGroupHooks() -> [(journal: HeldLock, markerPath: String, marker: GroupMarker?)] {
+        var pending: [(journal: HeldLock, markerPath: String, marker: GroupMarker?)] = []
         for name in layout.staging.list() where name.hasSuffix(".group") && !name.hasPrefix(".") {
-            guard let bytes = try? layout.staging.read(name), let journal = SpoolJSON.decode(GroupJournal.self, bytes),
+            guard let held = layout.staging.lockExisting(name), let bytes = try? layout.staging.read(name),
+                  let journal = SpoolJSON.decode(GroupJournal.self, bytes),
                   !layout.active.exists(journal.request) else { continue }
             guard layout.final.exists(journal.marker) else { layout.staging.remove(name); continue }
             let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
-            pending.append((name, layout.final.path(of: journal.marker), marker))
+            pending.append((held, layout.final.path(of: journal.marker), marker))
         }
         return pending
     }
@@ -232,18 +244,21 @@ public struct SpoolStore: Sendable {
         return SpoolJSON.decode(ItemState.self, bytes)
     }
 
-    /// Writes `staging/batch-PID-N.journal`, the states of one publish batch; returns its name.
-    public func writeJournal(_ states: [ItemState]) throws(StoreError) -> String {
+    /// Writes `staging/batch-PID-N.journal`, the states of one publish batch, and keeps it
+    /// locked: its owner removes it once every request it mentions has ended its group (until
+    /// then it is what tells an adopter that an item was already published).
+    public func writeJournal(_ states: [ItemState]) throws(StoreError) -> HeldLock {
         let name = "batch-\(getpid())-\(JournalCounter.next()).journal"
-        try layout.staging.writeAtomically(name, SpoolJSON.encode(states: states))
-        return name
+        return try layout.staging.writeAtomicallyLocked(name, SpoolJSON.encode(states: states))
     }
 
-    /// Item states recorded by publish batches that a crash interrupted, by staging base.
+    /// Item states recorded by publish batches of dead workers (a crash, a kill, a stop with
+    /// requests still claimed), by staging base. Journals a live worker holds are skipped.
     public func readJournals() -> (states: [String: ItemState], files: [String]) {
         var states: [String: ItemState] = [:]
         var files: [String] = []
         for name in layout.staging.list() where name.hasSuffix(".journal") && !name.hasPrefix(".") {
+            if layout.staging.isLockedByAnother(name) { continue }
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
                   let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }
@@ -294,12 +309,19 @@ public struct SpoolStore: Sendable {
     }
 
     /// Removes temp files a crash left behind (`.X.tmp` written by `writeAtomically`).
-    public func sweepTemporaries() -> Int {
+    ///
+    /// `olderThan`: only temp files not modified for that many seconds — when other workers
+    /// are alive (see `WorkerRegistration`), a fresh temp file may be one they are writing.
+    public func sweepTemporaries(olderThan age: TimeInterval? = nil) -> Int {
         var removed = 0
         var folders = [layout.staging, layout.done, layout.failed, layout.rejected]
         if layout.final !== layout.done { folders.append(layout.final) }
+        let cutoff = age.map { Date().timeIntervalSince1970 - $0 }
         for folder in folders {
             for name in folder.list() where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+                if let cutoff {
+                    guard let st = folder.status(of: name), Double(st.st_mtim.tv_sec) < cutoff else { continue }
+                }
                 folder.remove(name)
                 removed += 1
             }
@@ -320,7 +342,7 @@ public struct SpoolStore: Sendable {
     }
 }
 
-/// `staging/B.group`: which group marker a request's group end wrote.
+/// `staging/B.INODE.group`: which group marker a request's group end wrote.
 struct GroupJournal: Codable {
     var request: String
     var marker: String

@@ -47,7 +47,7 @@ final class CorePathTests: SpoolTestCase {
         XCTAssertEqual(try json("done", "one.group.done")["published"] as? Int, 1)
 
         XCTAssertEqual(spool.files(in: "incoming"), [])
-        XCTAssertEqual(spool.files(in: "staging"), [])
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
         XCTAssertEqual(spool.files(in: "active"), [])
         XCTAssertTrue(spool.files(in: "done").contains("list"), "the request file ends in done/")
         XCTAssertTrue(spool.files(in: "done").contains("one"))
@@ -100,7 +100,7 @@ final class CorePathTests: SpoolTestCase {
         let group = try json("done", "check.group.done")
         XCTAssertEqual(group["published"] as? Int, 1)
         XCTAssertEqual(group["failed"] as? Int, 1)
-        XCTAssertEqual(spool.files(in: "staging"), [])
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
     }
 
     func testNotFoundFailsWithTheStatusInTheReason() throws {

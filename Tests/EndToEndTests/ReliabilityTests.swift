@@ -10,7 +10,7 @@ final class ReliabilityTests: SpoolTestCase {
     private func partSize(_ spool: TempSpool) -> Int {
         for name in spool.files(in: "staging") where name.hasSuffix(".part") {
             let size = (try? FileManager.default.attributesOfItem(atPath: spool.path("staging", name))[.size] as? Int) ?? 0
-            return size ?? 0
+            return size
         }
         return 0
     }
@@ -127,7 +127,7 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertGreaterThanOrEqual(offset, size / 2)
         XCTAssertLessThanOrEqual(offset, kept)
         XCTAssertEqual(spool.files(in: "active"), [])
-        XCTAssertEqual(spool.files(in: "staging"), [])
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
         print("kill -9 at \(kept) of \(size) bytes; the restart re-fetched \(size - offset) bytes")
     }
 
@@ -153,9 +153,22 @@ final class ReliabilityTests: SpoolTestCase {
         let count = 300
         for i in 0..<count { server.serve("/w/\(i)", body: Array("item \(i)".utf8)) }
         let a = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { a.terminate() }
+        for i in 0..<count / 2 { try spool.drop("r\(i)", server.url("/w/\(i)") + "\nname: f\(i)\n") }
+        // The second worker joins while the first one is publishing: its start-up must not touch
+        // what the first one is writing (temp files, journals, group hooks).
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 60, what: "the first group markers") {
+            self.spool.files(in: "done").contains { $0.hasSuffix(".group.done") }
+        }
+        // As if the first worker were half-way through writing a marker right now.
+        let inFlight = spool.path("done", ".f0-in-flight.done.tmp")
+        _ = FileManager.default.createFile(atPath: inFlight, contents: Data("{".utf8))
         let b = try DaemonProcess.launch(["run", "--spool", spool.root])
-        defer { a.terminate(); b.terminate() }
-        for i in 0..<count { try spool.drop("r\(i)", server.url("/w/\(i)") + "\nname: f\(i)\n") }
+        defer { b.terminate() }
+        try b.waitForStderr(containing: "spoolfetch running", timeout: 30)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: inFlight), "a live worker's temp file survives another's start")
+        unlink(inFlight)
+        for i in count / 2..<count { try spool.drop("r\(i)", server.url("/w/\(i)") + "\nname: f\(i)\n") }
         try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "\(count) group markers") {
             self.spool.files(in: "done").filter { $0.hasSuffix(".group.done") }.count == count
         }
@@ -167,6 +180,37 @@ final class ReliabilityTests: SpoolTestCase {
         a.signal(SIGTERM); b.signal(SIGTERM)
         XCTAssertEqual(try a.waitForExit(timeout: 10), 0)
         XCTAssertEqual(try b.waitForExit(timeout: 10), 0)
+        for (worker, log) in [("first", a.stderrText), ("second", b.stderrText)] {
+            for trouble in ["publishing failed", "could not end the group", "adopting"] {
+                XCTAssertFalse(log.contains(trouble), "the \(worker) worker logged '\(trouble)':\n\(log)")
+            }
+        }
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "no journal left behind")
+    }
+
+    func testKillNineBetweenTwoItemsOfARequestDoesNotFetchOrPublishTheFirstAgain() throws {
+        let second = TestBody.random(count: 4 << 20, seed: 12)
+        server.serve("/first", body: Array("first item".utf8))
+        server.serve("/second", body: second, etag: "\"s\"",
+                     script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
+        try spool.drop("pair", server.url("/first") + "\nname: one.txt\n" + server.url("/second") + "\nname: two.bin\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root])
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "the first item's marker") {
+            self.spool.files(in: "done").contains("one.txt.done")
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        XCTAssertEqual(spool.files(in: "active"), ["pair"], "the request is still open: its second item runs")
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/first").count, 1, "the published item is not fetched again")
+        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("one") }, ["one.txt", "one.txt.done"],
+                       "nor published twice")
+        XCTAssertEqual(try spool.read("done", "two.bin"), second)
+        let group = try JSONSerialization.jsonObject(with: Data(try spool.read("done", "pair.group.done"))) as? [String: Any]
+        XCTAssertEqual((group?["items"] as? [[String: Any]])?.map { $0["file"] as? String }, ["one.txt", "two.bin"])
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "the dead run's journal is spent")
     }
 
     func testRequestOfADeadWorkerIsAdoptedByTheOtherOne() throws {
@@ -227,7 +271,7 @@ final class ReliabilityTests: SpoolTestCase {
         let body = TestBody.random(count: 5 << 20, seed: 10)
         server.serve("/huge", body: body, etag: "\"h\"")
         let request = small + "/incoming/full"
-        FileManager.default.createFile(atPath: request, contents: Data((server.url("/huge") + "\n").utf8))
+        _ = FileManager.default.createFile(atPath: request, contents: Data((server.url("/huge") + "\n").utf8))
         let daemon = try DaemonProcess.launch(["run", "--spool", small, "--min-free", "0", "--log-level", "info"])
         defer { daemon.terminate() }
         try daemon.waitForStderr(containing: "waiting for disk space", timeout: 30)

@@ -106,7 +106,7 @@ final class SchedulingTests: SpoolTestCase {
         XCTAssertEqual(itemLines.count, 3)
         XCTAssertTrue(itemLines.contains("item|first#0|\(spool.path("done", "g1"))|\(TestBody.sha256Hex(Array("1".utf8)))|1"),
                       itemLines.joined(separator: "\n"))
-        XCTAssertEqual(spool.files(in: "staging"), [], "no group journal is left once the hooks ran")
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "no group journal is left once the hooks ran")
     }
 
     func testGroupHookThatACrashPreventedRunsOnceAtTheNextStart() throws {

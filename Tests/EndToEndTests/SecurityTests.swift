@@ -128,7 +128,7 @@ final class SecurityTests: SpoolTestCase {
         let parent = (outside as NSString).deletingLastPathComponent
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent), ["outside.txt"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: spool.root + "/../escape"))
-        for folder in ["incoming", "active", "staging"] { XCTAssertEqual(spool.files(in: folder), [], folder) }
+        for folder in ["incoming", "active", "staging"] { XCTAssertEqual(spool.leftovers(in: folder), [], folder) }
     }
 
     func testTLSIsVerifiedAndCaFileAddsTrust() throws {

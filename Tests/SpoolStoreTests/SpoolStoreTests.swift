@@ -132,12 +132,19 @@ final class SpoolStoreTests: XCTestCase {
         }
         XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [])
         XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
-        XCTAssertEqual(files("staging"), [], "the batch journal is removed once the markers are in place")
+        let journal = try XCTUnwrap(results[0].journal)
+        XCTAssertTrue(results.allSatisfy { $0.journal === journal }, "one journal for the batch")
+        XCTAssertEqual(files("staging"), [journal.name], "the journal stays for the caller, until the groups end")
+        XCTAssertTrue(store.layout.staging.isLockedByAnother(journal.name), "and stays locked: its writer is alive")
+        XCTAssertEqual(store.readJournals().files, [], "a live worker's journal is not another worker's to recover from")
     }
 
     func testJournalOfAnInterruptedBatchIsReadBack() throws {
         let j = try job("r.0", name: "x.bin", content: "abc")
-        let name = try store.writeJournal([j.state])
+        var journal: HeldLock? = try store.writeJournal([j.state])
+        let name = journal!.name
+        XCTAssertEqual(store.readJournals().files, [], "its writer is alive")
+        journal = nil   // the writer died
         let (states, files) = store.readJournals()
         XCTAssertEqual(files, [name])
         XCTAssertEqual(states["r.0"]?.phase, .ready)
@@ -175,7 +182,7 @@ final class SpoolStoreTests: XCTestCase {
                                  items: [GroupItem(index: 0, url: "u", outcome: "published")])
         let first = try store.endGroup(claim, marker: marker, failure: nil)
         XCTAssertTrue(first.markerPath.hasSuffix("/done/nightly.group.done"))
-        XCTAssertEqual(files("staging"), ["req.group"], "the journal stays until the group hook has run")
+        XCTAssertEqual(files("staging"), ["req.\(claim.inode).group"], "the journal stays until the group hook has run")
         store.groupHookDone(first.journal)
         XCTAssertEqual(files("staging"), [])
         XCTAssertEqual(files("active"), [])
@@ -195,16 +202,50 @@ final class SpoolStoreTests: XCTestCase {
         guard case .claimed(let claim) = try store.claim("req") else { return XCTFail() }
         let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
         // Simulate: the marker and its journal were written, then the daemon died before moving R.
-        write("staging", "req.group", #"{"request":"req","marker":"g.group.done"}"#)
+        write("staging", "req.\(claim.inode).group", #"{"request":"req","marker":"g.group.done"}"#)
         write("done", "g.group.done", "{}")
         XCTAssertEqual(store.pendingGroupHooks().count, 0, "its request is still active: not a pending hook yet")
-        let result = try store.endGroup(claim, marker: marker, failure: nil)
-        XCTAssertTrue(result.markerPath.hasSuffix("/g.group.done"))
+        var result: (markerPath: String, journal: HeldLock)? = try store.endGroup(claim, marker: marker, failure: nil)
+        XCTAssertTrue(result!.markerPath.hasSuffix("/g.group.done"))
         XCTAssertEqual(files("done").filter { $0.hasSuffix(".group.done") }, ["g.group.done"])
+        XCTAssertEqual(store.pendingGroupHooks().count, 0, "its worker is alive and running the hook")
         // Died again before the hook ran: the next start finds the hook still to run.
+        result = nil
         let pending = store.pendingGroupHooks()
-        XCTAssertEqual(pending.map(\.journal), ["req.group"])
+        XCTAssertEqual(pending.map(\.journal.name), ["req.\(claim.inode).group"])
         XCTAssertTrue(pending[0].markerPath.hasSuffix("/g.group.done"))
+        XCTAssertEqual(store.pendingGroupHooks().count, 0, "taken by the first caller: a hook runs once")
+    }
+
+    func testAGroupJournalOfAnEarlierSameNamedRequestIsNotMistakenForThisOne() throws {
+        write("incoming", "req", "x")
+        guard case .claimed(let first) = try store.claim("req") else { return XCTFail() }
+        let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
+        let ended = try store.endGroup(first, marker: marker, failure: nil)   // its hook is still running
+        write("incoming", "req", "y")
+        guard case .claimed(let second) = try store.claim("req") else { return XCTFail() }
+        let again = try store.endGroup(second, marker: marker, failure: nil)
+        XCTAssertTrue(again.markerPath.hasSuffix("/g-1.group.done"), "its own marker, not the earlier request's")
+        XCTAssertEqual(Set(files("staging")), [ended.journal.name, again.journal.name])
+    }
+
+    func testStartUpSweepBesideALiveWorkerKeepsFreshTemporaries() throws {
+        var first: WorkerRegistration? = try WorkerRegistration(layout: store.layout)
+        XCTAssertTrue(first!.alone)
+        try first!.share()
+        let second = try WorkerRegistration(layout: store.layout)
+        XCTAssertFalse(second.alone, "another worker is alive")
+        try second.share()
+        write("done", ".fresh.done.tmp", "")
+        write("staging", ".old.state.tmp", "")
+        var old = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
+        XCTAssertEqual(utimes("\(root!)/staging/.old.state.tmp", &old), 0)
+        XCTAssertEqual(store.sweepTemporaries(olderThan: 3600), 1)
+        XCTAssertEqual(files("done"), [".fresh.done.tmp"], "a live worker may be writing it")
+        first = nil
+        try withExtendedLifetime(second) {
+            XCTAssertFalse(try WorkerRegistration(layout: store.layout).alone, "the second worker still lives")
+        }
     }
 
     func testSweepRemovesOnlyTemporaries() throws {
@@ -212,6 +253,7 @@ final class SpoolStoreTests: XCTestCase {
         write("staging", ".a.state.tmp", "")
         write("done", "keep", "")
         XCTAssertEqual(store.sweepTemporaries(), 2)
+        XCTAssertTrue(try WorkerRegistration(layout: store.layout).alone)
         XCTAssertEqual(files("done"), ["keep"])
     }
 

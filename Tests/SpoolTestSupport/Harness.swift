@@ -96,8 +96,8 @@ public final class DaemonProcess: @unchecked Sendable {
     public static func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> DaemonProcess {
         let dir = try makeTempDirectory(prefix: "spoolfetch-proc")
         let daemon = DaemonProcess(outputDir: dir)
-        FileManager.default.createFile(atPath: dir + "/stdout", contents: nil)
-        FileManager.default.createFile(atPath: dir + "/stderr", contents: nil)
+        _ = FileManager.default.createFile(atPath: dir + "/stdout", contents: nil)
+        _ = FileManager.default.createFile(atPath: dir + "/stderr", contents: nil)
         daemon.process.executableURL = URL(fileURLWithPath: executablePath)
         daemon.process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
@@ -198,6 +198,12 @@ public final class TempSpool: @unchecked Sendable {
 
     public func files(in folder: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path(folder))) ?? []).sorted()
+    }
+
+    /// What a run left in a folder: every file but `staging/.workers.lock`, the registration
+    /// file every worker locks, which stays on purpose (see `WorkerRegistration`).
+    public func leftovers(in folder: String) -> [String] {
+        files(in: folder).filter { !(folder == "staging" && $0 == ".workers.lock") }
     }
 
     public func read(_ folder: String, _ name: String) throws -> [UInt8] {
