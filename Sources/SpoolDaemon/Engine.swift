@@ -34,7 +34,6 @@ public final class Engine {
     private let inbox: Inbox
     private let ioQueue = DispatchQueue(label: "spoolfetch-io")
     private var session: TransferSession!
-    private var signalSources: [DispatchSourceSignal] = []
 
     private var requests: [String: RequestRecord] = [:]
     private var items: [Int: ItemRecord] = [:]
@@ -78,6 +77,8 @@ public final class Engine {
     /// Group ends to try again (an I/O error, a full disk), by request name: the request stays
     /// claimed meanwhile, so no other worker adopts and fetches it again.
     private var groupRetries: [(at: Date, request: String)] = []
+    /// Whether the final folder is on the staging filesystem (its free space then counts once).
+    private lazy var finalSharesStagingFilesystem = layout.final.deviceID() == layout.staging.deviceID()
     /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
     private var registration: WorkerRegistration?
     private var stopping = false
@@ -573,7 +574,7 @@ public final class Engine {
         }
         let layout = store.layout
         var folders = [layout.staging]
-        if layout.final.deviceID() != layout.staging.deviceID() { folders.append(layout.final) }
+        if !finalSharesStagingFilesystem { folders.append(layout.final) }
         for folder in folders {
             guard let free = folder.freeBytes() else { continue }
             if free - configuration.minFree - reserved < needed { return false }
@@ -1071,14 +1072,8 @@ public final class Engine {
     }
 
     private func installSignalHandlers() {
-        for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            let inbox = self.inbox
-            source.setEventHandler { inbox.post(.stop(signal: sig)) }
-            source.resume()
-            signalSources.append(source)
-        }
+        let inbox = self.inbox
+        StopSignals.install { inbox.post(.stop(signal: $0)) }
     }
 }
 

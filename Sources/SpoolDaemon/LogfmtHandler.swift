@@ -18,10 +18,9 @@ public struct LogfmtHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
-                    source: String, file: String, function: String, line: UInt) {
-        var line = "time=\(RFC3339Clock.now()) level=\(level.rawValue) msg=\(Self.quote(message.description))"
-        let merged = explicit.map { metadata.merging($0) { _, new in new } } ?? metadata
+    public func log(event: LogEvent) {
+        var line = "time=\(RFC3339Clock.now()) level=\(event.level.rawValue) msg=\(Self.quote(event.message.description))"
+        let merged = event.metadata.map { metadata.merging($0) { _, new in new } } ?? metadata
         for key in merged.keys.sorted() {
             line += " \(key)=\(Self.quote("\(merged[key]!)"))"
         }

@@ -97,8 +97,12 @@ public struct Publisher: Sendable {
             var marker = job.marker
             marker.name = finalName
             let temp = ".\(finalName).done.tmp"
-            layout.final.remove(temp)
-            let fd = openat(layout.final.fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+            var fd = openat(layout.final.fd, temp, flags, 0o644)
+            if fd < 0 && errno == EEXIST {
+                layout.final.remove(temp)   // a crash's leftover
+                fd = openat(layout.final.fd, temp, flags, 0o644)
+            }
             guard fd >= 0 else { results[i].error = StoreError("open", layout.final.path(of: temp)); continue }
             do throws(StoreError) {
                 try FileIO.writeAll(fd, SpoolJSON.encode(marker: marker), path: layout.final.path(of: temp))

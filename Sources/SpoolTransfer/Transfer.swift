@@ -103,9 +103,11 @@ final class Transfer {
             abortReason = .tooLarge(limit: limit)
             return false
         }
+        // pwrite at the known end: no seek per response, and no dependence on the shared offset.
         var offset = 0
         while offset < bytes.count {
-            let n = Glibc.write(request.destination, bytes.baseAddress! + offset, bytes.count - offset)
+            let n = pwrite(request.destination, bytes.baseAddress! + offset, bytes.count - offset,
+                           off_t(bytesOnDisk) + off_t(offset))
             if n < 0 {
                 if errno == EINTR { continue }
                 abortReason = .write(errno: errno)
@@ -127,7 +129,7 @@ final class Transfer {
                 abortReason = .rangeMismatch(asked: request.resumeFrom, got: facts.rangeStart)
                 return false
             }
-            return positionAtEnd()
+            return true
         case 200:
             if request.resumeFrom > 0 {
                 // The server ignored the range or the resource changed (If-Range): start over.
@@ -136,20 +138,12 @@ final class Transfer {
                 bytesOnDisk = 0
                 if ftruncate(request.destination, 0) != 0 { abortReason = .write(errno: errno); return false }
             }
-            return positionAtEnd()
+            return true
         default:
             // Error (or unexpected) status: its body is not the resource. Keep none of it.
             discardingErrorBody = true
             return true
         }
-    }
-
-    private func positionAtEnd() -> Bool {
-        if lseek(request.destination, off_t(bytesOnDisk), SEEK_SET) < 0 {
-            abortReason = .write(errno: errno)
-            return false
-        }
-        return true
     }
 
     /// The outcome once libcurl reports the transfer done with `code`.

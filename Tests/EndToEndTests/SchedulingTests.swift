@@ -40,8 +40,12 @@ final class SchedulingTests: SpoolTestCase {
         try spool.drop("low", "url: \(server.url("/low-big"))\npriority: low\n")
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--concurrency", "1"])
         defer { daemon.terminate() }
-        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "the low item running") {
-            self.spool.files(in: "staging").contains { $0.hasSuffix(".part") }
+        // Bytes on disk, not just the part: a pause before the first byte has nothing to resume.
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "the low item's first bytes") {
+            self.spool.files(in: "staging").contains { name in
+                name.hasSuffix(".part") && ((try? FileManager.default.attributesOfItem(
+                    atPath: self.spool.path("staging", name))[.size] as? Int) ?? 0) >= 64 << 10
+            }
         }
         try spool.drop("high", "url: \(server.url("/urgent"))\npriority: high\n")
         try DirectoryWaiter.waitForFile("low.group.done", in: spool.path("done"), timeout: 60)
@@ -113,10 +117,10 @@ final class SchedulingTests: SpoolTestCase {
         // The state a crash leaves between writing the group marker and running the hook.
         try FileManager.default.createDirectory(atPath: spool.path("staging"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: spool.path("done"), withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: spool.path("done", "crashed.group.done"),
+        _ = FileManager.default.createFile(atPath: spool.path("done", "crashed.group.done"),
                                        contents: Data(#"{"group":"crashed","request":"crashed","finishedAt":"x","published":1,"failed":0,"items":[]}"#.utf8))
-        FileManager.default.createFile(atPath: spool.path("done", "crashed"), contents: Data())
-        FileManager.default.createFile(atPath: spool.path("staging", "crashed.group"),
+        _ = FileManager.default.createFile(atPath: spool.path("done", "crashed"), contents: Data())
+        _ = FileManager.default.createFile(atPath: spool.path("staging", "crashed.group"),
                                        contents: Data(#"{"request":"crashed","marker":"crashed.group.done"}"#.utf8))
         let log = spool.path("tmp", "hooks.log")
         let hook = "echo \"$SPOOLFETCH_GROUP|$SPOOLFETCH_MARKER\" >> '\(log)'"

@@ -1,0 +1,40 @@
+import Foundation
+
+/// SIGTERM and SIGINT, turned into messages for the engine.
+///
+/// The handlers are installed with `sigaction` before the daemon says it is ready, so a signal
+/// that arrives at any moment after that is never lost. (A dispatch signal source registers
+/// asynchronously on libdispatch's manager thread; with the signal ignored meanwhile, a SIGTERM in
+/// that window was dropped and the daemon never stopped.) The handler does the one
+/// async-signal-safe thing — write the signal number to a pipe — and a small thread, asleep in
+/// `read` otherwise, posts it to the inbox.
+enum StopSignals {
+    /// The pipe's write end, for the C handler (which can capture nothing).
+    nonisolated(unsafe) private static var writeFD: Int32 = -1
+
+    /// Installs the handlers once per process; `post` runs on the reader thread.
+    static func install(post: @escaping @Sendable (Int32) -> Void) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        writeFD = fds[1]
+        let readFD = fds[0]
+        let reader = Thread {
+            var byte: UInt8 = 0
+            while true {
+                let n = read(readFD, &byte, 1)
+                if n == 1 { post(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
+            }
+        }
+        reader.name = "spoolfetch-signals"
+        reader.start()
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { signal in
+            var byte = UInt8(truncatingIfNeeded: signal)
+            _ = write(StopSignals.writeFD, &byte, 1)
+        }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = SA_RESTART
+        for signal in [SIGTERM, SIGINT] { sigaction(signal, &action, nil) }
+    }
+}
