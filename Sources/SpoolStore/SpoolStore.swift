@@ -182,6 +182,10 @@ public struct SpoolStore: Sendable {
             try layout.final.writeAtomically(markerName, SpoolJSON.encode(marker), replace: false, sync: true)
             try layout.final.sync()
         }
+        // On a retry whose move went through (only its folder sync failed), nothing is left to move.
+        guard layout.active.status(of: claim.name).map({ UInt64($0.st_ino) }) == claim.inode else {
+            return (layout.final.path(of: markerName), journal)
+        }
         if let failure {
             try file(claim.name, from: layout.active, into: layout.failed, record: failure)
         } else {

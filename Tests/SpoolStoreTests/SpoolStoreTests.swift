@@ -17,7 +17,7 @@ final class SpoolStoreTests: XCTestCase {
     }
 
     private func write(_ folder: String, _ name: String, _ text: String) {
-        FileManager.default.createFile(atPath: "\(root!)/\(folder)/\(name)", contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: "\(root!)/\(folder)/\(name)", contents: Data(text.utf8))
     }
     private func files(_ folder: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "\(root!)/\(folder)")) ?? []).sorted()
@@ -215,6 +215,18 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertEqual(pending.map(\.journal.name), ["req.\(claim.inode).group"])
         XCTAssertTrue(pending[0].markerPath.hasSuffix("/g.group.done"))
         XCTAssertEqual(store.pendingGroupHooks().count, 0, "taken by the first caller: a hook runs once")
+    }
+
+    func testRepeatingAGroupEndWhoseMoveWentThroughChangesNothing() throws {
+        write("incoming", "req", "x")
+        guard case .claimed(let claim) = try store.claim("req") else { return XCTFail() }
+        let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
+        var first: (markerPath: String, journal: HeldLock)? = try store.endGroup(claim, marker: marker, failure: nil)
+        let path = first!.markerPath
+        first = nil   // as after a failed folder sync: the engine tries the whole group end again
+        let again = try store.endGroup(claim, marker: marker, failure: nil)
+        XCTAssertEqual(again.markerPath, path)
+        XCTAssertEqual(files("done").filter { $0.hasPrefix("req") || $0.hasPrefix("g") }, ["g.group.done", "req"])
     }
 
     func testAGroupJournalOfAnEarlierSameNamedRequestIsNotMistakenForThisOne() throws {
