@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "SpoolWatcher",
                 dependencies: ["CInotifyTools", "CLinux"]),
         .target(name: "SpoolTransfer",
-                dependencies: ["CCurl",
+                dependencies: ["CCurl", "CLinux",
                                .product(name: "Crypto", package: "swift-crypto")]),
 
         // The engine that wires them, and the thin executable.

@@ -38,4 +38,14 @@ static inline long spoolfetch_copy_file_range(int in_fd, long long *in_offset, i
     return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, (void *)0, length, 0u);
 }
 
+/// sync_file_range(2)'s "start writeback of dirty pages in the range, do not wait".
+#define SPOOLFETCH_SYNC_FILE_RANGE_WRITE 2u
+
+/// Starts writeback of a range without waiting for it: a large body then reaches the disk while it
+/// downloads, and the fdatasync before publishing only has the tail left to write. A hint — the
+/// durability still comes from that fdatasync/syncfs.
+static inline int spoolfetch_start_writeback(int fd, long long offset, long long length) {
+    return (int)syscall(SYS_sync_file_range, fd, offset, length, SPOOLFETCH_SYNC_FILE_RANGE_WRITE);
+}
+
 #endif

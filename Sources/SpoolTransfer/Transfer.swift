@@ -1,4 +1,5 @@
 internal import CCurl
+internal import CLinux
 import Crypto
 import Foundation
 
@@ -22,6 +23,12 @@ final class Transfer {
     var bodyJustBegan = false
     /// Whether the first body byte of the final response has been seen (decisions are made there).
     private var bodyStarted = false
+    /// Where the range not yet handed to writeback starts (see `writebackChunk`).
+    private var writebackStart: Int64
+    /// Every 8 MiB of a body, its pages are handed to writeback: on a machine with lots of RAM the
+    /// kernel would otherwise keep a whole large file dirty until the fdatasync before publishing,
+    /// which then writes it all while nothing else happens.
+    static let writebackChunk: Int64 = 8 << 20
     /// An error response's body is read and dropped (keeps the connection reusable), up to a bound.
     private var discardingErrorBody = false
     private var discarded = 0
@@ -32,6 +39,7 @@ final class Transfer {
         self.request = request
         self.hasher = request.prefixHash?.sha ?? SHA256()
         self.bytesOnDisk = request.resumeFrom
+        self.writebackStart = request.resumeFrom
     }
 
     // MARK: Header callback
@@ -117,6 +125,11 @@ final class Transfer {
         }
         hasher.update(bufferPointer: bytes)
         bytesOnDisk += Int64(bytes.count)
+        if bytesOnDisk - writebackStart >= Self.writebackChunk {
+            // Errors are ignored: it is only a hint, and the final fdatasync reports real ones.
+            _ = spoolfetch_start_writeback(request.destination, writebackStart, bytesOnDisk - writebackStart)
+            writebackStart = bytesOnDisk
+        }
         return true
     }
 
@@ -136,6 +149,7 @@ final class Transfer {
                 restartedFromZero = true
                 hasher = SHA256()
                 bytesOnDisk = 0
+                writebackStart = 0
                 if ftruncate(request.destination, 0) != 0 { abortReason = .write(errno: errno); return false }
             }
             return true
