@@ -34,13 +34,7 @@ public final class Directory: @unchecked Sendable {
     public func writeAtomically(_ name: String, _ bytes: [UInt8], replace: Bool = true,
                                 sync: Bool = false) throws(StoreError) {
         let temp = ".\(name).tmp"
-        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-        var f = openat(fd, temp, flags, 0o644)
-        if f < 0 && errno == EEXIST {
-            _ = unlinkat(fd, temp, 0)   // a leftover of a crash
-            f = openat(fd, temp, flags, 0o644)
-        }
-        guard f >= 0 else { throw StoreError("open", path(of: temp)) }
+        let f = try createFresh(temp)
         do throws(StoreError) {
             try FileIO.writeAll(f, bytes, path: path(of: temp))
             if sync && fdatasync(f) != 0 { throw StoreError("fdatasync", path(of: temp)) }
@@ -58,13 +52,7 @@ public final class Directory: @unchecked Sendable {
     /// held lock as "its writer is alive" (see `isLockedByAnother`).
     public func writeAtomicallyLocked(_ name: String, _ bytes: [UInt8]) throws(StoreError) -> HeldLock {
         let temp = ".\(name).tmp"
-        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-        var f = openat(fd, temp, flags, 0o644)
-        if f < 0 && errno == EEXIST {
-            _ = unlinkat(fd, temp, 0)   // a leftover of a crash
-            f = openat(fd, temp, flags, 0o644)
-        }
-        guard f >= 0 else { throw StoreError("open", path(of: temp)) }
+        let f = try createFresh(temp)
         let held = HeldLock(name: name, fd: f)
         do throws(StoreError) {
             if flock(f, LOCK_EX | LOCK_NB) != 0 { throw StoreError("flock", path(of: temp)) }
@@ -75,6 +63,21 @@ public final class Directory: @unchecked Sendable {
             throw error
         }
         return held
+    }
+
+    /// Creates `name` anew (O_CREAT|O_EXCL|O_NOFOLLOW, so a planted symlink is never followed) and
+    /// returns its descriptor. Whatever already has that name — a crash's leftover, a planted
+    /// link — is removed and the create tried once more; removing only then keeps the usual case
+    /// at one system call.
+    func createFresh(_ name: String, access: Int32 = O_WRONLY) throws(StoreError) -> Int32 {
+        let flags = access | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+        var f = openat(fd, name, flags, 0o644)
+        if f < 0 && errno == EEXIST {
+            _ = unlinkat(fd, name, 0)
+            f = openat(fd, name, flags, 0o644)
+        }
+        guard f >= 0 else { throw StoreError("open", path(of: name)) }
+        return f
     }
 
     /// Takes an exclusive `flock` on an existing `name` (never following a symlink); nil when it

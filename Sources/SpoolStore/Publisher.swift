@@ -97,13 +97,8 @@ public struct Publisher: Sendable {
             var marker = job.marker
             marker.name = finalName
             let temp = ".\(finalName).done.tmp"
-            let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
-            var fd = openat(layout.final.fd, temp, flags, 0o644)
-            if fd < 0 && errno == EEXIST {
-                layout.final.remove(temp)   // a crash's leftover
-                fd = openat(layout.final.fd, temp, flags, 0o644)
-            }
-            guard fd >= 0 else { results[i].error = StoreError("open", layout.final.path(of: temp)); continue }
+            let fd: Int32
+            do throws(StoreError) { fd = try layout.final.createFresh(temp) } catch { results[i].error = error; continue }
             do throws(StoreError) {
                 try FileIO.writeAll(fd, SpoolJSON.encode(marker: marker), path: layout.final.path(of: temp))
                 if !batched && fdatasync(fd) != 0 { throw StoreError("fdatasync", layout.final.path(of: temp)) }
@@ -171,9 +166,7 @@ public struct Publisher: Sendable {
     private func copyAcross(_ part: StagingFile, to name: String) throws(StoreError) {
         let final = store.layout.final
         let temp = ".\(name).part.tmp"
-        final.remove(temp)
-        let out = openat(final.fd, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard out >= 0 else { throw StoreError("open", final.path(of: temp)) }
+        let out = try final.createFresh(temp)
         defer { close(out) }
         var offset: off_t = 0
         var st = stat()

@@ -279,15 +279,13 @@ public struct SpoolStore: Sendable {
     /// O_EXCL (the "item running" commit point); else an existing part is reopened to resume.
     public func openPart(_ base: String, fresh: Bool) throws(StoreError) -> StagingFile {
         let name = base + ".part"
-        let flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_CREAT | (fresh ? O_EXCL : 0)
-        var fd = openat(layout.staging.fd, name, flags, 0o644)
-        if fd < 0 && fresh && errno == EEXIST {
-            // An old part (or a planted name): remove it and create anew — after trying first,
-            // since the usual case has nothing to remove.
-            layout.staging.remove(name)
-            fd = openat(layout.staging.fd, name, flags, 0o644)
+        let fd: Int32
+        if fresh {
+            fd = try layout.staging.createFresh(name, access: O_RDWR)
+        } else {
+            fd = openat(layout.staging.fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_CREAT, 0o644)
+            guard fd >= 0 else { throw StoreError("open", layout.staging.path(of: name)) }
         }
-        guard fd >= 0 else { throw StoreError("open", layout.staging.path(of: name)) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { let e = StoreError("fstat", layout.staging.path(of: name)); close(fd); throw e }
         return StagingFile(base: base, fd: fd, inode: UInt64(st.st_ino), size: Int64(st.st_size))
