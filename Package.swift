@@ -1,7 +1,7 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
-// One target per concern; the dependency arrows below are the architecture (DESIGN.md §4):
+// One target per concern; the dependency arrows below are the architecture (docs/ARCHITECTURE.md):
 //   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
 //   SpoolStore, SpoolWatcher, SpoolTransfer   adapters; each may import SpoolRequest, never each other
 //   SpoolDaemon                        wires them; the only target that knows them all
@@ -61,6 +61,7 @@ let package = Package(
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore"]),
+        .testTarget(name: "SpoolDaemonTests", dependencies: ["SpoolDaemon", "SpoolStore", "SpoolTransfer"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],

@@ -16,9 +16,6 @@ public enum Daemon {
 
     public static let version = "0.1.0"
 
-    /// Parses `512M`-style byte counts, as request files do.
-    public static func byteCount(_ text: String) -> Int64? { ByteCount.parse(text) }
-
     /// Runs the daemon with `configuration`; returns the process exit status.
     public static func run(_ configuration: DaemonConfiguration) -> Int32 {
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info

@@ -10,10 +10,9 @@ final class RequestRecord {
     var items: [ItemRecord] = []
     /// Items that have not ended (published or failed) yet.
     var open = 0
-    /// The group end has been handed to the I/O thread.
+    /// The group end has been handed to the I/O queue.
     var ending = false
-    /// Publish-batch journals that record items of this request: each is removed once every
-    /// request it mentions has ended its group.
+    /// Publish-batch journals that record items of this request (see `JournalLedger`).
     var journals: [BatchJournal] = []
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
@@ -27,57 +26,14 @@ final class RequestRecord {
     }
 }
 
-/// A publish batch's journal this worker wrote, held (locked) while any request it mentions is
-/// still open: after a crash it is what tells an adopter that an item was already published.
-final class BatchJournal {
-    let lock: HeldLock
-    /// Requests it mentions whose group has not ended.
-    var openRequests = 0
-
-    init(lock: HeldLock) { self.lock = lock }
-}
-
-/// Where an item is in its life (the in-memory side of the state table).
-enum ItemPhase {
-    case queued
-    case running
-    /// Waiting in the scheduler's timer heap for a retry.
-    case retrying
-    /// Waiting for free disk space (its partial kept); checked on a timer.
-    case waitingForSpace
-    /// Paused by the operator (`spoolfetch pause`); its partial is kept until `resume`.
-    case paused
-    case publishing
-    case published(file: String, marker: String)
-    case failed(ItemFailure)
-
-    var hasEnded: Bool {
-        switch self { case .published, .failed: return true; default: return false }
-    }
-
-    var label: String {
-        switch self {
-        case .queued: return "pending"
-        case .running: return "running"
-        case .retrying: return "retrying"
-        case .waitingForSpace: return "waiting-space"
-        case .paused: return "paused"
-        case .publishing: return "publishing"
-        case .published: return "done"
-        case .failed: return "failed"
-        }
-    }
-}
-
-/// One item of a claimed request.
+/// One item of a claimed request: its lifecycle plus what its transfer left behind.
 final class ItemRecord {
     let key: Int
     unowned let request: RequestRecord
     let item: RequestItem
     /// Staging base name: `staging/BASE.part`, `staging/BASE.state`.
     let base: String
-    var phase: ItemPhase = .queued
-    var attempts = 0
+    var lifecycle: ItemLifecycle
     /// The open partial, kept between attempts so a retry resumes it.
     var part: StagingFile?
     /// Bytes in the part and their running hash.
@@ -86,10 +42,11 @@ final class ItemRecord {
     /// ETag (preferred) or Last-Modified of the partial's response: the If-Range validator.
     var etag: String?
     var lastModified: String?
-    var firstQueued: Date
     var startedAt: Date?
     var lastFailure: TransferFailure?
     var lastFacts: ResponseFacts?
+    /// What the publisher was (or will be) given for it; kept to try again after a failed batch.
+    var publishJob: PublishJob?
     /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
     /// the group end removes it; clean items never had one.
     var hasStateFile = false
@@ -97,14 +54,24 @@ final class ItemRecord {
     var sampledBytes: Int64 = 0
     var sampledAt: Date?
 
-    init(key: Int, request: RequestRecord, item: RequestItem, now: Date) {
+    init(key: Int, request: RequestRecord, item: RequestItem, lifecycle: ItemLifecycle) {
         self.key = key
         self.request = request
         self.item = item
         self.base = SpoolStore.stagingBase(request.name, index: item.index)
-        self.firstQueued = now
+        self.lifecycle = lifecycle
     }
 
+    var phase: ItemPhase { lifecycle.phase }
+    var attempts: Int { lifecycle.attempts }
     var id: String { "\(request.name)#\(item.index)" }
     var validator: String? { etag ?? lastModified }
+
+    /// Forgets the partial's bytes: the next attempt starts from byte 0.
+    func discardPartial() {
+        bytesOnDisk = 0
+        hash = nil
+        etag = nil
+        lastModified = nil
+    }
 }

@@ -12,10 +12,11 @@ enum StopSignals {
     /// The pipe's write end, for the C handler (which can capture nothing).
     nonisolated(unsafe) private static var writeFD: Int32 = -1
 
-    /// Installs the handlers once per process; `post` runs on the reader thread.
-    static func install(post: @escaping @Sendable (Int32) -> Void) {
+    /// Installs the handlers once per process; `post` runs on the reader thread. Throws when the
+    /// pipe or a handler cannot be set up: a daemon that cannot be stopped cleanly must not start.
+    static func install(post: @escaping @Sendable (Int32) -> Void) throws(SignalSetupError) {
         var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else { return }
+        guard pipe(&fds) == 0 else { throw SignalSetupError(call: "pipe", errno: errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         writeFD = fds[1]
         let readFD = fds[0]
@@ -30,11 +31,23 @@ enum StopSignals {
         reader.start()
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { signal in
+            // The interrupted code may be between a failing call and its read of errno.
+            let saved = errno
             var byte = UInt8(truncatingIfNeeded: signal)
             _ = write(StopSignals.writeFD, &byte, 1)
+            errno = saved
         }
         sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART
-        for signal in [SIGTERM, SIGINT] { sigaction(signal, &action, nil) }
+        for signal in [SIGTERM, SIGINT] where sigaction(signal, &action, nil) != 0 {
+            throw SignalSetupError(call: "sigaction(\(signal))", errno: errno)
+        }
     }
+}
+
+/// The stop signals could not be set up.
+public struct SignalSetupError: Error, Sendable, CustomStringConvertible {
+    public let call: String
+    public let errno: Int32
+    public var description: String { "\(call): \(String(cString: strerror(errno))) (errno \(errno))" }
 }

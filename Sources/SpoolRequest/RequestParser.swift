@@ -1,6 +1,6 @@
 import Foundation
 
-/// Parses and validates the bytes of a request file (DESIGN.md §2). Pure: no I/O.
+/// Parses and validates the bytes of a request file (README "Request files"). Pure: no I/O.
 ///
 /// Errors name the file, the line and the rule; they quote at most a key, never a value taken
 /// from the file (it came from another program and may hold secrets).

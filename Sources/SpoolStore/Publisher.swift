@@ -33,7 +33,7 @@ public struct PublishResult: Sendable {
     public var journal: HeldLock?
 }
 
-/// Commits finished items in batches (DESIGN.md §4 "Durability is batched"):
+/// Commits finished items in batches (docs/ARCHITECTURE.md, "Durability"):
 ///
 /// 1. make the parts durable — `fdatasync` each for one or two files, else one `syncfs`;
 /// 2. rename each part into the final folder, never over an existing name (`renameat2`

@@ -98,7 +98,7 @@ public struct ErrorRecord: Codable, Sendable, Hashable {
     }
 }
 
-/// `staging/B.state`: what a restart needs to know about an item (DESIGN.md §3 state table).
+/// `staging/B.state`: what a restart needs to know about an item (the state table in docs/ARCHITECTURE.md).
 public struct ItemState: Codable, Sendable, Hashable {
     public enum Phase: String, Codable, Sendable {
         /// `B.part` is being written.

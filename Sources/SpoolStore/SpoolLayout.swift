@@ -1,6 +1,6 @@
 import Foundation
 
-/// The spool's folders (DESIGN.md §1) and their open descriptors.
+/// The spool's folders (README "The spool") and their open descriptors.
 ///
 /// | folder | writer | meaning |
 /// |---|---|---|

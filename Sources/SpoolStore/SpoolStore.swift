@@ -298,6 +298,31 @@ public struct SpoolStore: Sendable {
 
     public func partExists(_ base: String) -> Bool { layout.staging.exists(base + ".part") }
 
+    /// The full path of an item's part (for messages).
+    public func partPath(_ base: String) -> String {
+        layout.staging.path(of: base + ".part")
+    }
+
+    /// The marker of a data file published as `file` in the final folder.
+    public func markerPath(ofPublished file: String) -> String {
+        layout.final.path(of: file + ".done")
+    }
+
+    /// Whether the data file published as `file` has its marker.
+    public func hasMarker(ofPublished file: String) -> Bool {
+        layout.final.exists(file + ".done")
+    }
+
+    /// The full path of a data file published as `file`.
+    public func publishedPath(_ file: String) -> String {
+        layout.final.path(of: file)
+    }
+
+    /// Removes an item's part (it failed, or was cancelled); its state file stays as the record.
+    public func removePart(_ base: String) {
+        layout.staging.remove(base + ".part")
+    }
+
     /// Removes an item's staging files (after its group ended).
     public func removeStaging(_ base: String) {
         layout.staging.remove(base + ".part")

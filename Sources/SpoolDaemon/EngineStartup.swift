@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+import SpoolStore
+import SpoolTransfer
+import SpoolWatcher
+
+extension Engine {
+    /// The start-up sequence, in the order that keeps it safe:
+    ///
+    /// 1. the watcher thread first — libinotifytools waits in `select()`, which cannot watch a
+    ///    descriptor ≥ 1024, so its inotify fd must be among the process's first;
+    /// 2. the transfer session and the signal handlers;
+    /// 3. the worker registration: alone, every temp file is a crash's leftover; beside live
+    ///    workers only old ones are, so only those are swept;
+    /// 4. group hooks an earlier run did not get to, then adoption of dead workers' requests;
+    /// 5. `READY=1` to systemd. Requests already in `incoming/` arrive as the watcher's first listing.
+    func startUp() throws(DaemonError) -> DirectoryWatcher {
+        let inbox = self.inbox
+        let watcher = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path) {
+            inbox.post(.watcher($0))
+        }
+        do { try watcher.start() } catch { throw .watcher(error) }
+
+        var transferConfiguration = TransferConfiguration()
+        transferConfiguration.stallTimeout = configuration.stallTimeout
+        transferConfiguration.caFile = configuration.caFile
+        transferConfiguration.caPath = configuration.caPath
+        if configuration.maxRate > 0 {
+            // libcurl 7.88 checks the rate only between reads and reads up to 100 buffers at a
+            // time, so a large buffer lets whole bodies through unthrottled: size it to the rate.
+            transferConfiguration.bufferSize = Int(max(1024, min(Int64(transferConfiguration.bufferSize), configuration.maxRate / 400)))
+        }
+        let session: TransferSession
+        do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
+        wakeTarget.set(session.waker)
+        driver = TransferDriver(session: session, store: store, configuration: configuration, logger: logger)
+        do { try StopSignals.install { inbox.post(.stop(signal: $0)) } } catch { throw .signals(error) }
+        let maxClaims = FileLimit.raise(wanting: configuration.maxClaims, reserve: configuration.concurrency * 4 + 256,
+                                        logger: logger)
+        intake = Intake(store: store, io: io, logger: logger, maxItems: configuration.maxItems, maxClaims: maxClaims)
+
+        let registration: WorkerRegistration
+        do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }
+        self.registration = registration
+        let swept = registration.alone ? store.sweepTemporaries() : store.sweepTemporaries(olderThan: 3600)
+        if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
+        for pending in store.pendingGroupHooks() {
+            logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
+            hooks.groupEnded(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",
+                             request: pending.marker?.request ?? "", items: pending.marker?.items.count ?? 0,
+                             failed: pending.marker?.failed ?? 0)
+        }
+        adoptOrphans(alone: registration.alone)
+        do { try registration.share() } catch { throw .spool(error) }
+        if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
+        ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
+        logger.info("spoolfetch running", metadata: [
+            "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
+            "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
+        return watcher
+    }
+
+    /// Takes over the requests in `active/` whose worker is gone. Their publish journals are read
+    /// after the claims: a worker that died before the scan has released every lock it held, so
+    /// all of its journals are readable by then.
+    func adoptOrphans(alone: Bool) {
+        let claims = store.adoptOrphans()
+        if !claims.isEmpty || alone {
+            let (states, files) = store.readJournals()
+            ledger.learn(states: states, files: files)
+        }
+        for claim in claims {
+            logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
+            accept(claim, adopted: true)
+        }
+        ledger.forgetDeadIfSpent()
+    }
+}

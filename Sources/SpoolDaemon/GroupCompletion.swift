@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import SpoolRequest
+import SpoolStore
+
+/// Ends a request's group once every item has ended: the group marker, then the request file
+/// into `done/` or `failed/` (with `R.error`), on the I/O queue. A group end that fails keeps the
+/// claim and is tried again — letting go would leave the request in `active/`, where a worker
+/// would adopt it and fetch everything again.
+final class GroupCompletion {
+    private let store: SpoolStore
+    private let io: IOQueue
+    private let logger: Logger
+    private var retries = DueTimers<String>()
+
+    /// How long a failed group end waits before it is tried again.
+    static let retryDelay: Double = 5
+
+    init(store: SpoolStore, io: IOQueue, logger: Logger) {
+        self.store = store
+        self.io = io
+        self.logger = logger
+    }
+
+    var nextRetry: Date? { retries.next }
+
+    /// Requests whose failed group end is due to be tried again.
+    func dueRetries(now: Date) -> [String] { retries.takeDue(now: now) }
+
+    /// Hands the group end to the I/O queue (once: a second call while one is under way is ignored).
+    func end(_ request: RequestRecord) {
+        guard !request.ending else { return }
+        request.ending = true
+        var groupItems: [GroupItem] = []
+        var failures: [ItemFailure] = []
+        for record in request.items {
+            switch record.phase {
+            case .published(let file, let marker):
+                groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "published",
+                                            file: file, marker: (marker as NSString).lastPathComponent))
+            case .failed(let failure):
+                failures.append(failure)
+                groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "failed",
+                                            code: failure.code, message: failure.message))
+            default: break
+            }
+        }
+        let marker = GroupMarker(group: request.group, request: request.name, finishedAt: RFC3339.format(Date()),
+                                 items: groupItems)
+        let errorRecord = failures.isEmpty ? nil : ErrorRecord(
+            request: request.name, code: "items-failed",
+            message: "\(failures.count) of \(request.items.count) items failed"
+                + (failures.count < request.items.count ? "; the others were published" : ""), items: failures)
+        let claim = request.claim
+        let bases = request.items.filter(\.hasStateFile).map(\.base)
+        let store = self.store
+        io.submit {
+            do throws(StoreError) {
+                let (path, journal) = try store.endGroup(claim, marker: marker, failure: errorRecord)
+                for base in bases { store.removeStaging(base) }
+                return .groupEnded(request: claim.name, markerPath: path, journal: journal, error: nil)
+            } catch {
+                return .groupEnded(request: claim.name, markerPath: nil, journal: nil, error: error)
+            }
+        }
+    }
+
+    /// The I/O queue's answer. Returns true when the group has ended for good (the caller forgets
+    /// the request); false when it will be tried again.
+    func ended(_ request: RequestRecord, error: StoreError?) -> Bool {
+        io.completed()
+        guard let error else { return true }
+        logger.error("could not end the group; will try again in \(Int(Self.retryDelay)) s: \(error)",
+                     metadata: ["request": "\(request.name)", "group": "\(request.group)"])
+        request.ending = false
+        retries.add(request.name, at: Date().addingTimeInterval(Self.retryDelay))
+        return false
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import SpoolStore
+
+/// The `--on-item` and `--on-group` hooks: which environment each gets, and the group hook's
+/// exactly-once bookkeeping (its journal goes only after the hook has run).
+final class HookDispatch {
+    private let runner: HookRunner
+    private let store: SpoolStore
+    private let inbox: Inbox
+    private let onItem: String?
+    private let onGroup: String?
+    /// Group hooks started whose completion the engine has not handled yet.
+    private(set) var groupHooksOutstanding = 0
+
+    init(runner: HookRunner, store: SpoolStore, inbox: Inbox, onItem: String?, onGroup: String?) {
+        self.runner = runner
+        self.store = store
+        self.inbox = inbox
+        self.onItem = onItem
+        self.onGroup = onGroup
+    }
+
+    /// Runs `--on-group` for an ended group, then drops its journal — so the hook runs once, and
+    /// still runs after a crash that came between the group marker and the hook.
+    func groupEnded(journal: HeldLock, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+        guard let command = onGroup else {
+            store.groupHookDone(journal)
+            return
+        }
+        let inbox = self.inbox
+        runner.run(command, environment: [
+            "SPOOLFETCH_GROUP": group, "SPOOLFETCH_ID": request, "SPOOLFETCH_MARKER": markerPath,
+            "SPOOLFETCH_PATH": markerPath,
+            "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
+            "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)",
+        ]) { inbox.post(.groupHookFinished(journal: journal)) }
+        groupHooksOutstanding += 1
+    }
+
+    /// The group hook has run: its journal can go.
+    func groupHookFinished(_ journal: HeldLock) {
+        groupHooksOutstanding -= 1
+        store.groupHookDone(journal)
+    }
+
+    /// Runs `--on-item` for an item that ended.
+    func itemEnded(_ record: ItemRecord) {
+        guard let command = onItem else { return }
+        var environment = [
+            "SPOOLFETCH_ID": record.id, "SPOOLFETCH_GROUP": record.request.group,
+            "SPOOLFETCH_URL": record.item.url.string,
+            "SPOOLFETCH_BYTES": "\(record.bytesOnDisk)",
+        ]
+        if let finalURL = record.lastFacts?.finalURL { environment["SPOOLFETCH_FINAL_URL"] = finalURL }
+        switch record.phase {
+        case .published(let file, let marker):
+            environment["SPOOLFETCH_STATUS"] = "published"
+            environment["SPOOLFETCH_PATH"] = store.publishedPath(file)
+            environment["SPOOLFETCH_MARKER"] = marker
+            if let hash = record.hash { environment["SPOOLFETCH_SHA256"] = hash.hexDigest }
+        case .failed(let failure):
+            environment["SPOOLFETCH_STATUS"] = "failed"
+            environment["SPOOLFETCH_REASON"] = "\(failure.code): \(failure.message)"
+        default:
+            return
+        }
+        runner.run(command, environment: environment)
+    }
+
+    /// At shutdown: blocks until every queued hook has run.
+    func waitForAll() { runner.waitForAll() }
+}

@@ -1,0 +1,24 @@
+import Foundation
+
+/// The one queue for slow file-system work (publishing, group ends, rejections): it runs off the
+/// engine thread, so one slow disk never stalls the transfers, and reports back through the inbox.
+///
+/// The engine counts the jobs whose answer has not come back: a drain or a stop waits for them.
+final class IOQueue {
+    private let queue = DispatchQueue(label: "spoolfetch-io")
+    private let inbox: Inbox
+    /// Jobs submitted whose result message the engine has not handled yet (engine thread only).
+    private(set) var outstanding = 0
+
+    init(inbox: Inbox) { self.inbox = inbox }
+
+    /// Runs `work` on the I/O queue and posts its result message to the engine.
+    func submit(_ work: @escaping @Sendable () -> EngineMessage) {
+        outstanding += 1
+        let inbox = self.inbox
+        queue.async { inbox.post(work()) }
+    }
+
+    /// The engine handled the result of one job.
+    func completed() { outstanding -= 1 }
+}

@@ -1,0 +1,207 @@
+import Foundation
+import Logging
+import SpoolRequest
+import SpoolScheduler
+import SpoolStore
+import SpoolTransfer
+
+/// Where item events go in and actions come out: each event goes to the item's lifecycle, and
+/// each action it returns is carried out by the part that owns it (scheduler, transfer driver,
+/// space gate, publish pipeline, item endings). The decisions are all in `ItemLifecycle`.
+extension Engine {
+    /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
+    @discardableResult
+    func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
+        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: Double.random(in: 0...1))
+        let actions = record.lifecycle.handle(event, policy: policy, context: context)
+        for action in actions { perform(action, for: record) }
+        if !actions.isEmpty { status.markDirty() }
+        return actions
+    }
+
+    private func perform(_ action: ItemAction, for record: ItemRecord) {
+        switch action {
+        case .schedule:
+            scheduler.submit(ScheduledItem(key: record.key, hostKey: record.item.url.hostKey,
+                                           priority: SchedulingPriority(record.item.priority),
+                                           earliestStart: record.item.earliestStart,
+                                           discretionary: record.item.discretionary))
+        case .unschedule:
+            scheduler.remove(record.key)
+        case .releaseSlot:
+            scheduler.finished(record.key)
+        case .startTransfer:
+            do {
+                try driver.start(record)
+            } catch {
+                send(.couldNotStart(diskFull: error.isDiskFull, message: "\(error)"), to: record)
+            }
+        case .stopTransfer:
+            driver.stop(record)
+        case .retry(let at, let holdHost):
+            // The server asked for a pause (429/503): back off the whole host, not just this item.
+            if holdHost { scheduler.holdHost(record.item.url.hostKey, until: at) }
+            scheduler.retry(record.key, notBefore: at)
+            logger.info("transfer failed; will retry", metadata: [
+                "item": "\(record.id)", "url": "\(record.item.url)", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
+                "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
+        case .waitForSpace(let reason):
+            space.wait(record, reason: reason)
+        case .leaveSpaceQueue:
+            space.leave(record)
+        case .discardPartial:
+            record.discardPartial()
+        case .saveResumeState:
+            driver.saveResumeState(record)
+        case .publish(let digest):
+            publish(record, digest: digest)
+        case .retryPublish(let at):
+            guard let job = record.publishJob else { return }
+            logger.warning("publishing failed; will try again at \(RFC3339.format(at))", metadata: ["item": "\(record.id)"])
+            publishing.retry(job, at: at)
+        case .fail(let code, let message):
+            fail(record, code: code, message: message)
+        case .ended:
+            itemEnded(record)
+        }
+    }
+
+    // MARK: Intake
+
+    func claim(_ name: String) {
+        guard !stopping else { return }
+        switch intake.claim(name, claimed: table.requests.count) {
+        case .claimed(let claim): accept(claim, adopted: false)
+        case .rejected: summary.rejected += 1
+        case .none: break
+        }
+    }
+
+    /// A claimed (or adopted) request: parsed whole, then each item queued — or, when adopted,
+    /// recovered from what the spool says about it.
+    func accept(_ claim: ClaimedRequest, adopted: Bool) {
+        guard let file = intake.parse(claim) else {
+            summary.rejected += 1
+            return
+        }
+        let now = Date()
+        let request = table.add(claim: claim, file: file) { item in
+            ItemLifecycle(firstQueued: now, wantedSHA256: item.sha256, tooLargeHint: self.driver.tooLargeHint(item))
+        }
+        if adopted { ledger.adopted(request) }
+        let recovery = Recovery(store: store, logger: logger)
+        for record in request.items {
+            guard adopted else { send(.submitted, to: record); continue }
+            switch recovery.recover(record, deadStates: ledger.deadStates) {
+            case .schedule: send(.submitted, to: record)
+            case .ended: itemEnded(record)
+            case .publish(let job):
+                record.publishJob = job
+                publishing.enqueue(job)
+            }
+        }
+        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(file.items.count)",
+                                                     "group": "\(file.group)"])
+        if request.open == 0 { groups.end(request) }
+    }
+
+    // MARK: Publishing
+
+    /// The body is complete and verified: hand it to the publisher with its marker.
+    private func publish(_ record: ItemRecord, digest: String) {
+        guard let part = record.part else { return }
+        let finished = Date()
+        let facts = record.lastFacts ?? ResponseFacts()
+        let marker = ItemMarker(
+            request: record.request.name, group: record.request.group, index: record.item.index,
+            url: record.item.url.string, finalURL: facts.finalURL, name: record.item.name,
+            bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
+            etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
+            contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
+            finishedAt: RFC3339.format(finished), attempts: record.attempts)
+        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+                              phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
+                              bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
+                              marker: marker)
+        let job = PublishJob(part: part, state: state, marker: marker)
+        record.publishJob = job
+        publishing.enqueue(job)
+    }
+
+    /// One item's result from a publish batch.
+    func published(_ result: PublishResult) {
+        guard let record = table.item(forBase: result.base) else { return }
+        if let markerPath = result.markerPath, let file = result.finalName {
+            record.part = nil
+            record.publishJob = nil
+            send(.publishSucceeded(file: file, marker: markerPath), to: record)
+            return
+        }
+        var job = result.job
+        job.alreadyPublishedAs = result.finalName
+        record.publishJob = job
+        let partGone = result.finalName == nil && !store.partExists(record.base)
+        send(.publishFailed(partGone: partGone, permanent: false, message: result.error.map { "\($0)" } ?? "unknown error"),
+             to: record)
+    }
+
+    // MARK: Endings
+
+    /// The item failed for good: its failure record (with the last response's status, curl code
+    /// and final URL), its part removed, its state written, then the ending.
+    private func fail(_ record: ItemRecord, code: String, message: String) {
+        var curlCode: Int? = nil, curlText: String? = nil
+        if case .curl(let c, let t) = record.lastFailure { curlCode = c; curlText = t }
+        let status = record.lastFacts?.httpStatus
+        let failure = ItemFailure(index: record.item.index, url: record.item.url.string, name: record.item.name,
+                                  code: code, message: message, attempts: record.attempts,
+                                  httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText)
+        record.lifecycle.recordFailure(failure)
+        record.part = nil
+        record.publishJob = nil
+        publishing.drop(base: record.base)
+        store.removePart(record.base)
+        driver.writeState(record, ItemState(request: record.request.name, index: record.item.index,
+                                            url: record.item.url.string, phase: .failed, attempts: record.attempts,
+                                            failure: failure))
+        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
+                                                             "code": "\(code)"])
+        itemEnded(record)
+    }
+
+    func itemEnded(_ record: ItemRecord) {
+        status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil))
+        let request = record.request
+        request.open -= 1
+        switch record.phase {
+        case .published(let file, _):
+            summary.published += 1
+            logger.debug("published", metadata: ["item": "\(record.id)", "file": "\(file)"])
+        case .failed:
+            summary.failed += 1
+        default: break
+        }
+        hooks.itemEnded(record)
+        if request.open == 0 { groups.end(request) }
+    }
+
+    /// The group marker is written and the request filed: forget the request, claim what waited
+    /// for its slot, and run the group hook.
+    func groupEnded(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
+        table.remove(request)
+        ledger.release(request)
+        for name in intake.takeDeferred(claimed: table.requests.count) where !stopping { claim(name) }
+        let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
+        logger.info("group ended", metadata: ["request": "\(request.name)", "group": "\(request.group)",
+                                              "items": "\(request.items.count)", "failed": "\(failed)"])
+        guard let markerPath, let journal else { return }
+        hooks.groupEnded(journal: journal, markerPath: markerPath, group: request.group, request: request.name,
+                         items: request.items.count, failed: failed)
+    }
+}
+
+extension SchedulingPriority {
+    init(_ p: Priority) {
+        switch p { case .low: self = .low; case .normal: self = .normal; case .high: self = .high }
+    }
+}

@@ -1,0 +1,348 @@
+import Foundation
+import SpoolScheduler
+import SpoolStore
+import SpoolTransfer
+
+/// Where an item is in its life: the in-memory side of the spool's state table.
+enum ItemPhase: Equatable {
+    /// In the scheduler: waiting for a slot, its earliest start or the window.
+    case queued
+    case running
+    /// In the scheduler's timer heap until its back-off has passed.
+    case retrying
+    /// Waiting for free disk space, its partial kept; looked at on a timer.
+    case waitingForSpace
+    /// Paused by the operator (`spoolfetch pause`); the partial is kept until `resume`.
+    case paused
+    /// Verified and handed to the publisher.
+    case publishing
+    case published(file: String, marker: String)
+    case failed(ItemFailure)
+
+    var hasEnded: Bool {
+        switch self { case .published, .failed: return true; default: return false }
+    }
+
+    /// The state name `spoolfetch status` shows.
+    var label: String {
+        switch self {
+        case .queued: return "pending"
+        case .running: return "running"
+        case .retrying: return "retrying"
+        case .waitingForSpace: return "waiting-space"
+        case .paused: return "paused"
+        case .publishing: return "publishing"
+        case .published: return "done"
+        case .failed: return "failed"
+        }
+    }
+}
+
+/// When a failed attempt is tried again, and when an item gives up.
+struct RetryPolicy: Sendable, Hashable {
+    /// Attempts before an item fails for good (0: unlimited, bounded by the resource timeout).
+    var maxAttempts: Int
+    /// Seconds since the item was first queued after which it is not retried.
+    var resourceTimeout: Double
+    var backoff: Backoff
+    /// How long a failed publish waits before it is tried again (disk full, I/O error).
+    var publishRetryDelay: Double = 5
+}
+
+/// What happened to an item: the inputs of `ItemLifecycle`.
+enum ItemEvent: Equatable {
+    /// Queued for the first time, or again after a recovery that starts it over.
+    case submitted
+    /// The scheduler gave it a slot; `spaceAvailable` is the space gate's answer.
+    case slotGranted(spaceAvailable: Bool)
+    /// The staging file could not be prepared (`diskFull`: ENOSPC/EDQUOT).
+    case couldNotStart(diskFull: Bool, message: String)
+    /// The scheduler took its slot for a higher-priority item.
+    case preempted
+    case transferEnded(TransferEnd)
+    /// The space gate found room for it again.
+    case spaceAvailable
+    case publishSucceeded(file: String, marker: String)
+    /// `partGone`: the staged data no longer exists; `permanent`: trying again cannot help.
+    case publishFailed(partGone: Bool, permanent: Bool, message: String)
+    case operatorCommand(ControlCommand.Verb)
+    /// The daemon is stopping (SIGTERM/SIGINT): keep what can be resumed, start nothing.
+    case stop
+}
+
+/// How a transfer ended, reduced to what the lifecycle decides on.
+struct TransferEnd: Equatable {
+    /// nil when the body is complete.
+    var failure: TransferFailure?
+    /// The body's sha256 when complete.
+    var sha256: String?
+    /// The server's `Retry-After`, in seconds.
+    var retryAfter: Double?
+    /// Bytes are kept in the part.
+    var hasPartial: Bool
+    /// For a 416 answer to a resume: the server's total equals the kept bytes, whose digest this is.
+    var wholePartialSHA256: String?
+}
+
+/// The decision's inputs that are not the item's own: the clock, the stop flag, a random jitter.
+struct LifecycleContext {
+    var now: Date
+    var stopping: Bool
+    /// A random number in 0...1 for the back-off's jitter (fixed in tests).
+    var jitter: Double
+}
+
+/// What the engine must do for an item after an event. The lifecycle decides; the engine's parts
+/// (scheduler, transfer driver, space gate, publish pipeline, item endings) carry it out.
+enum ItemAction: Equatable {
+    /// Submit to the scheduler.
+    case schedule
+    /// Take out of the scheduler (queued or in its timer heap).
+    case unschedule
+    /// The scheduler's running slot is free again.
+    case releaseSlot
+    /// Open the part and start the transfer (resuming when the part and validators allow).
+    case startTransfer
+    /// Take the transfer out of the session, keeping the partial.
+    case stopTransfer
+    /// Back to the scheduler's timer heap until `at`; `holdHost`: the whole host waits too
+    /// (the server asked for a pause with 429/503).
+    case retry(at: Date, holdHost: Bool)
+    case waitForSpace(reason: String)
+    case leaveSpaceQueue
+    /// Forget the partial: the next attempt starts from byte 0.
+    case discardPartial
+    /// Write `B.state` so a restart resumes the partial.
+    case saveResumeState
+    /// Hand the verified part to the publisher.
+    case publish(sha256: String)
+    case retryPublish(at: Date)
+    /// The item failed for good: record why, remove its part. The item has ended.
+    case fail(code: String, message: String)
+    /// The item is published. The item has ended.
+    case ended
+}
+
+/// One item's phase and attempt count, and every rule that moves them: a pure state machine in
+/// the style of the scheduler. It takes events and returns actions; it does no I/O.
+///
+/// The transition table (also in docs/ARCHITECTURE.md; every row has a unit test):
+///
+/// | phase | event | condition | next phase | actions |
+/// |---|---|---|---|---|
+/// | new | submitted | | queued | schedule |
+/// | queued, retrying | slotGranted | no space | waitingForSpace | releaseSlot, waitForSpace |
+/// | queued, retrying | slotGranted | space | running (attempt + 1) | startTransfer |
+/// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
+/// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
+/// | running | preempted | | queued | stopTransfer, saveResumeState |
+/// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
+/// | running | transferEnded | complete, sha256 differs | failed | releaseSlot, fail(sha256-mismatch) |
+/// | running | transferEnded | 416, the partial is the whole file | publishing | releaseSlot, publish |
+/// | running | transferEnded | 416, it is not | retrying | discardPartial, retry(now) |
+/// | running | transferEnded | disk full | waitingForSpace (attempt − 1) | releaseSlot, saveResumeState, waitForSpace |
+/// | running | transferEnded | transient, attempts and time left, not stopping | retrying | [discardPartial,] retry, saveResumeState |
+/// | running | transferEnded | stopping, transient or cancelled | queued | releaseSlot, saveResumeState |
+/// | running | transferEnded | otherwise | failed | releaseSlot, fail(code) |
+/// | waitingForSpace | spaceAvailable | | queued | schedule |
+/// | publishing | publishSucceeded | | published | ended |
+/// | publishing | publishFailed | part kept, not permanent | publishing | retryPublish(+5 s) |
+/// | publishing | publishFailed | part gone or permanent | failed | fail(publish) |
+/// | queued, retrying, waitingForSpace, paused | cancel | | failed | unschedule, leaveSpaceQueue, fail(cancelled) |
+/// | running | cancel | | failed | stopTransfer, releaseSlot, fail(cancelled) |
+/// | publishing | cancel | | publishing | — (refused: the publisher owns the part) |
+/// | queued, retrying | pause | | paused | unschedule |
+/// | waitingForSpace | pause | | paused | leaveSpaceQueue |
+/// | running | pause | | paused | stopTransfer, saveResumeState, releaseSlot |
+/// | paused | resume | | queued | schedule |
+/// | retrying, waitingForSpace | retry | | queued | unschedule/leaveSpaceQueue, schedule |
+/// | running | stop | | queued | stopTransfer, saveResumeState |
+/// | ended | any | | unchanged | — |
+///
+/// Anything not in the table changes nothing and returns no action (a control command then
+/// answers that the item's state does not allow it).
+struct ItemLifecycle {
+    private(set) var phase: ItemPhase = .queued
+    /// Attempts that counted: a full disk or an outage does not use one up.
+    private(set) var attempts: Int
+    /// When the item was first queued (the resource timeout counts from here).
+    let firstQueued: Date
+    /// The digest the request asks for, if any.
+    let wantedSHA256: String?
+    /// Appended to a `too-large` message when the limit came from `expected-bytes` × slack.
+    let tooLargeHint: String?
+
+    init(firstQueued: Date, attempts: Int = 0, wantedSHA256: String? = nil, tooLargeHint: String? = nil) {
+        self.firstQueued = firstQueued
+        self.attempts = attempts
+        self.wantedSHA256 = wantedSHA256
+        self.tooLargeHint = tooLargeHint
+    }
+
+    /// Applies `event`; returns what the engine must do (empty: nothing changed).
+    mutating func handle(_ event: ItemEvent, policy: RetryPolicy, context: LifecycleContext) -> [ItemAction] {
+        if phase.hasEnded { return [] }
+        switch (phase, event) {
+        case (_, .submitted):
+            phase = .queued
+            return [.schedule]
+
+        case (.queued, .slotGranted(let space)), (.retrying, .slotGranted(let space)):
+            guard space else {
+                phase = .waitingForSpace
+                return [.releaseSlot, .waitForSpace(reason: "not enough free space for its expected size")]
+            }
+            phase = .running
+            attempts += 1
+            return [.startTransfer]
+
+        case (.running, .couldNotStart(let diskFull, let message)):
+            if diskFull {
+                attempts -= 1
+                phase = .waitingForSpace
+                return [.releaseSlot, .waitForSpace(reason: message)]
+            }
+            return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
+
+        case (.running, .preempted):
+            phase = .queued
+            return [.stopTransfer, .saveResumeState]
+
+        case (.running, .transferEnded(let end)):
+            return transferEnded(end, policy: policy, context: context)
+
+        case (.waitingForSpace, .spaceAvailable):
+            phase = .queued
+            return [.schedule]
+
+        case (.publishing, .publishSucceeded(let file, let marker)):
+            phase = .published(file: file, marker: marker)
+            return [.ended]
+
+        case (.publishing, .publishFailed(let partGone, let permanent, let message)):
+            if partGone || permanent {
+                let why = partGone ? "publishing failed and the staged file is gone: " : "publishing failed: "
+                return fail("publish", why + message)
+            }
+            return [.retryPublish(at: context.now.addingTimeInterval(policy.publishRetryDelay))]
+
+        case (_, .operatorCommand(let verb)):
+            return operatorCommand(verb)
+
+        case (.running, .stop):
+            phase = .queued
+            return [.stopTransfer, .saveResumeState]
+
+        default:
+            return []
+        }
+    }
+
+    private mutating func transferEnded(_ end: TransferEnd, policy: RetryPolicy, context: LifecycleContext) -> [ItemAction] {
+        guard let failure = end.failure else {
+            let digest = end.sha256 ?? ""
+            if let wanted = wantedSHA256, wanted != digest {
+                return [.releaseSlot] + fail("sha256-mismatch",
+                                             "sha256 of the body is \(digest), the request expects \(wanted)")
+            }
+            phase = .publishing
+            return [.releaseSlot, .publish(sha256: digest)]
+        }
+        // A 416 to a resume: either the partial already is the whole file, or start over.
+        if case .httpStatus(416) = failure, end.hasPartial {
+            if let digest = end.wholePartialSHA256 {
+                phase = .publishing
+                return [.releaseSlot, .publish(sha256: digest)]
+            }
+            phase = .retrying
+            return [.discardPartial, .retry(at: context.now, holdHost: false)]
+        }
+        if case .write(let e) = failure, e == ENOSPC || e == EDQUOT {
+            // A full disk is not the item's fault: keep the partial, wait, do not count the attempt.
+            attempts -= 1
+            phase = .waitingForSpace
+            return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
+        }
+        var actions: [ItemAction] = []
+        if case .rangeMismatch = failure { actions.append(.discardPartial) }
+
+        let withinAttempts = policy.maxAttempts == 0 || attempts < policy.maxAttempts
+        let withinDeadline = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout
+        if failure.isTransient && withinAttempts && withinDeadline && !context.stopping {
+            let delay = policy.backoff.delay(afterAttempt: attempts, jitter: context.jitter, retryAfter: end.retryAfter)
+            var holdHost = false
+            if case .httpStatus(let status) = failure, status == 429 || status == 503 { holdHost = true }
+            phase = .retrying
+            return actions + [.retry(at: context.now.addingTimeInterval(delay), holdHost: holdHost), .saveResumeState]
+        }
+        if context.stopping && (failure.isTransient || failure == .cancelled) {
+            phase = .queued      // picked up by the next run
+            return actions + [.releaseSlot, .saveResumeState]
+        }
+        var message = "\(failure)"
+        if failure.isTransient && !withinAttempts { message += " (gave up after \(attempts) attempts)" }
+        if failure.isTransient && !withinDeadline { message += " (resource timeout reached)" }
+        if case .tooLarge = failure, let hint = tooLargeHint { message += hint }
+        return actions + [.releaseSlot] + fail(failure.code, message)
+    }
+
+    private mutating func operatorCommand(_ verb: ControlCommand.Verb) -> [ItemAction] {
+        switch (verb, phase) {
+        case (.cancel, .running):
+            return [.stopTransfer, .releaseSlot] + fail("cancelled", "cancelled by the operator")
+        case (.cancel, .queued), (.cancel, .retrying), (.cancel, .paused):
+            return [.unschedule] + fail("cancelled", "cancelled by the operator")
+        case (.cancel, .waitingForSpace):
+            return [.leaveSpaceQueue] + fail("cancelled", "cancelled by the operator")
+        case (.pause, .queued), (.pause, .retrying):
+            phase = .paused
+            return [.unschedule]
+        case (.pause, .waitingForSpace):
+            phase = .paused
+            return [.leaveSpaceQueue]
+        case (.pause, .running):
+            phase = .paused
+            return [.stopTransfer, .saveResumeState, .releaseSlot]
+        case (.resume, .paused):
+            phase = .queued
+            return [.schedule]
+        case (.retry, .retrying):
+            phase = .queued
+            return [.unschedule, .schedule]
+        case (.retry, .waitingForSpace):
+            phase = .queued
+            return [.leaveSpaceQueue, .schedule]
+        default:
+            return []
+        }
+    }
+
+    private mutating func fail(_ code: String, _ message: String) -> [ItemAction] {
+        // The phase becomes `.failed` when the engine has built the failure record (it needs the
+        // item's URL, name and last response); until then nothing else may happen to the item.
+        phase = .failed(ItemFailure(index: -1, url: "", name: "", code: code, message: message, attempts: attempts))
+        return [.fail(code: code, message: message)]
+    }
+
+    /// Replaces the placeholder failure with the full record the engine built.
+    mutating func recordFailure(_ failure: ItemFailure) {
+        phase = .failed(failure)
+    }
+
+    /// An adopted item that the recovery plan ends at once (already published or failed).
+    mutating func recovered(as phase: ItemPhase, attempts: Int) {
+        self.phase = phase
+        self.attempts = attempts
+    }
+
+    /// An adopted item resumes with the attempts the dead worker had used.
+    mutating func restoreAttempts(_ attempts: Int) {
+        self.attempts = attempts
+    }
+
+    /// An adopted item whose data is staged and verified goes straight to the publisher.
+    mutating func recoveredForPublishing(attempts: Int) {
+        phase = .publishing
+        self.attempts = attempts
+    }
+}

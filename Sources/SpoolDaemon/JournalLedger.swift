@@ -1,0 +1,73 @@
+import Foundation
+import SpoolStore
+
+/// A publish batch's journal this worker wrote, held (locked) while any request it mentions is
+/// still open: after a crash it is what tells an adopter that an item was already published.
+final class BatchJournal {
+    let lock: HeldLock
+    /// Requests it mentions whose group has not ended.
+    var openRequests = 0
+
+    init(lock: HeldLock) { self.lock = lock }
+}
+
+/// Which journals may go, and when: this worker's batch journals live until every request they
+/// mention has ended its group; the journals of dead workers, read when their requests are
+/// adopted, live until every adopted request has ended.
+final class JournalLedger {
+    private let staging: Directory
+    /// States from dead workers' journals, by staging base: consulted when recovering adopted items.
+    private(set) var deadStates: [String: ItemState] = [:]
+    private var deadFiles: [String] = []
+    /// Adopted requests whose group has not ended.
+    private var adoptedOpen = 0
+
+    init(staging: Directory) { self.staging = staging }
+
+    /// Merges what dead workers' journals say (read by the store).
+    func learn(states: [String: ItemState], files: [String]) {
+        deadStates.merge(states) { _, new in new }
+        for file in files where !deadFiles.contains(file) { deadFiles.append(file) }
+    }
+
+    func adopted(_ request: RequestRecord) {
+        request.adopted = true
+        adoptedOpen += 1
+    }
+
+    /// Ties each batch journal to the requests whose items it records.
+    func attach(_ results: [PublishResult], requestOf: (String) -> RequestRecord?) {
+        var batch: [ObjectIdentifier: BatchJournal] = [:]
+        for result in results {
+            guard let lock = result.journal else { continue }
+            let journal = batch[ObjectIdentifier(lock)] ?? BatchJournal(lock: lock)
+            batch[ObjectIdentifier(lock)] = journal
+            guard let request = requestOf(result.base),
+                  !request.journals.contains(where: { $0 === journal }) else { continue }
+            request.journals.append(journal)
+            journal.openRequests += 1
+        }
+        for journal in batch.values where journal.openRequests == 0 { staging.remove(journal.lock.name) }
+    }
+
+    /// The request's group ended: its journals may go once no other open request needs them.
+    func release(_ request: RequestRecord) {
+        for journal in request.journals {
+            journal.openRequests -= 1
+            if journal.openRequests == 0 { staging.remove(journal.lock.name) }
+        }
+        request.journals = []
+        if request.adopted {
+            adoptedOpen -= 1
+            forgetDeadIfSpent()
+        }
+    }
+
+    /// Once every adopted request has ended, the dead workers' journals have told all they can.
+    func forgetDeadIfSpent() {
+        guard adoptedOpen == 0, !deadFiles.isEmpty else { return }
+        for file in deadFiles { staging.remove(file) }
+        deadFiles = []
+        deadStates = [:]
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Logging
+import SpoolStore
+
+/// What the engine does with an adopted item once its recovery plan has been carried out.
+enum RecoveryStep {
+    /// Queue it (afresh, or to resume its part).
+    case schedule
+    /// It has already ended (published or failed): count it as ended.
+    case ended
+    /// Hand this job to the publish pipeline.
+    case publish(PublishJob)
+}
+
+/// Carries out `RecoveryPlanner`'s plans: gathers the facts from the spool, asks the planner,
+/// and sets the item up accordingly.
+struct Recovery {
+    let store: SpoolStore
+    let logger: Logger
+
+    func recover(_ record: ItemRecord, deadStates: [String: ItemState]) -> RecoveryStep {
+        let facts = gatherFacts(record, deadStates: deadStates)
+        let plan = RecoveryPlanner.plan(facts.facts)
+        let attempts = facts.facts.state?.attempts ?? 0
+        if facts.facts.state != nil { record.hasStateFile = true }
+        switch plan {
+        case .startOver:
+            record.part = nil
+            store.removeStaging(record.base)
+            record.lifecycle.restoreAttempts(attempts)
+            return .schedule
+        case .resume(let bytes, let etag, let lastModified):
+            record.part = facts.part
+            record.etag = etag
+            record.lastModified = lastModified
+            record.bytesOnDisk = bytes
+            record.hash = nil      // re-hashed before the transfer starts
+            record.lifecycle.restoreAttempts(attempts)
+            return .schedule
+        case .failed(let failure):
+            record.lifecycle.recovered(as: .failed(failure), attempts: attempts)
+            return .ended
+        case .published(let file):
+            record.lifecycle.recovered(as: .published(file: file, marker: store.markerPath(ofPublished: file)),
+                                       attempts: attempts)
+            return .ended
+        case .writeMarker(let file, let marker):
+            // The job needs a staging file to carry; the data itself is already in place.
+            guard let part = facts.part ?? (try? store.openPart(record.base, fresh: true)),
+                  let state = facts.facts.state else {
+                record.lifecycle.restoreAttempts(attempts)
+                return .schedule
+            }
+            record.part = part
+            record.lifecycle.recoveredForPublishing(attempts: attempts)
+            return .publish(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file))
+        case .publishPart(let marker):
+            guard let part = facts.part, let state = facts.facts.state else {
+                store.removeStaging(record.base)
+                record.lifecycle.restoreAttempts(attempts)
+                return .schedule
+            }
+            record.part = part
+            record.bytesOnDisk = part.size
+            record.lifecycle.recoveredForPublishing(attempts: attempts)
+            return .publish(PublishJob(part: part, state: state, marker: marker))
+        }
+    }
+
+    private func gatherFacts(_ record: ItemRecord, deadStates: [String: ItemState]) -> (facts: RecoveryFacts, part: StagingFile?) {
+        var state = store.readState(record.base) ?? deadStates[record.base]
+        if let s = state, s.request != record.request.name || s.index != record.item.index { state = nil }
+        var part: StagingFile? = nil
+        do { part = try store.openPartIfPresent(record.base) } catch {
+            logger.warning("could not open a kept partial; starting the item over: \(error)", metadata: ["item": "\(record.id)"])
+        }
+        var publishedFile: String? = nil
+        if let s = state, let marker = s.marker, let inode = s.inode {
+            publishedFile = s.finalName ?? store.findPublished(name: marker.name, inode: inode)
+        }
+        let markerExists = publishedFile.map { store.hasMarker(ofPublished: $0) } ?? false
+        return (RecoveryFacts(state: state, partSize: part?.size, publishedFile: publishedFile,
+                              publishedMarkerExists: markerExists), part)
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import SpoolStore
+
+/// What the spool says about one item of an adopted request (a dead worker's, or this worker's
+/// from before a crash). Gathered from disk by `Recovery`; the planner itself does no I/O.
+struct RecoveryFacts: Equatable {
+    /// `staging/B.state`, else the item's entry in a dead worker's publish journal — only when it
+    /// names this request and item.
+    var state: ItemState?
+    /// Size of `staging/B.part`; nil when there is none.
+    var partSize: Int64?
+    /// The data file in the final folder this item was published as: the state's `finalName`, else
+    /// a file among `NAME`, `NAME-1`, … with the part's inode. nil when none is found.
+    var publishedFile: String?
+    /// `FINAL/publishedFile.done` exists.
+    var publishedMarkerExists: Bool
+}
+
+/// How to pick an adopted item up again (the "after a crash" column of the state table).
+enum RecoveryPlan: Equatable {
+    /// Nothing usable: remove its staging files and queue it afresh.
+    case startOver
+    /// Queue it; the next attempt resumes the kept part with `Range` + `If-Range`.
+    case resume(bytes: Int64, etag: String?, lastModified: String?)
+    /// It had failed for good: it ends failed again, with the same record.
+    case failed(ItemFailure)
+    /// Data and marker are both in place: it ends published.
+    case published(file: String)
+    /// The data was renamed into place but its marker was not written: write the marker only.
+    case writeMarker(file: String, marker: ItemMarker)
+    /// The part is complete and verified (its size matches the marker): publish it again.
+    case publishPart(marker: ItemMarker)
+}
+
+/// From plain facts to a recovery plan. Every row of the README's state table that a restart
+/// can find has a case here and a unit test.
+///
+/// | `B.state` / journal phase | other facts | plan |
+/// |---|---|---|
+/// | none, or another request's | — | startOver |
+/// | failed | with its failure | failed |
+/// | failed | no failure recorded | startOver |
+/// | ready / published | no marker facts | startOver |
+/// | ready / published | data file found, its marker exists | published |
+/// | ready / published | data file found, no marker | writeMarker |
+/// | ready / published | no data file, part as large as the marker says | publishPart |
+/// | ready / published | no data file, part missing or of another size | startOver |
+/// | running | validator (ETag or Last-Modified) and a non-empty part | resume |
+/// | running | otherwise | startOver |
+///
+/// Attempts carry over in every plan but `startOver` of an item without a state.
+enum RecoveryPlanner {
+    static func plan(_ facts: RecoveryFacts) -> RecoveryPlan {
+        guard let state = facts.state else { return .startOver }
+        switch state.phase {
+        case .failed:
+            guard let failure = state.failure else { return .startOver }
+            return .failed(failure)
+        case .ready, .published:
+            guard let marker = state.marker else { return .startOver }
+            if let file = facts.publishedFile {
+                return facts.publishedMarkerExists ? .published(file: file) : .writeMarker(file: file, marker: marker)
+            }
+            if let size = facts.partSize, size == marker.bytes { return .publishPart(marker: marker) }
+            return .startOver
+        case .running:
+            if state.etag != nil || state.lastModified != nil, let size = facts.partSize, size > 0 {
+                return .resume(bytes: size, etag: state.etag, lastModified: state.lastModified)
+            }
+            return .startOver
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import Logging
+import SpoolRequest
+import SpoolStore
+import SpoolTransfer
+
+/// Starts, stops and pauses transfers for items: prepares the staging part (fresh, or resumed with
+/// `Range` + `If-Range`), applies the size limits, shares `--max-rate`, and keeps each item's
+/// partial and resume state up to date. The only part of the engine that talks to the transfer
+/// session.
+final class TransferDriver {
+    let session: TransferSession
+    private let store: SpoolStore
+    private let configuration: DaemonConfiguration
+    private let logger: Logger
+    /// Items whose transfer is in the session, by key.
+    private(set) var running: [Int: ItemRecord] = [:]
+
+    /// Bodies smaller than this are simply fetched again after a crash: no `B.state` is written
+    /// when they begin.
+    static let resumeStateThreshold: Int64 = 1 << 20
+
+    init(session: TransferSession, store: SpoolStore, configuration: DaemonConfiguration, logger: Logger) {
+        self.session = session
+        self.store = store
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
+    /// whose hash was lost in a restart is re-hashed first.
+    func start(_ record: ItemRecord) throws(StoreError) {
+        if record.startedAt == nil { record.startedAt = Date() }
+        if record.part == nil {
+            record.part = try store.openPart(record.base, fresh: true)
+            record.bytesOnDisk = 0
+            record.hash = nil
+        }
+        let part = record.part!
+        var resumeFrom: Int64 = 0
+        if record.bytesOnDisk > 0, record.validator != nil {
+            if record.hash == nil {
+                do { record.hash = try HashState.ofPrefix(fd: part.fd, length: record.bytesOnDisk) } catch {
+                    throw StoreError("pread", store.partPath(record.base), errno: error.errno)
+                }
+            }
+            resumeFrom = record.bytesOnDisk
+        } else if record.bytesOnDisk > 0 || part.size > 0 {
+            try part.truncate(to: 0)
+            record.bytesOnDisk = 0
+            record.hash = nil
+        }
+        let request = TransferRequest(
+            url: record.item.url.string, headers: record.item.headers.map(\.line), destination: part.fd,
+            resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
+            ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(record.item))
+        do {
+            try session.start(key: record.key, request: request, maxRecvSpeed: perTransferRate(adding: 1))
+        } catch {
+            throw StoreError("curl_multi_add_handle", "\(record.item.url) (\(error))", errno: EIO)
+        }
+        running[record.key] = record
+        rebalanceRate()
+        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
+                                                    "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
+    }
+
+    /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
+    /// its partial; does nothing when it is not running.
+    func stop(_ record: ItemRecord) {
+        guard let outcome = session.remove(record.key) else { return }
+        running.removeValue(forKey: record.key)
+        keepPartial(record, outcome)
+        rebalanceRate()
+    }
+
+    /// A transfer ended on its own: records what it left and reduces it to what the lifecycle
+    /// decides on.
+    func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
+        guard let record = running.removeValue(forKey: outcome.key) else { return nil }
+        keepPartial(record, outcome)
+        record.lastFacts = outcome.facts
+        rebalanceRate()
+        if outcome.failure == nil, let digest = outcome.sha256 {
+            return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true))
+        }
+        let failure = outcome.failure ?? .curl(code: -1, text: "no result")
+        record.lastFailure = failure
+        var whole: String? = nil
+        if case .httpStatus(416) = failure, outcome.facts.rangeTotal == record.bytesOnDisk, let hash = record.hash {
+            whole = hash.hexDigest
+        }
+        return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
+                                    hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole))
+    }
+
+    /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`
+    /// leaves a partial the next run can resume with `Range` + `If-Range`.
+    func bodiesBegan() {
+        for started in session.takeBodyStarts() {
+            guard let record = running[started.key] else { continue }
+            if started.restartedFromZero {
+                record.bytesOnDisk = 0
+                logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
+            }
+            record.etag = started.facts.etag
+            record.lastModified = started.facts.lastModified
+            let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.item.expectedBytes ?? Int64.max
+            guard total >= Self.resumeStateThreshold, record.validator != nil, let part = record.part else { continue }
+            writeState(record, ItemState(
+                request: record.request.name, index: record.item.index, url: record.item.url.string,
+                phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
+                bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
+        }
+    }
+
+    /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed).
+    func saveResumeState(_ record: ItemRecord) {
+        guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part else { return }
+        writeState(record, ItemState(
+            request: record.request.name, index: record.item.index, url: record.item.url.string,
+            phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
+            bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
+    }
+
+    func writeState(_ record: ItemRecord, _ state: ItemState) {
+        do {
+            try store.writeState(record.base, state)
+            record.hasStateFile = true
+        } catch {
+            // Not fatal: without it a restart starts the item over instead of resuming it.
+            logger.warning("could not write the item's resume state: \(error)", metadata: ["item": "\(record.id)"])
+        }
+    }
+
+    /// Bytes on disk and the expected total of a running transfer.
+    func progress(of record: ItemRecord) -> (bytes: Int64, total: Int64?)? {
+        session.progress(of: record.key)
+    }
+
+    /// The size limit of an item: its `max-bytes`, else `expected-bytes` × slack; never above
+    /// the daemon-wide `--max-bytes`.
+    func sizeLimit(_ item: RequestItem) -> Int64? {
+        var limit: Int64? = item.maxBytes
+        if limit == nil, let expected = item.expectedBytes {
+            let scaled = Double(expected) * configuration.expectSlack
+            limit = scaled >= Double(Int64.max) ? nil : max(Int64(scaled), expected)
+        }
+        if configuration.maxBytes > 0 { limit = min(limit ?? configuration.maxBytes, configuration.maxBytes) }
+        return limit
+    }
+
+    /// What a `too-large` failure adds to its message when the limit came from `expected-bytes`.
+    func tooLargeHint(_ item: RequestItem) -> String? {
+        guard item.maxBytes == nil, item.expectedBytes != nil else { return nil }
+        return " (expected-bytes × \(configuration.expectSlack); set max-bytes to allow more)"
+    }
+
+    private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
+        record.bytesOnDisk = outcome.bytesOnDisk
+        record.hash = outcome.hashState
+        if outcome.facts.etag != nil || outcome.facts.lastModified != nil {
+            record.etag = outcome.facts.etag
+            record.lastModified = outcome.facts.lastModified
+        }
+    }
+
+    private func perTransferRate(adding extra: Int = 0) -> Int64 {
+        guard configuration.maxRate > 0 else { return 0 }
+        return max(1, configuration.maxRate / Int64(max(1, session.runningCount + extra)))
+    }
+
+    /// `--max-rate` is shared evenly among the running transfers.
+    private func rebalanceRate() {
+        guard configuration.maxRate > 0 else { return }
+        let share = perTransferRate()
+        for key in running.keys { session.setMaxRecvSpeed(key, share) }
+    }
+}

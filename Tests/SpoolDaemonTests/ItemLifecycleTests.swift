@@ -1,0 +1,318 @@
+import Foundation
+import SpoolStore
+import SpoolTransfer
+import XCTest
+@testable import SpoolDaemon
+
+/// One test per row of `ItemLifecycle`'s transition table (and the README's copy of it).
+final class ItemLifecycleTests: XCTestCase {
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+    let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
+    var context: LifecycleContext { LifecycleContext(now: t0, stopping: false, jitter: 1) }
+
+    private func lifecycle(sha256: String? = nil, hint: String? = nil) -> ItemLifecycle {
+        ItemLifecycle(firstQueued: t0, wantedSHA256: sha256, tooLargeHint: hint)
+    }
+
+    /// A lifecycle driven to `running` (one attempt used).
+    private func running(sha256: String? = nil, hint: String? = nil) -> ItemLifecycle {
+        var l = lifecycle(sha256: sha256, hint: hint)
+        _ = l.handle(.submitted, policy: policy, context: context)
+        _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+        XCTAssertEqual(l.phase, .running)
+        return l
+    }
+
+    private func end(_ failure: TransferFailure?, sha256: String? = nil, retryAfter: Double? = nil,
+                     partial: Bool = false, whole: String? = nil) -> ItemEvent {
+        .transferEnded(TransferEnd(failure: failure, sha256: sha256, retryAfter: retryAfter, hasPartial: partial,
+                                   wholePartialSHA256: whole))
+    }
+
+    private func failCode(_ actions: [ItemAction]) -> String? {
+        for a in actions { if case .fail(let code, _) = a { return code } }
+        return nil
+    }
+
+    func testSubmittedIsQueued() {
+        var l = lifecycle()
+        XCTAssertEqual(l.handle(.submitted, policy: policy, context: context), [.schedule])
+        XCTAssertEqual(l.phase, .queued)
+    }
+
+    func testSlotWithoutSpaceWaitsForSpaceAndFreesTheSlot() {
+        var l = lifecycle()
+        _ = l.handle(.submitted, policy: policy, context: context)
+        let actions = l.handle(.slotGranted(spaceAvailable: false), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        guard case .waitForSpace = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertEqual(l.phase, .waitingForSpace)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
+    func testSlotWithSpaceStartsAndCountsAnAttempt() {
+        var l = lifecycle()
+        _ = l.handle(.submitted, policy: policy, context: context)
+        XCTAssertEqual(l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.phase, .running)
+        XCTAssertEqual(l.attempts, 1)
+    }
+
+    func testRetryingItemStartsWhenItsSlotComes() {
+        var l = running()
+        _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
+        XCTAssertEqual(l.phase, .retrying)
+        XCTAssertEqual(l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.attempts, 2)
+    }
+
+    func testCouldNotStartOnAFullDiskWaitsWithoutUsingTheAttempt() {
+        var l = running()
+        let actions = l.handle(.couldNotStart(diskFull: true, message: "ENOSPC"), policy: policy, context: context)
+        XCTAssertEqual(actions, [.releaseSlot, .waitForSpace(reason: "ENOSPC")])
+        XCTAssertEqual(l.phase, .waitingForSpace)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
+    func testCouldNotStartOtherwiseFails() {
+        var l = running()
+        let actions = l.handle(.couldNotStart(diskFull: false, message: "EACCES"), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        XCTAssertEqual(failCode(actions), "staging")
+        XCTAssertTrue(l.phase.hasEnded)
+    }
+
+    func testPreemptedGoesBackToTheQueueKeepingItsPartial() {
+        var l = running()
+        XCTAssertEqual(l.handle(.preempted, policy: policy, context: context), [.stopTransfer, .saveResumeState])
+        XCTAssertEqual(l.phase, .queued)
+    }
+
+    func testCompleteBodyIsPublished() {
+        var l = running(sha256: "abc")
+        XCTAssertEqual(l.handle(end(nil, sha256: "abc"), policy: policy, context: context),
+                       [.releaseSlot, .publish(sha256: "abc")])
+        XCTAssertEqual(l.phase, .publishing)
+    }
+
+    func testDigestMismatchFailsAndPublishesNothing() {
+        var l = running(sha256: "abc")
+        let actions = l.handle(end(nil, sha256: "def"), policy: policy, context: context)
+        XCTAssertEqual(failCode(actions), "sha256-mismatch")
+        XCTAssertFalse(actions.contains { if case .publish = $0 { return true } else { return false } })
+    }
+
+    func test416WithTheWholeFileKeptPublishesThePartial() {
+        var l = running()
+        XCTAssertEqual(l.handle(end(.httpStatus(416), partial: true, whole: "feed"), policy: policy, context: context),
+                       [.releaseSlot, .publish(sha256: "feed")])
+        XCTAssertEqual(l.phase, .publishing)
+    }
+
+    func test416OtherwiseStartsOverAtOnce() {
+        var l = running()
+        XCTAssertEqual(l.handle(end(.httpStatus(416), partial: true), policy: policy, context: context),
+                       [.discardPartial, .retry(at: t0, holdHost: false)])
+        XCTAssertEqual(l.phase, .retrying)
+    }
+
+    func testFullDiskDuringTheBodyWaitsForSpaceWithoutUsingTheAttempt() {
+        var l = running()
+        let actions = l.handle(end(.write(errno: ENOSPC), partial: true), policy: policy, context: context)
+        XCTAssertEqual(Array(actions.prefix(2)), [.releaseSlot, .saveResumeState])
+        XCTAssertEqual(l.phase, .waitingForSpace)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
+    func testTransientFailureRetriesWithBackoff() {
+        var l = running()
+        let actions = l.handle(end(.curl(code: 56, text: "reset")), policy: policy, context: context)
+        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(1), holdHost: false), .saveResumeState])
+        XCTAssertEqual(l.phase, .retrying)
+    }
+
+    func testServerAskingForAPauseHoldsTheHostAndRetryAfterWins() {
+        var l = running()
+        let actions = l.handle(end(.httpStatus(503), retryAfter: 30), policy: policy, context: context)
+        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(30), holdHost: true), .saveResumeState])
+    }
+
+    func testRangeMismatchDiscardsThePartialBeforeRetrying() {
+        var l = running()
+        let actions = l.handle(end(.rangeMismatch(asked: 10, got: 0), partial: true), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .discardPartial)
+        XCTAssertEqual(l.phase, .retrying)
+    }
+
+    func testTransientFailureGivesUpAfterMaxAttempts() {
+        var l = running()
+        for _ in 1..<3 {
+            _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
+            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+        }
+        XCTAssertEqual(l.attempts, 3)
+        let actions = l.handle(end(.httpStatus(500)), policy: policy, context: context)
+        XCTAssertEqual(failCode(actions), "http-status")
+        guard case .fail(_, let message) = actions.last else { return XCTFail() }
+        XCTAssertTrue(message.contains("gave up after 3 attempts"), message)
+    }
+
+    func testTransientFailureGivesUpAfterTheResourceTimeout() {
+        var l = running()
+        let late = LifecycleContext(now: t0.addingTimeInterval(3601), stopping: false, jitter: 1)
+        let actions = l.handle(end(.httpStatus(500)), policy: policy, context: late)
+        guard case .fail(_, let message) = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertTrue(message.contains("resource timeout"), message)
+    }
+
+    func testTransientFailureWhileStoppingKeepsTheItemForTheNextRun() {
+        var l = running()
+        let stopping = LifecycleContext(now: t0, stopping: true, jitter: 1)
+        XCTAssertEqual(l.handle(end(.curl(code: 56, text: "reset"), partial: true), policy: policy, context: stopping),
+                       [.releaseSlot, .saveResumeState])
+        XCTAssertEqual(l.phase, .queued)
+        XCTAssertFalse(l.phase.hasEnded)
+    }
+
+    func testPermanentFailureFailsAtOnceWithTheSizeHint() {
+        var l = running(hint: " (expected-bytes × 2)")
+        let actions = l.handle(end(.tooLarge(limit: 10)), policy: policy, context: context)
+        guard case .fail(let code, let message) = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertEqual(code, "too-large")
+        XCTAssertTrue(message.hasSuffix("(expected-bytes × 2)"), message)
+        XCTAssertEqual(l.attempts, 1)
+    }
+
+    func testSpaceAvailableQueuesAgain() {
+        var l = running()
+        _ = l.handle(end(.write(errno: ENOSPC), partial: true), policy: policy, context: context)
+        XCTAssertEqual(l.handle(.spaceAvailable, policy: policy, context: context), [.schedule])
+        XCTAssertEqual(l.phase, .queued)
+    }
+
+    private func publishing() -> ItemLifecycle {
+        var l = running()
+        _ = l.handle(end(nil, sha256: "abc"), policy: policy, context: context)
+        XCTAssertEqual(l.phase, .publishing)
+        return l
+    }
+
+    func testPublishSucceededEndsThePublishedItem() {
+        var l = publishing()
+        XCTAssertEqual(l.handle(.publishSucceeded(file: "f", marker: "/d/f.done"), policy: policy, context: context), [.ended])
+        XCTAssertEqual(l.phase, .published(file: "f", marker: "/d/f.done"))
+    }
+
+    func testPublishFailedWithThePartKeptIsTriedAgainLater() {
+        var l = publishing()
+        XCTAssertEqual(l.handle(.publishFailed(partGone: false, permanent: false, message: "EIO"), policy: policy, context: context),
+                       [.retryPublish(at: t0.addingTimeInterval(5))])
+        XCTAssertEqual(l.phase, .publishing)
+    }
+
+    func testPublishFailedForGoodFails() {
+        var gone = publishing()
+        XCTAssertEqual(failCode(gone.handle(.publishFailed(partGone: true, permanent: false, message: "x"),
+                                            policy: policy, context: context)), "publish")
+        var permanent = publishing()
+        XCTAssertEqual(failCode(permanent.handle(.publishFailed(partGone: false, permanent: true, message: "EXDEV"),
+                                                 policy: policy, context: context)), "publish")
+    }
+
+    func testCancelOfAWaitingItemUnschedulesAndFails() {
+        for makeWaiting in [{ (l: inout ItemLifecycle) in _ = l },
+                            { (l: inout ItemLifecycle) in _ = l.handle(.operatorCommand(.pause), policy: self.policy, context: self.context) }] {
+            var l = lifecycle()
+            _ = l.handle(.submitted, policy: policy, context: context)
+            makeWaiting(&l)
+            let actions = l.handle(.operatorCommand(.cancel), policy: policy, context: context)
+            XCTAssertEqual(actions.first, .unschedule)
+            XCTAssertEqual(failCode(actions), "cancelled")
+        }
+        var retrying = running()
+        _ = retrying.handle(end(.httpStatus(500)), policy: policy, context: context)
+        XCTAssertEqual(retrying.handle(.operatorCommand(.cancel), policy: policy, context: context).first, .unschedule)
+        var space = running()
+        _ = space.handle(end(.write(errno: ENOSPC)), policy: policy, context: context)
+        XCTAssertEqual(space.handle(.operatorCommand(.cancel), policy: policy, context: context).first, .leaveSpaceQueue)
+    }
+
+    func testCancelOfARunningItemStopsItsTransfer() {
+        var l = running()
+        let actions = l.handle(.operatorCommand(.cancel), policy: policy, context: context)
+        XCTAssertEqual(Array(actions.prefix(2)), [.stopTransfer, .releaseSlot])
+        XCTAssertEqual(failCode(actions), "cancelled")
+    }
+
+    func testCancelWhilePublishingIsRefusedSoThePartIsNotPulledFromThePublisher() {
+        var l = publishing()
+        XCTAssertEqual(l.handle(.operatorCommand(.cancel), policy: policy, context: context), [])
+        XCTAssertEqual(l.phase, .publishing)
+        XCTAssertEqual(l.handle(.operatorCommand(.pause), policy: policy, context: context), [])
+    }
+
+    func testPauseOfQueuedRetryingWaitingAndRunningItems() {
+        var queued = lifecycle()
+        _ = queued.handle(.submitted, policy: policy, context: context)
+        XCTAssertEqual(queued.handle(.operatorCommand(.pause), policy: policy, context: context), [.unschedule])
+        XCTAssertEqual(queued.phase, .paused)
+
+        var retrying = running()
+        _ = retrying.handle(end(.httpStatus(500)), policy: policy, context: context)
+        XCTAssertEqual(retrying.handle(.operatorCommand(.pause), policy: policy, context: context), [.unschedule])
+        XCTAssertEqual(retrying.phase, .paused)
+
+        var space = running()
+        _ = space.handle(end(.write(errno: ENOSPC)), policy: policy, context: context)
+        XCTAssertEqual(space.handle(.operatorCommand(.pause), policy: policy, context: context), [.leaveSpaceQueue])
+
+        var run = running()
+        XCTAssertEqual(run.handle(.operatorCommand(.pause), policy: policy, context: context),
+                       [.stopTransfer, .saveResumeState, .releaseSlot])
+        XCTAssertEqual(run.phase, .paused)
+        XCTAssertEqual(run.handle(.operatorCommand(.pause), policy: policy, context: context), [], "paused twice")
+    }
+
+    func testResumeQueuesAPausedItemOnly() {
+        var l = running()
+        XCTAssertEqual(l.handle(.operatorCommand(.resume), policy: policy, context: context), [])
+        _ = l.handle(.operatorCommand(.pause), policy: policy, context: context)
+        XCTAssertEqual(l.handle(.operatorCommand(.resume), policy: policy, context: context), [.schedule])
+        XCTAssertEqual(l.phase, .queued)
+    }
+
+    func testRetryStartsAWaitingItemNow() {
+        var l = running()
+        _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
+        XCTAssertEqual(l.handle(.operatorCommand(.retry), policy: policy, context: context), [.unschedule, .schedule])
+        XCTAssertEqual(l.phase, .queued)
+        var space = running()
+        _ = space.handle(end(.write(errno: ENOSPC)), policy: policy, context: context)
+        XCTAssertEqual(space.handle(.operatorCommand(.retry), policy: policy, context: context), [.leaveSpaceQueue, .schedule])
+        var run = running()
+        XCTAssertEqual(run.handle(.operatorCommand(.retry), policy: policy, context: context), [], "running: nothing to retry")
+    }
+
+    func testStopOfARunningItemKeepsItsPartial() {
+        var l = running()
+        XCTAssertEqual(l.handle(.stop, policy: policy, context: context), [.stopTransfer, .saveResumeState])
+        XCTAssertEqual(l.phase, .queued)
+    }
+
+    func testStopDuringPublishingLetsThePublishFinish() {
+        var l = publishing()
+        XCTAssertEqual(l.handle(.stop, policy: policy, context: context), [])
+        XCTAssertEqual(l.handle(.publishSucceeded(file: "f", marker: "m"), policy: policy,
+                                context: LifecycleContext(now: t0, stopping: true, jitter: 0)), [.ended])
+    }
+
+    func testEndedItemsIgnoreEverything() {
+        var l = publishing()
+        _ = l.handle(.publishSucceeded(file: "f", marker: "m"), policy: policy, context: context)
+        for event: ItemEvent in [.submitted, .slotGranted(spaceAvailable: true), .operatorCommand(.cancel), .stop,
+                                 .operatorCommand(.retry), .spaceAvailable] {
+            XCTAssertEqual(l.handle(event, policy: policy, context: context), [], "\(event)")
+        }
+        XCTAssertEqual(l.phase, .published(file: "f", marker: "m"))
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import SpoolStore
+import XCTest
+@testable import SpoolDaemon
+
+/// One test per row of `RecoveryPlanner`'s table (the "after a crash" column of the README's
+/// state table).
+final class RecoveryPlannerTests: XCTestCase {
+    let marker = ItemMarker(request: "r", group: "g", index: 0, url: "http://h/f", finalURL: nil, name: "f",
+                            bytes: 100, sha256: "ab", httpStatus: 200, etag: "\"e\"", lastModified: nil,
+                            contentType: nil, startedAt: "t", finishedAt: "t", attempts: 2)
+
+    private func state(_ phase: ItemState.Phase, marker: ItemMarker? = nil, etag: String? = nil,
+                       lastModified: String? = nil, failure: ItemFailure? = nil) -> ItemState {
+        ItemState(request: "r", index: 0, url: "http://h/f", phase: phase, inode: 42, etag: etag,
+                  lastModified: lastModified, attempts: 2, marker: marker, failure: failure)
+    }
+
+    private func plan(_ state: ItemState?, part: Int64? = nil, file: String? = nil, markerExists: Bool = false) -> RecoveryPlan {
+        RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, publishedFile: file,
+                                           publishedMarkerExists: markerExists))
+    }
+
+    func testNoStateStartsOver() {
+        XCTAssertEqual(plan(nil), .startOver)
+        XCTAssertEqual(plan(nil, part: 50), .startOver, "a part without a state cannot be trusted")
+    }
+
+    func testFailedStaysFailedWithItsRecord() {
+        let failure = ItemFailure(index: 0, url: "http://h/f", name: "f", code: "http-status", message: "404", attempts: 1)
+        XCTAssertEqual(plan(state(.failed, failure: failure)), .failed(failure))
+    }
+
+    func testFailedWithoutARecordStartsOver() {
+        XCTAssertEqual(plan(state(.failed)), .startOver)
+    }
+
+    func testReadyWithoutMarkerFactsStartsOver() {
+        XCTAssertEqual(plan(state(.ready), part: 100), .startOver)
+        XCTAssertEqual(plan(state(.published), part: 100), .startOver)
+    }
+
+    func testDataAndMarkerInPlaceIsPublished() {
+        for phase in [ItemState.Phase.ready, .published] {
+            XCTAssertEqual(plan(state(phase, marker: marker), file: "f-1", markerExists: true), .published(file: "f-1"))
+            // A part still beside it (link + unlink interrupted, or a copy across filesystems) changes nothing.
+            XCTAssertEqual(plan(state(phase, marker: marker), part: 100, file: "f-1", markerExists: true), .published(file: "f-1"))
+        }
+    }
+
+    func testDataInPlaceWithoutMarkerWritesTheMarkerOnly() {
+        XCTAssertEqual(plan(state(.ready, marker: marker), file: "f"), .writeMarker(file: "f", marker: marker))
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, file: "f"), .writeMarker(file: "f", marker: marker))
+    }
+
+    func testCompletePartIsPublishedAgain() {
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100), .publishPart(marker: marker))
+    }
+
+    func testMissingOrShortPartStartsOver() {
+        XCTAssertEqual(plan(state(.ready, marker: marker)), .startOver)
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 99), .startOver)
+    }
+
+    func testRunningWithValidatorAndPartResumes() {
+        XCTAssertEqual(plan(state(.running, etag: "\"e\""), part: 4096), .resume(bytes: 4096, etag: "\"e\"", lastModified: nil))
+        XCTAssertEqual(plan(state(.running, lastModified: "Mon"), part: 1), .resume(bytes: 1, etag: nil, lastModified: "Mon"))
+    }
+
+    func testRunningWithoutValidatorOrPartStartsOver() {
+        XCTAssertEqual(plan(state(.running), part: 4096), .startOver, "no validator: If-Range impossible")
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"")), .startOver, "no part")
+        XCTAssertEqual(plan(state(.running, etag: "\"e\""), part: 0), .startOver, "empty part")
+    }
+}
