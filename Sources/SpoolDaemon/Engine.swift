@@ -12,8 +12,10 @@ public struct RunSummary: Sendable, Hashable {
     public var published = 0
     public var failed = 0
     public var rejected = 0
+    /// Request files that could not be claimed (a file-system error, logged); they stay in `incoming/`.
+    public var unclaimed = 0
     /// Every item published, or an item failed or a request was rejected.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
+    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
 }
 
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
@@ -52,6 +54,8 @@ public final class Engine {
     var initialScanDone = false
     var stopping = false
     var summary = RunSummary()
+    /// The deadline a drain last said it waits for.
+    private var lastDrainWait: Date?
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
@@ -96,13 +100,15 @@ public final class Engine {
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
             turn(now: Date())
             if shouldExit() { break }
+            if configuration.once { reportDrainWait() }
             driver.session.wait(timeoutMilliseconds: sleepMilliseconds())
         }
         withExtendedLifetime(watcher) {}
         hooks.waitForAll()
         status.remove()
         logger.info("spoolfetch stopped", metadata: [
-            "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)"])
+            "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)",
+            "unclaimed": "\(summary.unclaimed)"])
         return summary
     }
 
@@ -145,6 +151,17 @@ public final class Engine {
         if stopping { return quiet }
         guard configuration.once, initialScanDone else { return false }
         return quiet && table.isEmpty && intake.deferredCount == 0 && publishing.isIdle
+    }
+
+    /// A drain with nothing running and nothing to publish waits only for items that are not due
+    /// (earliest start, window, back-off): say so once per new deadline, so a drain that does not
+    /// end says why.
+    private func reportDrainWait() {
+        guard driver.running.isEmpty, publishing.isIdle, io.outstanding == 0, !table.isEmpty,
+              let next = scheduler.nextWakeup(now: Date()), next != lastDrainWait else { return }
+        lastDrainWait = next
+        logger.notice("drain is waiting for items that are not due yet", metadata: [
+            "waiting": "\(scheduler.queuedCount)", "next-due": "\(RFC3339.format(next))"])
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space

@@ -35,8 +35,10 @@ final class Intake {
         case claimed(ClaimedRequest)
         /// Not a request file the daemon may read (a symlink, a fifo): filed in `rejected/`.
         case rejected
-        /// Nothing to do now: not a candidate, already gone, deferred, or the claim failed (logged).
+        /// Nothing to do now: not a candidate, already gone, or deferred.
         case none
+        /// The claim failed (logged); the file stays in `incoming/`.
+        case failed
     }
 
     /// Claims `incoming/name` unless `claimed` requests are already held.
@@ -64,7 +66,7 @@ final class Intake {
             }
         } catch {
             logger.error("could not claim a request file: \(error)", metadata: ["request": "\(name)"])
-            return .none
+            return .failed
         }
     }
 

@@ -73,6 +73,7 @@ extension Engine {
         switch intake.claim(name, claimed: table.requests.count) {
         case .claimed(let claim): accept(claim, adopted: false)
         case .rejected: summary.rejected += 1
+        case .failed: summary.unclaimed += 1
         case .none: break
         }
     }

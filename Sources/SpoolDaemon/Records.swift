@@ -50,9 +50,8 @@ final class ItemRecord {
     /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
     /// the group end removes it; clean items never had one.
     var hasStateFile = false
-    /// Progress at the last status snapshot, for the rate.
-    var sampledBytes: Int64 = 0
-    var sampledAt: Date?
+    /// Byte counts at recent status reports, for the rate and ETA.
+    var rateWindow = RateWindow()
 
     init(key: Int, request: RequestRecord, item: RequestItem, lifecycle: ItemLifecycle) {
         self.key = key

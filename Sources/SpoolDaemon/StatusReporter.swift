@@ -98,12 +98,9 @@ final class StatusReporter {
                 bytes = progress.bytes
                 expected = progress.total ?? expected
             }
-            if let at = record.sampledAt, now.timeIntervalSince(at) > 0.2 {
-                rate = Double(bytes - record.sampledBytes) / now.timeIntervalSince(at)
-            }
-            record.sampledAt = now
-            record.sampledBytes = bytes
-            if let rate, rate > 0, let expected, expected > bytes { eta = Double(expected - bytes) / rate }
+            record.rateWindow.add(bytes: bytes, at: now)
+            rate = record.rateWindow.rate
+            eta = record.rateWindow.eta(total: expected, bytes: bytes)
         case .published:
             finishedAt = RFC3339.format(now)
             error = nil
