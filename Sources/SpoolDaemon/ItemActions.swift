@@ -86,8 +86,8 @@ extension Engine {
             return
         }
         let now = Date()
-        let request = table.add(claim: claim, file: file) { item in
-            ItemLifecycle(firstQueued: now, wantedSHA256: item.sha256, tooLargeHint: self.driver.tooLargeHint(item))
+        let request = table.add(claim: claim, file: file) { _ in
+            ItemLifecycle(firstQueued: now)
         }
         if adopted { ledger.adopted(request) }
         let recovery = Recovery(store: store, logger: logger)
@@ -98,6 +98,7 @@ extension Engine {
             case .ended: itemEnded(record)
             case .publish(let job):
                 record.publishJob = job
+                table.awaitPublish(record)
                 publishing.enqueue(job)
             }
         }
@@ -126,6 +127,7 @@ extension Engine {
                               marker: marker)
         let job = PublishJob(part: part, state: state, marker: marker)
         record.publishJob = job
+        table.awaitPublish(record)
         publishing.enqueue(job)
     }
 
@@ -134,6 +136,7 @@ extension Engine {
         guard let record = table.item(forBase: result.base) else { return }
         if let markerPath = result.markerPath, let file = result.finalName {
             record.part = nil
+            table.publishOver(record)
             record.publishJob = nil
             send(.publishSucceeded(file: file, marker: markerPath), to: record)
             return
@@ -159,8 +162,11 @@ extension Engine {
                                   httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText)
         record.lifecycle.recordFailure(failure)
         record.part = nil
+        if record.publishJob != nil {
+            table.publishOver(record)
+            publishing.drop(base: record.base)
+        }
         record.publishJob = nil
-        publishing.drop(base: record.base)
         store.removePart(record.base)
         driver.writeState(record, ItemState(request: record.request.name, index: record.item.index,
                                             url: record.item.url.string, phase: .failed, attempts: record.attempts,

@@ -16,8 +16,8 @@ enum ItemPhase: Equatable {
     case paused
     /// Verified and handed to the publisher.
     case publishing
-    case published(file: String, marker: String)
-    case failed(ItemFailure)
+    indirect case published(file: String, marker: String)
+    indirect case failed(ItemFailure)
 
     var hasEnded: Bool {
         switch self { case .published, .failed: return true; default: return false }
@@ -82,6 +82,10 @@ struct TransferEnd: Equatable {
     var hasPartial: Bool
     /// For a 416 answer to a resume: the server's total equals the kept bytes, whose digest this is.
     var wholePartialSHA256: String?
+    /// The digest the request asks for, if any.
+    var wantedSHA256: String?
+    /// Appended to a `too-large` message when the limit came from `expected-bytes` × slack.
+    var tooLargeHint: String?
 }
 
 /// The decision's inputs that are not the item's own: the clock, the stop flag, a random jitter.
@@ -167,16 +171,10 @@ struct ItemLifecycle {
     private(set) var attempts: Int
     /// When the item was first queued (the resource timeout counts from here).
     let firstQueued: Date
-    /// The digest the request asks for, if any.
-    let wantedSHA256: String?
-    /// Appended to a `too-large` message when the limit came from `expected-bytes` × slack.
-    let tooLargeHint: String?
 
-    init(firstQueued: Date, attempts: Int = 0, wantedSHA256: String? = nil, tooLargeHint: String? = nil) {
+    init(firstQueued: Date, attempts: Int = 0) {
         self.firstQueued = firstQueued
         self.attempts = attempts
-        self.wantedSHA256 = wantedSHA256
-        self.tooLargeHint = tooLargeHint
     }
 
     /// Applies `event`; returns what the engine must do (empty: nothing changed).
@@ -241,7 +239,7 @@ struct ItemLifecycle {
     private mutating func transferEnded(_ end: TransferEnd, policy: RetryPolicy, context: LifecycleContext) -> [ItemAction] {
         guard let failure = end.failure else {
             let digest = end.sha256 ?? ""
-            if let wanted = wantedSHA256, wanted != digest {
+            if let wanted = end.wantedSHA256, wanted != digest {
                 return [.releaseSlot] + fail("sha256-mismatch",
                                              "sha256 of the body is \(digest), the request expects \(wanted)")
             }
@@ -282,7 +280,7 @@ struct ItemLifecycle {
         var message = "\(failure)"
         if failure.isTransient && !withinAttempts { message += " (gave up after \(attempts) attempts)" }
         if failure.isTransient && !withinDeadline { message += " (resource timeout reached)" }
-        if case .tooLarge = failure, let hint = tooLargeHint { message += hint }
+        if case .tooLarge = failure, let hint = end.tooLargeHint { message += hint }
         return actions + [.releaseSlot] + fail(failure.code, message)
     }
 

@@ -6,8 +6,9 @@ import SpoolStore
 final class ItemTable {
     private(set) var requests: [String: RequestRecord] = [:]
     private(set) var items: [Int: ItemRecord] = [:]
-    /// Staging base → item key, to match the publisher's results.
-    private var keysByBase: [String: Int] = [:]
+    /// Items handed to the publisher, by staging base: its results name items by base. Only
+    /// these are indexed so, to keep a waiting item small.
+    private var publishing: [String: ItemRecord] = [:]
     private var lastKey = 0
 
     var isEmpty: Bool { requests.isEmpty }
@@ -21,7 +22,6 @@ final class ItemTable {
             let record = ItemRecord(key: lastKey, request: request, item: item, lifecycle: lifecycle(item))
             request.items.append(record)
             items[record.key] = record
-            keysByBase[record.base] = record.key
         }
         // Every item is counted before any is queued or recovered: a recovered item may end at
         // once, and the group must not end before its later items are even known.
@@ -31,14 +31,21 @@ final class ItemTable {
 
     func request(named name: String) -> RequestRecord? { requests[name] }
     func item(_ key: Int) -> ItemRecord? { items[key] }
-    func item(forBase base: String) -> ItemRecord? { keysByBase[base].flatMap { items[$0] } }
+    /// The item a publish result names.
+    func item(forBase base: String) -> ItemRecord? { publishing[base] }
+
+    /// The item's job goes to the publisher: its results will name it by staging base.
+    func awaitPublish(_ record: ItemRecord) { publishing[record.base] = record }
+
+    /// The item's publishing is over (published, or failed for good).
+    func publishOver(_ record: ItemRecord) { publishing.removeValue(forKey: record.base) }
 
     /// The request's group has ended: forget it and its items.
     func remove(_ request: RequestRecord) {
         requests.removeValue(forKey: request.name)
         for record in request.items {
             items.removeValue(forKey: record.key)
-            keysByBase.removeValue(forKey: record.base)
+            if record.publishJob != nil { publishing.removeValue(forKey: record.base) }
         }
     }
 }

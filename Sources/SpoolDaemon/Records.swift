@@ -26,14 +26,10 @@ final class RequestRecord {
     }
 }
 
-/// One item of a claimed request: its lifecycle plus what its transfer left behind.
-final class ItemRecord {
-    let key: Int
-    unowned let request: RequestRecord
-    let item: RequestItem
-    /// Staging base name: `staging/BASE.part`, `staging/BASE.state`.
-    let base: String
-    var lifecycle: ItemLifecycle
+/// What an item's transfers leave behind: its part, progress, validators and last response.
+/// Allocated when the item first starts (or is recovered with a part), so a waiting item costs
+/// only its `ItemRecord`.
+final class ItemTransfer {
     /// The open partial, kept between attempts so a retry resumes it.
     var part: StagingFile?
     /// Bytes in the part and their running hash.
@@ -47,24 +43,83 @@ final class ItemRecord {
     var lastFacts: ResponseFacts?
     /// What the publisher was (or will be) given for it; kept to try again after a failed batch.
     var publishJob: PublishJob?
+    /// Byte counts at recent status reports, for the rate and ETA.
+    var rateWindow = RateWindow()
+}
+
+/// One item of a claimed request: its lifecycle, plus what its transfers left (`ItemTransfer`,
+/// created on first use: most of a large batch is waiting, and waiting must stay small).
+final class ItemRecord {
+    let key: Int
+    unowned let request: RequestRecord
+    let item: RequestItem
+    var lifecycle: ItemLifecycle
     /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
     /// the group end removes it; clean items never had one.
     var hasStateFile = false
-    /// Byte counts at recent status reports, for the rate and ETA.
-    var rateWindow = RateWindow()
+    private var transferState: ItemTransfer?
 
     init(key: Int, request: RequestRecord, item: RequestItem, lifecycle: ItemLifecycle) {
         self.key = key
         self.request = request
         self.item = item
-        self.base = SpoolStore.stagingBase(request.name, index: item.index)
         self.lifecycle = lifecycle
     }
 
+    /// Staging base name: `staging/BASE.part`, `staging/BASE.state`.
+    var base: String { SpoolStore.stagingBase(request.name, index: item.index) }
     var phase: ItemPhase { lifecycle.phase }
     var attempts: Int { lifecycle.attempts }
     var id: String { "\(request.name)#\(item.index)" }
     var validator: String? { etag ?? lastModified }
+
+    private var transfer: ItemTransfer {
+        if let t = transferState { return t }
+        let t = ItemTransfer()
+        transferState = t
+        return t
+    }
+
+    var part: StagingFile? {
+        get { transferState?.part }
+        set { if newValue != nil || transferState != nil { transfer.part = newValue } }
+    }
+    var bytesOnDisk: Int64 {
+        get { transferState?.bytesOnDisk ?? 0 }
+        set { if newValue != 0 || transferState != nil { transfer.bytesOnDisk = newValue } }
+    }
+    var hash: HashState? {
+        get { transferState?.hash }
+        set { if newValue != nil || transferState != nil { transfer.hash = newValue } }
+    }
+    var etag: String? {
+        get { transferState?.etag }
+        set { if newValue != nil || transferState != nil { transfer.etag = newValue } }
+    }
+    var lastModified: String? {
+        get { transferState?.lastModified }
+        set { if newValue != nil || transferState != nil { transfer.lastModified = newValue } }
+    }
+    var startedAt: Date? {
+        get { transferState?.startedAt }
+        set { transfer.startedAt = newValue }
+    }
+    var lastFailure: TransferFailure? {
+        get { transferState?.lastFailure }
+        set { transfer.lastFailure = newValue }
+    }
+    var lastFacts: ResponseFacts? {
+        get { transferState?.lastFacts }
+        set { transfer.lastFacts = newValue }
+    }
+    var publishJob: PublishJob? {
+        get { transferState?.publishJob }
+        set { if newValue != nil || transferState != nil { transfer.publishJob = newValue } }
+    }
+    var rateWindow: RateWindow {
+        get { transferState?.rateWindow ?? RateWindow() }
+        set { transfer.rateWindow = newValue }
+    }
 
     /// Forgets the partial's bytes: the next attempt starts from byte 0.
     func discardPartial() {

@@ -82,7 +82,8 @@ final class TransferDriver {
         record.lastFacts = outcome.facts
         rebalanceRate()
         if outcome.failure == nil, let digest = outcome.sha256 {
-            return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true))
+            return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true,
+                                        wantedSHA256: record.item.sha256))
         }
         let failure = outcome.failure ?? .curl(code: -1, text: "no result")
         record.lastFailure = failure
@@ -91,7 +92,8 @@ final class TransferDriver {
             whole = hash.hexDigest
         }
         return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
-                                    hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole))
+                                    hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
+                                    wantedSHA256: record.item.sha256, tooLargeHint: tooLargeHint(record.item)))
     }
 
     /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`

@@ -10,13 +10,13 @@ final class ItemLifecycleTests: XCTestCase {
     let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
     var context: LifecycleContext { LifecycleContext(now: t0, stopping: false, jitter: 1) }
 
-    private func lifecycle(sha256: String? = nil, hint: String? = nil) -> ItemLifecycle {
-        ItemLifecycle(firstQueued: t0, wantedSHA256: sha256, tooLargeHint: hint)
+    private func lifecycle() -> ItemLifecycle {
+        ItemLifecycle(firstQueued: t0)
     }
 
     /// A lifecycle driven to `running` (one attempt used).
-    private func running(sha256: String? = nil, hint: String? = nil) -> ItemLifecycle {
-        var l = lifecycle(sha256: sha256, hint: hint)
+    private func running() -> ItemLifecycle {
+        var l = lifecycle()
         _ = l.handle(.submitted, policy: policy, context: context)
         _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
         XCTAssertEqual(l.phase, .running)
@@ -24,9 +24,9 @@ final class ItemLifecycleTests: XCTestCase {
     }
 
     private func end(_ failure: TransferFailure?, sha256: String? = nil, retryAfter: Double? = nil,
-                     partial: Bool = false, whole: String? = nil) -> ItemEvent {
+                     partial: Bool = false, whole: String? = nil, wanted: String? = nil, hint: String? = nil) -> ItemEvent {
         .transferEnded(TransferEnd(failure: failure, sha256: sha256, retryAfter: retryAfter, hasPartial: partial,
-                                   wholePartialSHA256: whole))
+                                   wholePartialSHA256: whole, wantedSHA256: wanted, tooLargeHint: hint))
     }
 
     private func failCode(_ actions: [ItemAction]) -> String? {
@@ -89,15 +89,15 @@ final class ItemLifecycleTests: XCTestCase {
     }
 
     func testCompleteBodyIsPublished() {
-        var l = running(sha256: "abc")
-        XCTAssertEqual(l.handle(end(nil, sha256: "abc"), policy: policy, context: context),
+        var l = running()
+        XCTAssertEqual(l.handle(end(nil, sha256: "abc", wanted: "abc"), policy: policy, context: context),
                        [.releaseSlot, .publish(sha256: "abc")])
         XCTAssertEqual(l.phase, .publishing)
     }
 
     func testDigestMismatchFailsAndPublishesNothing() {
-        var l = running(sha256: "abc")
-        let actions = l.handle(end(nil, sha256: "def"), policy: policy, context: context)
+        var l = running()
+        let actions = l.handle(end(nil, sha256: "def", wanted: "abc"), policy: policy, context: context)
         XCTAssertEqual(failCode(actions), "sha256-mismatch")
         XCTAssertFalse(actions.contains { if case .publish = $0 { return true } else { return false } })
     }
@@ -175,8 +175,8 @@ final class ItemLifecycleTests: XCTestCase {
     }
 
     func testPermanentFailureFailsAtOnceWithTheSizeHint() {
-        var l = running(hint: " (expected-bytes × 2)")
-        let actions = l.handle(end(.tooLarge(limit: 10)), policy: policy, context: context)
+        var l = running()
+        let actions = l.handle(end(.tooLarge(limit: 10), hint: " (expected-bytes × 2)"), policy: policy, context: context)
         guard case .fail(let code, let message) = actions.last else { return XCTFail("\(actions)") }
         XCTAssertEqual(code, "too-large")
         XCTAssertTrue(message.hasSuffix("(expected-bytes × 2)"), message)
