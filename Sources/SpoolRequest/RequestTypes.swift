@@ -54,11 +54,15 @@ public struct RequestFile: Sendable, Hashable {
     public let items: [RequestItem]
 }
 
-/// Bounds on what a request file may contain.
+/// Bounds on what a request file may contain. The defaults (64 MiB, 1,000,000 items) take a
+/// plain list of any practical size — about 700,000 typical URLs fit in 64 MiB — while still
+/// bounding what one hostile file can make the daemon read and index.
 public struct ParseLimits: Sendable, Hashable {
+    public static let defaultMaxBytes = 64 << 20
+    public static let defaultMaxItems = 1_000_000
     public var maxBytes: Int
     public var maxItems: Int
-    public init(maxBytes: Int = 65_536, maxItems: Int = 10_000) {
+    public init(maxBytes: Int = ParseLimits.defaultMaxBytes, maxItems: Int = ParseLimits.defaultMaxItems) {
         self.maxBytes = maxBytes
         self.maxItems = maxItems
     }

@@ -153,8 +153,11 @@ final class RequestParserTests: XCTestCase {
     }
 
     func testLimitsOnSizeAndItems() {
+        XCTAssertEqual(ParseLimits().maxBytes, 64 << 20)
+        XCTAssertEqual(ParseLimits().maxItems, 1_000_000)
         let big = String(repeating: "# padding\n", count: 7000) + "http://h/a\n"
-        XCTAssertEqual(rejection(big)?.rule, "too-large")
+        XCTAssertEqual(rejection(big, limits: ParseLimits(maxBytes: 65_536))?.rule, "too-large")
+        XCTAssertNoThrow(try parse(big))
         let many = (0..<11).map { "http://h/\($0)" }.joined(separator: "\n")
         XCTAssertEqual(rejection(many, limits: ParseLimits(maxItems: 10))?.rule, "too-many-items")
         XCTAssertNoThrow(try parse(many, limits: ParseLimits(maxItems: 11)))
