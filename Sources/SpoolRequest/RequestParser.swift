@@ -1,229 +1,123 @@
 import Foundation
 
-/// Parses and validates the bytes of a request file (README "Request files"). Pure: no I/O.
+/// Parses and validates request files. Three ways in, one grammar (`RequestBuilder`):
 ///
-/// Errors name the file, the line and the rule; they quote at most a key, never a value taken
-/// from the file (it came from another program and may hold secrets).
+/// - `parse(fileName:bytes:limits:)`: bytes in memory → every item in full (`RequestFile`).
+///   For small files: `spoolfetch add`, tests.
+/// - `index(fileName:descriptor:limits:)`: streams the file in chunks, validates all of it, and
+///   keeps only a compact `RequestIndex` — the file's text is never held whole.
+/// - `item(_:in:descriptor:)`: re-reads one item's slice (its byte range in the index) and
+///   returns the full `RequestItem`, when the item is about to start.
+///
+/// All-or-nothing: any bad line rejects the whole file, before any item is handed out. Errors
+/// name the file, the line and the rule; they quote at most a key, never a value taken from the
+/// file (it came from another program and may hold secrets).
 public enum RequestParser {
     public static func parse(fileName: String, bytes: some Collection<UInt8>,
                              limits: ParseLimits = ParseLimits()) throws(RequestRejection) -> RequestFile {
-        func reject(_ line: Int?, _ rule: String, _ message: String) -> RequestRejection {
-            RequestRejection(file: fileName, line: line, rule: rule, message: message)
-        }
-        guard bytes.count <= limits.maxBytes else {
-            throw reject(nil, "too-large", "the request file is larger than \(limits.maxBytes) bytes")
-        }
-        var data = Array(bytes)
-        if data.starts(with: [0xEF, 0xBB, 0xBF]) { data.removeFirst(3) }
-        guard let text = String(validating: data, as: UTF8.self) else {
-            throw reject(firstInvalidUTF8Line(data), "not-utf8", "the request file is not valid UTF-8")
-        }
-
-        var builder = Builder(fileName: fileName)
-        var lineNumber = 0
-        // "\r\n" is a single Character in Swift, so both forms end a line.
-        for rawLine in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
-            lineNumber += 1
-            var line = Substring(rawLine)
-            if line.hasSuffix("\r") { line = line.dropLast() }
-            let trimmed = line.trimmingSpaces()
-            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            if looksLikeURL(trimmed) {
-                try builder.startItem(url: String(trimmed), line: lineNumber, limits: limits)
-                continue
-            }
-            guard let colon = trimmed.firstIndex(of: ":") else {
-                throw reject(lineNumber, "malformed-line", "expected 'key: value' or a URL")
-            }
-            let key = trimmed[..<colon].trimmingSpaces().lowercased()
-            let value = String(trimmed[trimmed.index(after: colon)...].trimmingSpaces())
-            guard Key(rawValue: key) != nil else {
-                let shown = key.count <= 40 && key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") })
-                    ? "'\(key)'" : "this key"
-                throw reject(lineNumber, "unknown-key", "unknown key \(shown); known keys: \(Key.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            if key == Key.url.rawValue {
-                try builder.startItem(url: value, line: lineNumber, limits: limits)
-            } else {
-                try builder.set(Key(rawValue: key)!, value, line: lineNumber)
+        guard bytes.count <= limits.maxBytes else { throw tooLarge(fileName, limits) }
+        var source = InMemoryRequestSource(Array(bytes))
+        var builder = RequestBuilder(fileName: fileName, maxItems: limits.maxItems, sink: FullItemSink())
+        let total = try inMemory { () throws(RequestReadError) in
+            try RequestLines.forEach(in: &source, fileName: fileName, maxBytes: limits.maxBytes) { line, number, offset throws(RequestRejection) in
+                try builder.take(line, number: number, offset: offset)
             }
         }
-        return try builder.finish()
+        try builder.finish(end: total)
+        return RequestFile(fileName: fileName, group: builder.groupName, items: builder.sink.items,
+                           markers: builder.markers ?? .item, onExists: builder.defaults.onExists ?? .keepBoth)
     }
 
-    /// `scheme://…` with no space: a bare URL line (so `ftp://x` is refused for its scheme).
-    static func looksLikeURL(_ s: Substring) -> Bool {
-        guard let first = s.first, first.isASCII, first.isLetter, let sep = s.range(of: "://") else { return false }
-        let scheme = s[..<sep.lowerBound]
-        return scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == ".") }
-            && !s.contains(" ") && !s.contains("\t")
+    /// Validates a whole request file read from `source` and returns its index.
+    public static func index<Source: RequestByteSource>(fileName: String, source: inout Source,
+                                                        limits: ParseLimits = ParseLimits()) throws(RequestReadError) -> RequestIndex {
+        var builder = RequestBuilder(fileName: fileName, maxItems: limits.maxItems, sink: SummarySink())
+        let total = try RequestLines.forEach(in: &source, fileName: fileName, maxBytes: limits.maxBytes) { line, number, offset throws(RequestRejection) in
+            try builder.take(line, number: number, offset: offset)
+        }
+        do { try builder.finish(end: total) } catch { throw .rejected(error) }
+        var items = builder.sink.items
+        if items.capacity > items.count + items.count / 16 { items = items.withUnsafeBufferPointer { Array($0) } }  // drop the growth slack
+        return RequestIndex(fileName: fileName, group: builder.groupName, markers: builder.markers ?? .item,
+                            onExists: builder.defaults.onExists ?? .keepBoth, items: items,
+                            hosts: builder.sink.hosts, fileSize: Int64(total), defaults: builder.defaults)
     }
 
-    static func firstInvalidUTF8Line(_ data: [UInt8]) -> Int {
-        var line = 1
-        var start = 0
-        for (i, b) in data.enumerated() where b == 0x0A {
-            if String(validating: data[start..<i], as: UTF8.self) == nil { return line }
-            line += 1
-            start = i + 1
-        }
-        return line
+    /// Validates the request file open as `fd` (read with `pread` from offset 0; the
+    /// descriptor's offset is left alone and it is not closed) and returns its index. A file
+    /// larger than `limits.maxBytes` is refused before a byte of it is read.
+    public static func index(fileName: String, descriptor fd: Int32,
+                             limits: ParseLimits = ParseLimits()) throws(RequestReadError) -> RequestIndex {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw .unreadable(file: fileName, RequestSourceError(call: "fstat", errno: errno)) }
+        guard Int64(st.st_size) <= Int64(limits.maxBytes) else { throw .rejected(tooLarge(fileName, limits)) }
+        var source = DescriptorRequestSource(fd: fd)
+        return try index(fileName: fileName, source: &source, limits: limits)
     }
 
-    enum Key: String, CaseIterable {
-        case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
-             discretionary, group, header, maxBytes = "max-bytes"
+    /// `index` over bytes in memory (tests, tools).
+    public static func index(fileName: String, bytes: some Collection<UInt8>,
+                             limits: ParseLimits = ParseLimits()) throws(RequestRejection) -> RequestIndex {
+        guard bytes.count <= limits.maxBytes else { throw tooLarge(fileName, limits) }
+        var source = InMemoryRequestSource(Array(bytes))
+        return try inMemory { () throws(RequestReadError) in try index(fileName: fileName, source: &source, limits: limits) }
     }
 
-    /// Values of one item (or of the defaults), as set so far.
-    struct Fields {
-        var earliestStart: Date?
-        var expectedBytes: Int64?
-        var name: String?
-        var sha256: String?
-        var priority: Priority?
-        var discretionary: Bool?
-        var headers: [RequestHeader] = []
-        var maxBytes: Int64?
-        var seen: Set<String> = []
+    /// Re-reads one item from its slice of the file — `bytes` must be the file's bytes
+    /// `summary.offset ..< summary.offset + summary.length` — applying the file's defaults.
+    /// The result equals the item `parse` gives for the whole file. A slice that no longer
+    /// reads as the indexed item (the file was changed under its lock) is `changed-on-disk`.
+    public static func item(_ summary: ItemSummary, in index: RequestIndex,
+                            bytes: some Collection<UInt8>) throws(RequestRejection) -> RequestItem {
+        var source = InMemoryRequestSource(Array(bytes))
+        return try inMemory { () throws(RequestReadError) in try item(summary, in: index, source: &source) }
     }
 
-    struct Builder {
-        let fileName: String
-        var defaults = Fields()
-        var group: String?
-        var current: (url: RequestURL, line: Int, fields: Fields)?
-        var items: [RequestItem] = []
-
-        init(fileName: String) { self.fileName = fileName }
-
-        func reject(_ line: Int?, _ rule: String, _ message: String) -> RequestRejection {
-            RequestRejection(file: fileName, line: line, rule: rule, message: message)
-        }
-
-        mutating func startItem(url text: String, line: Int, limits: ParseLimits) throws(RequestRejection) {
-            try closeItem()
-            guard items.count < limits.maxItems else {
-                throw reject(line, "too-many-items", "more than \(limits.maxItems) items in one request file")
-            }
-            do {
-                current = (try RequestURL(validating: text), line, Fields())
-            } catch {
-                throw reject(line, error.rule, "url: \(error.reason)")
-            }
-        }
-
-        mutating func set(_ key: Key, _ value: String, line: Int) throws(RequestRejection) {
-            if key == .group {
-                guard current == nil && items.isEmpty else {
-                    throw reject(line, "file-level-key", "group applies to the whole file; give it before the first url")
-                }
-                guard group == nil else { throw reject(line, "duplicate-key", "group is given twice") }
-                if let why = PlainName.violation(of: value) { throw reject(line, "bad-group", "group \(why)") }
-                group = value
-                return
-            }
-            var fields = current?.fields ?? defaults
-            if key != .header {
-                guard !fields.seen.contains(key.rawValue) else {
-                    throw reject(line, "duplicate-key", "\(key.rawValue) is given twice for the same \(current == nil ? "defaults" : "item")")
-                }
-                fields.seen.insert(key.rawValue)
-            }
-            switch key {
-            case .earliestStart:
-                guard let d = RFC3339.parse(value) else {
-                    throw reject(line, "bad-time", "earliest-start must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
-                }
-                fields.earliestStart = d
-            case .expectedBytes, .maxBytes:
-                guard let n = ByteCount.parse(value) else {
-                    throw reject(line, "bad-number", "\(key.rawValue) must be a non-negative whole number of bytes, optionally with k, M, G or T")
-                }
-                if key == .expectedBytes { fields.expectedBytes = n } else { fields.maxBytes = n }
-            case .name:
-                if let why = PlainName.violation(of: value) { throw reject(line, "bad-name", "name \(why)") }
-                fields.name = value
-            case .sha256:
-                guard value.utf8.count == 64, value.allSatisfy(\.isHexDigit) else {
-                    throw reject(line, "bad-sha256", "sha256 must be 64 hexadecimal digits")
-                }
-                fields.sha256 = value.lowercased()
-            case .priority:
-                guard let p = Priority(rawValue: value.lowercased()) else {
-                    throw reject(line, "bad-priority", "priority must be high, normal or low")
-                }
-                fields.priority = p
-            case .discretionary:
-                switch value.lowercased() {
-                case "yes", "true", "1": fields.discretionary = true
-                case "no", "false", "0": fields.discretionary = false
-                default: throw reject(line, "bad-boolean", "discretionary must be yes or no")
-                }
-            case .header:
-                let header = try parseHeader(value, line: line)
-                fields.headers.removeAll { $0.name.lowercased() == header.name.lowercased() }
-                fields.headers.append(header)
-            case .url, .group:
-                break
-            }
-            if current != nil { current!.fields = fields } else { defaults = fields }
-        }
-
-        func parseHeader(_ value: String, line: Int) throws(RequestRejection) -> RequestHeader {
-            guard let colon = value.firstIndex(of: ":") else {
-                throw reject(line, "bad-header", "header must look like 'Name: value'")
-            }
-            let name = String(value[..<colon].trimmingSpaces())
-            let headerValue = String(value[value.index(after: colon)...].trimmingSpaces())
-            let tokenChars = Set("!#$%&'*+-.^_`|~".utf8)
-            guard !name.isEmpty, name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A)
-                || ($0 >= 0x61 && $0 <= 0x7A) || tokenChars.contains($0) }) else {
-                throw reject(line, "bad-header", "the header name must be a non-empty HTTP token")
-            }
-            guard !headerValue.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) else {
-                throw reject(line, "bad-header", "the value of header \(name) contains CR, LF or NUL")
-            }
-            let lower = name.lowercased()
-            guard lower != "range" && lower != "if-range" else {
-                throw reject(line, "bad-header", "header \(name) is set by the daemon (it resumes with ranges)")
-            }
-            return RequestHeader(name: name, value: headerValue)
-        }
-
-        mutating func closeItem() throws(RequestRejection) {
-            guard let (url, line, own) = current else { return }
-            current = nil
-            var headers = defaults.headers
-            for h in own.headers {
-                headers.removeAll { $0.name.lowercased() == h.name.lowercased() }
-                headers.append(h)
-            }
-            items.append(RequestItem(
-                index: items.count, line: line, url: url,
-                name: own.name ?? defaults.name ?? PlainName.derived(from: url),
-                earliestStart: own.earliestStart ?? defaults.earliestStart,
-                expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
-                sha256: own.sha256 ?? defaults.sha256,
-                priority: own.priority ?? defaults.priority ?? .normal,
-                discretionary: own.discretionary ?? defaults.discretionary ?? false,
-                headers: headers,
-                maxBytes: own.maxBytes ?? defaults.maxBytes))
-        }
-
-        mutating func finish() throws(RequestRejection) -> RequestFile {
-            try closeItem()
-            guard !items.isEmpty else { throw reject(nil, "no-items", "the request file has no url") }
-            return RequestFile(fileName: fileName, group: group ?? PlainName.sanitise(fileName), items: items)
-        }
+    /// `item(_:in:bytes:)` reading the slice from the open file `fd` with `pread`.
+    public static func item(_ summary: ItemSummary, in index: RequestIndex,
+                            descriptor fd: Int32) throws(RequestReadError) -> RequestItem {
+        var source = DescriptorRequestSource(fd: fd, offset: summary.offset, length: Int64(summary.length))
+        return try item(summary, in: index, source: &source)
     }
-}
 
-extension Substring {
-    func trimmingSpaces() -> Substring {
-        var s = self
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return s
+    static func item<Source: RequestByteSource>(_ summary: ItemSummary, in index: RequestIndex,
+                                                source: inout Source) throws(RequestReadError) -> RequestItem {
+        var builder = RequestBuilder(fileName: index.fileName, item: Int(summary.index), defaults: index.defaults,
+                                     sink: ChecksummedItemSink())
+        let changed = RequestRejection(file: index.fileName, line: Int(summary.line), rule: "changed-on-disk",
+                                       message: "the item's lines differ from when the file was accepted")
+        let length: Int
+        do {
+            length = try RequestLines.forEach(in: &source, fileName: index.fileName, firstLine: Int(summary.line),
+                                              baseOffset: Int(summary.offset), maxBytes: Int(summary.length)) { line, number, offset throws(RequestRejection) in
+                try builder.take(line, number: number, offset: offset)
+            }
+        } catch {
+            if case .rejected(let r) = error, r.rule == "too-large" { throw .rejected(changed) }
+            throw error
+        }
+        do { try builder.finish(end: Int(summary.offset) + length) } catch { throw .rejected(error) }
+        guard length == Int(summary.length), let item = builder.sink.item, builder.sink.checksum == summary.checksum,
+              item.index == Int(summary.index),
+              item.line == Int(summary.line), item.url.hostKey == index.hostKey(of: summary),
+              item.earliestStart == summary.earliestStart, item.expectedBytes == summary.expectedBytes,
+              item.maxBytes == summary.maxBytes, item.priority == summary.priority,
+              item.discretionary == summary.discretionary else { throw .rejected(changed) }
+        return item
+    }
+
+    static func tooLarge(_ fileName: String, _ limits: ParseLimits) -> RequestRejection {
+        RequestRejection(file: fileName, line: nil, rule: "too-large",
+                         message: "the request file is larger than \(limits.maxBytes) bytes")
+    }
+
+    /// Runs a read over bytes in memory, which cannot fail to read.
+    static func inMemory<T>(_ body: () throws(RequestReadError) -> T) throws(RequestRejection) -> T {
+        do { return try body() } catch {
+            switch error {
+            case .rejected(let r): throw r
+            case .unreadable(_, let e): preconditionFailure("reading bytes in memory failed: \(e)")
+            }
+        }
     }
 }

@@ -7,6 +7,27 @@ public enum Priority: String, Sendable, Hashable, Comparable, CaseIterable {
     public static func < (a: Priority, b: Priority) -> Bool { a.rank < b.rank }
 }
 
+/// Which done markers a request's files get (`markers:`, file-level).
+public enum MarkerMode: String, Sendable, Hashable, CaseIterable {
+    /// `NAME.done` after each published file, then the group marker (the default).
+    case item
+    /// No per-file markers: the group marker, published last, lists every file — one
+    /// `_SUCCESS`-style signal for consumers that want the whole batch.
+    case group
+}
+
+/// What to do when an item's final name is already taken (`on-exists:`, a default before the
+/// first url or per item).
+public enum OnExists: String, Sendable, Hashable, CaseIterable {
+    /// Publish under a free `-N` name beside the old file (the default).
+    case keepBoth = "keep-both"
+    /// Atomically replace the old file and its marker.
+    case replace
+    /// Ask conditionally with the previous marker's validators; an unchanged resource is not
+    /// published again.
+    case skipUnchanged = "skip-unchanged"
+}
+
 /// One extra request header from a `header:` line.
 public struct RequestHeader: Sendable, Hashable {
     public let name: String
@@ -44,6 +65,8 @@ public struct RequestItem: Sendable, Hashable {
     public let discretionary: Bool
     public let headers: [RequestHeader]
     public let maxBytes: Int64?
+    /// The item's own `on-exists`, else the file's, else `keep-both`.
+    public let onExists: OnExists
 }
 
 /// A parsed request file: one group of items.
@@ -52,13 +75,22 @@ public struct RequestFile: Sendable, Hashable {
     public let fileName: String
     public let group: String
     public let items: [RequestItem]
+    /// `markers:` (default `item`).
+    public let markers: MarkerMode
+    /// `on-exists:` given before the first url (default `keep-both`); each item's resolved
+    /// value is `RequestItem.onExists`.
+    public let onExists: OnExists
 }
 
-/// Bounds on what a request file may contain.
+/// Bounds on what a request file may contain. The defaults (64 MiB, 1,000,000 items) take a
+/// plain list of any practical size — about 700,000 typical URLs fit in 64 MiB — while still
+/// bounding what one hostile file can make the daemon read and index.
 public struct ParseLimits: Sendable, Hashable {
+    public static let defaultMaxBytes = 64 << 20
+    public static let defaultMaxItems = 1_000_000
     public var maxBytes: Int
     public var maxItems: Int
-    public init(maxBytes: Int = 65_536, maxItems: Int = 10_000) {
+    public init(maxBytes: Int = ParseLimits.defaultMaxBytes, maxItems: Int = ParseLimits.defaultMaxItems) {
         self.maxBytes = maxBytes
         self.maxItems = maxItems
     }

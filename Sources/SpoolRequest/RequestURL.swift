@@ -14,7 +14,7 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
     public let path: String
 
     /// `host:port`, the unit of per-host connection limits.
-    public var hostKey: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var hostKey: String { host.utf8.contains(0x3A) ? "[\(host)]:\(port)" : "\(host):\(port)" }
     public var description: String { string }
 
     /// Why a URL was refused.
@@ -31,61 +31,86 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
         guard text.utf8.count <= Self.maxLength else {
             throw Invalid(reason: "the URL is longer than \(Self.maxLength) bytes", rule: "bad-url")
         }
-        for b in text.utf8 {
-            if b <= 0x20 || b == 0x7F { throw Invalid(reason: "the URL contains a space or control character", rule: "bad-url") }
-            if b >= 0x80 { throw Invalid(reason: "the URL contains non-ASCII characters; percent-encode them", rule: "bad-url") }
+        var text = text
+        // Once every byte is printable ASCII, bytes are characters: the checks below work on
+        // bytes (a list of 100,000 URLs is validated in a fraction of a second).
+        let result = text.withUTF8 { b in Result { () throws(Invalid) -> RequestURL in try RequestURL(ascii: b) } }
+        self = try result.get()
+    }
+
+    private init(ascii b: UnsafeBufferPointer<UInt8>) throws(Invalid) {
+        for c in b {
+            if c <= 0x20 || c == 0x7F { throw Invalid(reason: "the URL contains a space or control character", rule: "bad-url") }
+            if c >= 0x80 { throw Invalid(reason: "the URL contains non-ASCII characters; percent-encode them", rule: "bad-url") }
         }
-        guard let schemeEnd = text.range(of: "://") else {
+        func string(_ r: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: b[r]), as: UTF8.self) }
+        func lower(_ r: Range<Int>) -> String {
+            String(decoding: b[r].map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
+        func first(in r: Range<Int>, where match: (UInt8) -> Bool) -> Int? {
+            var i = r.lowerBound
+            while i < r.upperBound { if match(b[i]) { return i }; i += 1 }
+            return nil
+        }
+        var schemeEnd = -1
+        var i = 0
+        while i + 2 < b.count { if b[i] == 0x3A && b[i + 1] == 0x2F && b[i + 2] == 0x2F { schemeEnd = i; break }; i += 1 }
+        guard schemeEnd >= 0 else {
             throw Invalid(reason: "not an absolute URL (expected http:// or https://)", rule: "bad-url")
         }
-        let scheme = text[..<schemeEnd.lowerBound].lowercased()
+        let scheme = lower(0..<schemeEnd)
         guard scheme == "http" || scheme == "https" else {
             throw Invalid(reason: "scheme '\(scheme.prefix(20))' is not allowed; only http and https", rule: "bad-scheme")
         }
-        let rest = text[schemeEnd.upperBound...]
-        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
-        let authority = rest[..<authorityEnd]
-        if authority.contains("@") {
+        let restStart = schemeEnd + 3
+        let authorityEnd = first(in: restStart..<b.count) { $0 == 0x2F || $0 == 0x3F || $0 == 0x23 } ?? b.count
+        let authority = restStart..<authorityEnd
+        if first(in: authority, where: { $0 == 0x40 }) != nil {
             throw Invalid(reason: "credentials in the URL (user@host) are not allowed; put them in a header: line", rule: "bad-url")
         }
-        var host: Substring
-        var portText: Substring? = nil
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw Invalid(reason: "unterminated IPv6 address", rule: "bad-url") }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw Invalid(reason: "malformed host", rule: "bad-url") }
-                portText = after.dropFirst()
+        func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+        func isLetter(_ c: UInt8) -> Bool { let l = c | 0x20; return l >= 0x61 && l <= 0x7A }
+        let bracketed = !authority.isEmpty && b[authority.lowerBound] == 0x5B
+        var host: Range<Int>
+        var port: Range<Int>? = nil
+        if bracketed {
+            guard let close = first(in: authority, where: { $0 == 0x5D }) else {
+                throw Invalid(reason: "unterminated IPv6 address", rule: "bad-url")
             }
-            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+            host = (authority.lowerBound + 1)..<close
+            let after = (close + 1)..<authority.upperBound
+            if !after.isEmpty {
+                guard b[after.lowerBound] == 0x3A else { throw Invalid(reason: "malformed host", rule: "bad-url") }
+                port = (after.lowerBound + 1)..<after.upperBound
+            }
+            guard !host.isEmpty, b[host].allSatisfy({ isDigit($0) || (($0 | 0x20) >= 0x61 && ($0 | 0x20) <= 0x66) || $0 == 0x3A || $0 == 0x2E }) else {
                 throw Invalid(reason: "malformed IPv6 address", rule: "bad-url")
             }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
+        } else if let colon = authority.reversed().first(where: { b[$0] == 0x3A }) {
+            host = authority.lowerBound..<colon
+            port = (colon + 1)..<authority.upperBound
         } else {
             host = authority
         }
         guard !host.isEmpty else { throw Invalid(reason: "the URL has no host", rule: "bad-url") }
-        if !authority.hasPrefix("[") {
-            let allowed = host.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." || $0 == "_" || $0 == "%" }
+        if !bracketed {
+            let allowed = b[host].allSatisfy { isLetter($0) || isDigit($0) || $0 == 0x2D || $0 == 0x2E || $0 == 0x5F || $0 == 0x25 }
             guard allowed else { throw Invalid(reason: "the host contains characters a host name cannot have", rule: "bad-url") }
         }
-        var port = scheme == "https" ? 443 : 80
-        if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy(\.isNumber), let p = Int(portText),
-                  (1...65535).contains(p) else {
+        var portNumber = scheme == "https" ? 443 : 80
+        if let port {
+            guard !port.isEmpty, port.count <= 5, b[port].allSatisfy(isDigit) else {
                 throw Invalid(reason: "the port must be a number from 1 to 65535", rule: "bad-url")
             }
-            port = p
+            let p = b[port].reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(p) else { throw Invalid(reason: "the port must be a number from 1 to 65535", rule: "bad-url") }
+            portNumber = p
         }
-        let tail = rest[authorityEnd...]
-        let pathEnd = tail.firstIndex { $0 == "?" || $0 == "#" } ?? tail.endIndex
+        let pathEnd = first(in: authorityEnd..<b.count) { $0 == 0x3F || $0 == 0x23 } ?? b.count
         self.scheme = scheme
-        self.host = host.lowercased()
-        self.port = port
-        self.path = String(tail[..<pathEnd])
-        self.string = scheme + "://" + authority.lowercased() + tail
+        self.host = lower(host)
+        self.port = portNumber
+        self.path = string(authorityEnd..<pathEnd)
+        self.string = scheme + "://" + lower(authority) + string(authorityEnd..<b.count)
     }
 }

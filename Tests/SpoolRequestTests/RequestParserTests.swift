@@ -72,6 +72,50 @@ final class RequestParserTests: XCTestCase {
         XCTAssertEqual(file.items[1].headers.map(\.line), ["X-A: 1", "x-b: 3"])
     }
 
+    func testMarkersAndOnExists() throws {
+        let plain = try parse("http://h/a")
+        XCTAssertEqual(plain.markers, .item)
+        XCTAssertEqual(plain.onExists, .keepBoth)
+        XCTAssertEqual(plain.items[0].onExists, .keepBoth)
+        let file = try parse("""
+            Markers: GROUP
+            on-exists: skip-unchanged
+            http://h/a
+            http://h/b
+            on-exists: Replace
+            url: http://h/c
+            on-exists: keep-both
+            """)
+        XCTAssertEqual(file.markers, .group)
+        XCTAssertEqual(file.onExists, .skipUnchanged)
+        XCTAssertEqual(file.items.map(\.onExists), [.skipUnchanged, .replace, .keepBoth])
+        XCTAssertEqual(try parse("markers: item\nhttp://h/a").markers, .item)
+
+        let cases: [(String, String, Int, String?)] = [
+            ("markers: grup\nhttp://h/a", "bad-markers", 1, "did you mean 'group'?"),
+            ("markers: everything\nhttp://h/a", "bad-markers", 1, nil),
+            ("http://h/a\nmarkers: group", "file-level-key", 2, nil),
+            ("markers: group\nmarkers: item\nhttp://h/a", "duplicate-key", 2, nil),
+            ("# c\non-exists: replce\nhttp://h/a", "bad-on-exists", 2, "did you mean 'replace'?"),
+            ("http://h/a\non-exists: skip_unchanged", "bad-on-exists", 2, "did you mean 'skip-unchanged'?"),
+            ("http://h/a\non-exists: replace\non-exists: replace", "duplicate-key", 3, nil),
+            ("http://h/a\nmarker: group", "unknown-key", 2, "did you mean 'markers'?"),
+            ("http://h/a\nonexists: replace", "unknown-key", 2, "did you mean 'on-exists'?"),
+            ("http://h/a\nprioirty: high", "unknown-key", 2, "did you mean 'priority'?"),
+            ("http://h/a\nxyzzy: 1", "unknown-key", 2, nil),
+        ]
+        for (text, rule, line, hint) in cases {
+            let r = rejection(text)
+            XCTAssertEqual(r?.rule, rule, text.debugDescription)
+            XCTAssertEqual(r?.line, line, text.debugDescription)
+            if let hint {
+                XCTAssertTrue(r?.message.contains(hint) == true, "\(r?.message ?? "nil") for \(text.debugDescription)")
+            } else {
+                XCTAssertFalse(r?.message.contains("did you mean") == true, "\(r?.message ?? "nil")")
+            }
+        }
+    }
+
     func testCommentsBlankLinesCRLFAndBOM() throws {
         let file = try parse("\u{FEFF}# hello\r\n\r\n   # indented comment\r\nhttp://h/a\r\nname: a.txt\r\n")
         XCTAssertEqual(file.items.map(\.name), ["a.txt"])
@@ -153,8 +197,11 @@ final class RequestParserTests: XCTestCase {
     }
 
     func testLimitsOnSizeAndItems() {
+        XCTAssertEqual(ParseLimits().maxBytes, 64 << 20)
+        XCTAssertEqual(ParseLimits().maxItems, 1_000_000)
         let big = String(repeating: "# padding\n", count: 7000) + "http://h/a\n"
-        XCTAssertEqual(rejection(big)?.rule, "too-large")
+        XCTAssertEqual(rejection(big, limits: ParseLimits(maxBytes: 65_536))?.rule, "too-large")
+        XCTAssertNoThrow(try parse(big))
         let many = (0..<11).map { "http://h/\($0)" }.joined(separator: "\n")
         XCTAssertEqual(rejection(many, limits: ParseLimits(maxItems: 10))?.rule, "too-many-items")
         XCTAssertNoThrow(try parse(many, limits: ParseLimits(maxItems: 11)))

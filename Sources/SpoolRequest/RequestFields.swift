@@ -1,0 +1,156 @@
+import Foundation
+
+/// The keys a request file may use.
+enum RequestKey: String, CaseIterable {
+    case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
+         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists"
+
+    /// One bit per key, for the "given twice" check without a set per item.
+    var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
+}
+
+/// Values of one item (or of the file's defaults) as given so far, validated.
+struct RequestFields: Sendable, Hashable {
+    var earliestStart: Date?
+    var expectedBytes: Int64?
+    var name: String?
+    var sha256: String?
+    var priority: Priority?
+    var discretionary: Bool?
+    var headers: [RequestHeader] = []
+    var maxBytes: Int64?
+    var onExists: OnExists?
+    var seen: UInt32 = 0
+
+    /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
+    mutating func set(_ key: RequestKey, _ value: String, line: Int, scope: String,
+                      reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) {
+        if key != .header {
+            guard seen & key.bit == 0 else {
+                throw reject(line, "duplicate-key", "\(key.rawValue) is given twice for the same \(scope)")
+            }
+            seen |= key.bit
+        }
+        switch key {
+        case .earliestStart:
+            guard let d = RFC3339.parse(value) else {
+                throw reject(line, "bad-time", "earliest-start must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
+            }
+            earliestStart = d
+        case .expectedBytes, .maxBytes:
+            guard let n = ByteCount.parse(value) else {
+                throw reject(line, "bad-number", "\(key.rawValue) must be a non-negative whole number of bytes, optionally with k, M, G or T")
+            }
+            if key == .expectedBytes { expectedBytes = n } else { maxBytes = n }
+        case .name:
+            if let why = PlainName.violation(of: value) { throw reject(line, "bad-name", "name \(why)") }
+            name = value
+        case .sha256:
+            guard value.utf8.count == 64, value.allSatisfy(\.isHexDigit) else {
+                throw reject(line, "bad-sha256", "sha256 must be 64 hexadecimal digits")
+            }
+            sha256 = value.lowercased()
+        case .priority:
+            guard let p = Priority(rawValue: value.lowercased()) else {
+                throw reject(line, "bad-priority", "priority must be high, normal or low"
+                             + Suggestion.didYouMean(value, among: Priority.allCases.map(\.rawValue)))
+            }
+            priority = p
+        case .discretionary:
+            switch value.lowercased() {
+            case "yes", "true", "1": discretionary = true
+            case "no", "false", "0": discretionary = false
+            default: throw reject(line, "bad-boolean", "discretionary must be yes or no")
+            }
+        case .header:
+            let header = try Self.parseHeader(value, line: line, reject: reject)
+            headers.removeAll { $0.name.lowercased() == header.name.lowercased() }
+            headers.append(header)
+        case .onExists:
+            guard let v = OnExists(rawValue: value.lowercased()) else {
+                throw reject(line, "bad-on-exists", "on-exists must be keep-both, replace or skip-unchanged"
+                             + Suggestion.didYouMean(value, among: OnExists.allCases.map(\.rawValue)))
+            }
+            onExists = v
+        case .url, .group, .markers:
+            break
+        }
+    }
+
+    static func parseHeader(_ value: String, line: Int,
+                            reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) -> RequestHeader {
+        guard let colon = value.firstIndex(of: ":") else {
+            throw reject(line, "bad-header", "header must look like 'Name: value'")
+        }
+        let name = String(value[..<colon].trimmingSpaces())
+        let headerValue = String(value[value.index(after: colon)...].trimmingSpaces())
+        let tokenChars = Set("!#$%&'*+-.^_`|~".utf8)
+        guard !name.isEmpty, name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A)
+            || ($0 >= 0x61 && $0 <= 0x7A) || tokenChars.contains($0) }) else {
+            throw reject(line, "bad-header", "the header name must be a non-empty HTTP token")
+        }
+        guard !headerValue.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) else {
+            throw reject(line, "bad-header", "the value of header \(name) contains CR, LF or NUL")
+        }
+        let lower = name.lowercased()
+        guard lower != "range" && lower != "if-range" else {
+            throw reject(line, "bad-header", "header \(name) is set by the daemon (it resumes with ranges)")
+        }
+        return RequestHeader(name: name, value: headerValue)
+    }
+
+    /// The item's own values over the defaults: its headers replace same-named default ones.
+    func headers(over defaults: RequestFields) -> [RequestHeader] {
+        guard !headers.isEmpty else { return defaults.headers }
+        var merged = defaults.headers
+        for h in headers {
+            merged.removeAll { $0.name.lowercased() == h.name.lowercased() }
+            merged.append(h)
+        }
+        return merged
+    }
+}
+
+/// "Did you mean" hints for a mistyped key or value: the closest known word within two edits.
+enum Suggestion {
+    /// `"; did you mean 'priority'?"`, or `""` when nothing is close. Quotes only a known word,
+    /// never the text from the file.
+    static func didYouMean(_ given: String, among known: [String]) -> String {
+        let g = Array(given.lowercased().utf8.prefix(64))
+        var best: (word: String, distance: Int)?
+        for word in known {
+            let d = distance(g, Array(word.utf8))
+            if d <= 2, d < (best?.distance ?? .max) { best = (word, d) }
+        }
+        return best.map { "; did you mean '\($0.word)'?" } ?? ""
+    }
+
+    /// Levenshtein distance with adjacent transpositions counted as one edit.
+    static func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        var before = [Int](repeating: 0, count: b.count + 1)
+        var previous = Array(0...b.count)
+        var current = [Int](repeating: 0, count: b.count + 1)
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    current[j] = min(current[j], before[j - 2] + 1)
+                }
+            }
+            (before, previous, current) = (previous, current, before)
+        }
+        return previous[b.count]
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
+        return s
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+
+/// What a scheduler needs of one waiting item, and where to re-read the rest: 56 bytes
+/// (`MemoryLayout<ItemSummary>.stride`), whatever the item's URL, name or headers.
+///
+/// Optional values are stored with sentinels (an `Int64?` would take 16 bytes with padding);
+/// the public accessors turn them back into optionals.
+public struct ItemSummary: Sendable, Hashable {
+    /// File offset of the item's `url` line.
+    public let offset: Int64
+    private let earliestStartStored: Double     // seconds since 2001 (Date's reference); -inf: none
+    private let expectedBytesStored: Int64      // -1: none
+    private let maxBytesStored: Int64           // -1: none
+    /// Bytes from `offset` up to the next item (or the end of the file).
+    public let length: UInt32
+    /// 1-based line of the `url`.
+    public let line: UInt32
+    /// 0-based position in the file.
+    public let index: UInt32
+    /// Index into `RequestIndex.hosts`.
+    public let hostID: UInt32
+    /// FNV-1a of the item's lines: a re-read slice must match it.
+    let checksum: UInt32
+    public let priority: Priority
+    public let discretionary: Bool
+
+    init(offset: Int64, length: UInt32, line: UInt32, index: UInt32, hostID: UInt32, checksum: UInt32, earliestStart: Date?,
+         expectedBytes: Int64?, maxBytes: Int64?, priority: Priority, discretionary: Bool) {
+        self.checksum = checksum
+        self.offset = offset
+        self.length = length
+        self.line = line
+        self.index = index
+        self.hostID = hostID
+        self.earliestStartStored = earliestStart?.timeIntervalSinceReferenceDate ?? -.infinity
+        self.expectedBytesStored = expectedBytes ?? -1
+        self.maxBytesStored = maxBytes ?? -1
+        self.priority = priority
+        self.discretionary = discretionary
+    }
+
+    /// Not started before this time; nil: at once.
+    public var earliestStart: Date? {
+        earliestStartStored == -.infinity ? nil : Date(timeIntervalSinceReferenceDate: earliestStartStored)
+    }
+    public var expectedBytes: Int64? { expectedBytesStored < 0 ? nil : expectedBytesStored }
+    public var maxBytes: Int64? { maxBytesStored < 0 ? nil : maxBytesStored }
+}
+
+/// A validated request file without its text: the file-level facts, one `ItemSummary` per item,
+/// and the distinct `host:port` keys its items use. Built by `RequestParser.index`; an item's
+/// full description (`RequestItem`) is re-read from its slice of the file with
+/// `RequestParser.item(_:in:…)` when it is about to start.
+public struct RequestIndex: Sendable {
+    /// The request file's name (R).
+    public let fileName: String
+    public let group: String
+    /// `markers:` (default `item`).
+    public let markers: MarkerMode
+    /// `on-exists:` given before the first url (default `keep-both`); an item's own value comes
+    /// with its `RequestItem`.
+    public let onExists: OnExists
+    /// In file order; `items[i].index == i`.
+    public let items: [ItemSummary]
+    /// `host:port` by `ItemSummary.hostID`.
+    public let hosts: [String]
+    /// The file's length when it was read.
+    public let fileSize: Int64
+    /// The values given before the first `url` (re-applied when one item is re-read).
+    let defaults: RequestFields
+
+    public func hostKey(of item: ItemSummary) -> String { hosts[Int(item.hostID)] }
+
+    /// Heap bytes held by the index (arrays' capacity and the host strings), for measurements.
+    public var approximateHeapBytes: Int {
+        items.capacity * MemoryLayout<ItemSummary>.stride + hosts.capacity * MemoryLayout<String>.stride
+            + hosts.reduce(0) { $0 + ($1.utf8.count > 15 ? $1.utf8.count + 32 : 0) }
+    }
+}
+
+/// Builds summaries, interning host keys.
+struct SummarySink: RequestItemSink {
+    var items: [ItemSummary] = []
+    var hosts: [String] = []
+    var hostIDs: [String: UInt32] = [:]
+
+    mutating func add(_ draft: ItemDraft, end: Int, defaults: RequestFields,
+                      reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) {
+        let key = draft.url.hostKey
+        let hostID: UInt32
+        if let known = hostIDs[key] {
+            hostID = known
+        } else {
+            hostID = UInt32(hosts.count)
+            hosts.append(key)
+            hostIDs[key] = hostID
+        }
+        items.append(try Self.summary(of: draft, end: end, defaults: defaults, hostID: hostID, reject: reject))
+    }
+
+    static func summary(of draft: ItemDraft, end: Int, defaults: RequestFields, hostID: UInt32,
+                        reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) -> ItemSummary {
+        let own = draft.fields
+        guard let length = UInt32(exactly: end - draft.offset), let line = UInt32(exactly: draft.line),
+              let index = UInt32(exactly: draft.index) else {
+            throw reject(draft.line, "too-large", "an item's lines span more than 4 GiB, or the file more than 4 billion lines")
+        }
+        return ItemSummary(
+            offset: Int64(draft.offset), length: length, line: line, index: index, hostID: hostID,
+            checksum: draft.checksum.value,
+            earliestStart: own.earliestStart ?? defaults.earliestStart,
+            expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
+            maxBytes: own.maxBytes ?? defaults.maxBytes,
+            priority: own.priority ?? defaults.priority ?? .normal,
+            discretionary: own.discretionary ?? defaults.discretionary ?? false)
+    }
+}
