@@ -62,6 +62,7 @@ let package = Package(
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore"]),
         .testTarget(name: "SpoolDaemonTests", dependencies: ["SpoolDaemon", "SpoolStore", "SpoolTransfer"]),
+        .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],

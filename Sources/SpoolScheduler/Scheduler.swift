@@ -41,13 +41,17 @@ public struct SchedulerConfiguration: Sendable, Hashable {
     public var window: DailyWindow?
     /// Whether a ready `high` item may pause a running `low` or discretionary one when no slot is free.
     public var highPreempts: Bool
+    /// Back-off between probes of a host that could not be reached (an outage). Separate from the
+    /// retry back-off of items: outages use no attempts. Default: 1 s doubling to 5 minutes.
+    public var probeBackoff: Backoff
 
     public init(concurrency: Int = 16, perHost: Int = 6, window: DailyWindow? = nil,
-                highPreempts: Bool = true) {
+                highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300)) {
         self.concurrency = max(1, concurrency)
         self.perHost = max(1, perHost)
         self.window = window
         self.highPreempts = highPreempts
+        self.probeBackoff = probeBackoff
     }
 }
 
@@ -73,16 +77,18 @@ public struct Scheduler: Sendable {
     /// Items that must not start before `notBefore` (earliest start, retry back-off).
     private var future = Heap<TimedEntry>()
     /// Ready, non-discretionary items per host.
-    private var ready: [String: Heap<ReadyEntry>] = [:]
+    var ready: [String: Heap<ReadyEntry>] = [:]
     /// Ready discretionary items per host.
-    private var readyDiscretionary: [String: Heap<ReadyEntry>] = [:]
+    var readyDiscretionary: [String: Heap<ReadyEntry>] = [:]
     private var readyCount = 0
     private var readyDiscretionaryCount = 0
     /// Running items and per-host running counts.
-    private var running: [ItemKey: ReadyEntry] = [:]
+    var running: [ItemKey: ReadyEntry] = [:]
     private var runningPerHost: [String: Int] = [:]
     /// Hosts backed off (Retry-After, repeated 429/503) until a time.
     private var hostHolds: [String: Double] = [:]
+    /// Hosts that could not be reached (see `HostOutage.swift`).
+    var outages: [String: HostOutage] = [:]
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does
     /// not match (the item was removed, or removed and submitted again) is stale and skipped
     /// when it surfaces: removal is O(1) and never searches a heap.
@@ -214,6 +220,7 @@ public struct Scheduler: Sendable {
         for (host, until) in hostHolds where until > now {
             if (ready[host]?.count ?? 0) > 0 || (readyDiscretionary[host]?.count ?? 0) > 0 { consider(until) }
         }
+        if let probe = nextProbeDue(), probe > now { consider(probe) }
         if let window = configuration.window {
             let waitingDiscretionary = readyDiscretionaryCount > 0
             let runningDiscretionary = running.values.contains { $0.item.discretionary }
@@ -228,12 +235,14 @@ public struct Scheduler: Sendable {
 
     private mutating func start(_ entry: ReadyEntry, _ actions: inout [SchedulerAction]) {
         running[entry.item.key] = entry
+        if outages[entry.item.hostKey] != nil { outages[entry.item.hostKey]!.probe = entry.item.key }
         runningPerHost[entry.item.hostKey, default: 0] += 1
         actions.append(.start(entry.item.key))
     }
 
-    private mutating func releaseSlot(_ entry: ReadyEntry) {
+    mutating func releaseSlot(_ entry: ReadyEntry) {
         let host = entry.item.hostKey
+        releaseProbe(entry.item.key, host: host)
         let n = (runningPerHost[host] ?? 1) - 1
         runningPerHost[host] = n > 0 ? n : nil
     }
@@ -243,7 +252,7 @@ public struct Scheduler: Sendable {
         future.insert(timed)
     }
 
-    private mutating func insertReady(_ entry: ReadyEntry) {
+    mutating func insertReady(_ entry: ReadyEntry) {
         queued[entry.item.key] = entry.arrival
         if entry.item.discretionary {
             readyDiscretionary[entry.item.hostKey, default: Heap()].insert(entry)
@@ -264,6 +273,7 @@ public struct Scheduler: Sendable {
 
     private func hostHasCapacity(_ host: String, now: Double, ignoringHostLimit: Bool = false) -> Bool {
         if let until = hostHolds[host], until > now { return false }
+        if !outageAllowsStart(host, now: now) { return false }
         return ignoringHostLimit || (runningPerHost[host] ?? 0) < configuration.perHost
     }
 

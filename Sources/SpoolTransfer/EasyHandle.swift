@@ -1,38 +1,54 @@
 internal import CCurl
 import Foundation
 
-/// Owner of one `CURL *` easy handle, for one transfer. Freed in `deinit`.
+/// Owner of one `CURL *` easy handle, for one transfer, and of its error buffer. Freed in `deinit`.
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer
     /// The header list installed with CURLOPT_HTTPHEADER; libcurl does not copy it, so it lives here.
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// CURLOPT_ERRORBUFFER: libcurl writes the failure's details here ("SSL certificate problem:
+    /// unable to get local issuer certificate" where `curl_easy_strerror` only has the code's name).
+    private let errorBuffer: UnsafeMutablePointer<CChar>
 
     init() throws(TransferSetupError) {
         guard let h = curl_easy_init() else { throw .init(option: "curl_easy_init", code: -1) }
         raw = h
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        try set(.errorBuffer, UnsafeMutableRawPointer(errorBuffer))
     }
 
     deinit {
         curl_easy_cleanup(raw)
         if let list = headerList { curl_slist_free_all(list) }
+        errorBuffer.deallocate()
     }
 
-    func set(_ option: CURLoption, _ value: Int, name: String) throws(TransferSetupError) {
-        try check(spoolfetch_easy_setopt_long(raw, option, value), name)
+    /// What libcurl wrote into the error buffer for the last failure; nil when it wrote nothing.
+    var errorDetail: String? {
+        let text = String(cString: errorBuffer).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
     }
-    func set(_ option: CURLoption, offset value: Int64, name: String) throws(TransferSetupError) {
-        try check(spoolfetch_easy_setopt_off(raw, option, curl_off_t(value)), name)
+
+    func set(_ option: CurlOption<CurlLong>, _ value: Int) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_long(raw, option.option, value), option.name)
+    }
+    func set(_ option: CurlOption<CurlLong>, _ value: Bool) throws(TransferSetupError) {
+        try set(option, value ? 1 : 0)
+    }
+    func set(_ option: CurlOption<CurlOffset>, _ value: Int64) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_off(raw, option.option, curl_off_t(value)), option.name)
     }
     /// libcurl copies string options, so the Swift string's storage need not outlive the call.
-    func set(_ option: CURLoption, _ value: String, name: String) throws(TransferSetupError) {
-        let code = value.withCString { spoolfetch_easy_setopt_string(raw, option, $0) }
-        try check(code, name)
+    func set(_ option: CurlOption<CurlString>, _ value: String) throws(TransferSetupError) {
+        let code = value.withCString { spoolfetch_easy_setopt_string(raw, option.option, $0) }
+        try check(code, option.name)
     }
-    func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?, name: String) throws(TransferSetupError) {
-        try check(spoolfetch_easy_setopt_pointer(raw, option, pointer), name)
+    func set(_ option: CurlOption<CurlPointer>, _ value: UnsafeMutableRawPointer?) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_pointer(raw, option.option, value), option.name)
     }
-    func set(_ option: CURLoption, callback: spoolfetch_data_callback, name: String) throws(TransferSetupError) {
-        try check(spoolfetch_easy_setopt_data_callback(raw, option, callback), name)
+    func set(_ option: CurlOption<CurlDataCallback>, _ value: spoolfetch_data_callback) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_data_callback(raw, option.option, value), option.name)
     }
 
     func setHeaders(_ lines: [String]) throws(TransferSetupError) {
@@ -70,12 +86,29 @@ final class EasyHandle {
     }
 }
 
-/// A libcurl option could not be set: a bug or a libcurl built without a needed feature.
+/// A libcurl option could not be set, or libcurl could not start: a bug, a libcurl built without
+/// a needed feature, or no memory.
 public struct TransferSetupError: Error, Sendable, CustomStringConvertible {
+    /// The option or call that failed (`CURLOPT_BUFFERSIZE`, `curl_global_init`, …).
     public let option: String
+    /// libcurl's result code (`CURLcode`, or `CURLMcode` for multi options); -1: allocation failed.
     public let code: Int
-    public var description: String {
-        let text = code >= 0 ? String(cString: curl_easy_strerror(CURLcode(UInt32(code)))) : "allocation failed"
-        return "libcurl refused \(option): \(text) (code \(code))"
+    /// libcurl's text for the code.
+    public let text: String
+
+    /// A failed easy-interface call (`CURLcode`).
+    public init(option: String, code: Int) {
+        self.option = option
+        self.code = code
+        text = code >= 0 ? String(cString: curl_easy_strerror(CURLcode(UInt32(code)))) : "allocation failed"
     }
+
+    /// A failed multi-interface call, with the text `curl_multi_strerror` gave.
+    init(_ error: TransferSessionError) {
+        option = error.call
+        code = error.code
+        text = error.text
+    }
+
+    public var description: String { "libcurl refused \(option): \(text) (code \(code))" }
 }

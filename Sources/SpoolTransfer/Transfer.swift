@@ -19,6 +19,9 @@ final class Transfer {
     /// Set by the write callback when it aborts the transfer; wins over curl's generic write error.
     var abortReason: TransferFailure?
     var restartedFromZero = false
+    /// Whether any byte of any response arrived (header or body): the line between an outage and
+    /// a failure from the server (see `TransferFailure.kind(given:)`).
+    var responseStarted = false
     /// Set when the final response's body has just begun; the session reports it once.
     var bodyJustBegan = false
     /// Whether the first body byte of the final response has been seen (decisions are made there).
@@ -33,8 +36,12 @@ final class Transfer {
     private var discardingErrorBody = false
     private var discarded = 0
 
-    init(key: Int, easy: EasyHandle, request: TransferRequest) {
+    /// Where libcurl takes its proxy from, to name it when a transfer fails.
+    let proxies: ProxyEnvironment
+
+    init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment) {
         self.key = key
+        self.proxies = proxies
         self.easy = easy
         self.request = request
         self.hasher = request.prefixHash?.sha ?? SHA256()
@@ -46,6 +53,7 @@ final class Transfer {
 
     /// One header line of any response, including redirects and interim responses.
     func header(_ line: UnsafeBufferPointer<UInt8>) {
+        responseStarted = true
         var end = line.count
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
         let bytes = UnsafeBufferPointer(rebasing: line[0..<end])
@@ -97,6 +105,7 @@ final class Transfer {
 
     /// Body bytes of the final response. Returns false to abort the transfer.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        responseStarted = true
         if !bodyStarted {
             bodyStarted = true
             if !beginBody() { return false }
@@ -160,6 +169,18 @@ final class Transfer {
         }
     }
 
+    /// libcurl's text for a failed transfer: the code's generic text, then the details of the
+    /// error buffer ("SSL peer certificate or SSH remote key was not OK: SSL certificate problem:
+    /// unable to get local issuer certificate"), then the proxy when one was in use.
+    func curlText(_ code: CURLcode) -> String {
+        var text = String(cString: curl_easy_strerror(code))
+        if let detail = easy.errorDetail, detail != text { text += ": " + detail }
+        if let proxy = proxies.proxy(for: easy.string(CURLINFO_EFFECTIVE_URL) ?? request.url) {
+            text += " (through proxy \(proxy))"
+        }
+        return text
+    }
+
     /// The outcome once libcurl reports the transfer done with `code`.
     func outcome(curlCode code: CURLcode) -> TransferOutcome {
         facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
@@ -175,7 +196,7 @@ final class Transfer {
             if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
                 failure = .tooLarge(limit: limit)
             } else {
-                failure = .curl(code: Int(code.rawValue), text: String(cString: curl_easy_strerror(code)))
+                failure = .curl(code: Int(code.rawValue), text: curlText(code))
             }
         } else if discardingErrorBody || !(facts.httpStatus == 200 || facts.httpStatus == 206) {
             failure = .httpStatus(facts.httpStatus)
@@ -196,9 +217,12 @@ final class Transfer {
             }
         }
         let digest = failure == nil ? Hex.encode(hasher.finalize()) : nil
+        let proxy = proxies.proxy(for: facts.finalURL ?? request.url)
         return TransferOutcome(key: key, failure: failure, facts: facts, bytesOnDisk: bytesOnDisk,
                                bytesReceived: bytesReceived, sha256: digest, hashState: HashState(hasher),
-                               restartedFromZero: restartedFromZero)
+                               restartedFromZero: restartedFromZero, proxy: proxy,
+                               evidence: ConnectionEvidence(responseStarted: responseStarted,
+                                                            osErrno: Int32(truncatingIfNeeded: easy.long(CURLINFO_OS_ERRNO))))
     }
 }
 

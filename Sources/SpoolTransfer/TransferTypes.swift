@@ -55,6 +55,8 @@ public struct TransferConfiguration: Sendable {
 public struct ResponseFacts: Sendable, Hashable {
     /// Status of the final response (after redirects); 0 when none arrived.
     public var httpStatus: Int = 0
+    /// The last URL libcurl used (CURLINFO_EFFECTIVE_URL, after redirects); set on failure too,
+    /// so the `.error` record can say where a redirected item failed.
     public var finalURL: String?
     public var etag: String?
     public var lastModified: String?
@@ -76,7 +78,10 @@ public struct ResponseFacts: Sendable, Hashable {
 public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// The final response had an error status (≥ 400, or an unexpected one).
     case httpStatus(Int)
-    /// libcurl reported an error (connect, TLS, reset, timeout, protocol, redirects…).
+    /// libcurl reported an error (connect, TLS, reset, timeout, protocol, redirects…). `text` is
+    /// the code's generic text followed by libcurl's error buffer (what exactly failed: "Failed
+    /// to connect to h port 80 after 3 ms: Connection refused", "SSL certificate problem: unable
+    /// to get local issuer certificate") and, when one was in use, "(through proxy URL)".
     case curl(code: Int, text: String)
     /// Writing the staging file failed (`errno`); ENOSPC means the disk is full.
     case write(errno: Int32)
@@ -154,6 +159,12 @@ public struct TransferOutcome: Sendable {
     public var hashState: HashState
     /// True when the server ignored or refused the range and the body restarted at byte 0.
     public var restartedFromZero: Bool
+    /// The proxy libcurl went through for the last URL (from `http_proxy` & co.; credentials
+    /// removed); nil when it connected directly. See `ProxyEnvironment`.
+    public var proxy: String?
+    /// What the connection saw: whether a response began, the socket's errno. Decides
+    /// `failureKind` (outage or failure from the server).
+    public var evidence: ConnectionEvidence
 }
 
 /// The running SHA-256 of a body, carried between attempts so a resumed file's digest covers

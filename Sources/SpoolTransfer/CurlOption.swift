@@ -1,0 +1,67 @@
+internal import CCurl
+
+/// The kinds of value a libcurl easy option takes. Each is a type that is never instantiated:
+/// it only marks `CurlOption` so that `EasyHandle.set` accepts the right Swift value for it.
+enum CurlLong {}
+enum CurlOffset {}
+enum CurlString {}
+enum CurlPointer {}
+enum CurlDataCallback {}
+
+/// One libcurl easy option: its number, its name (for error messages) and, in `Kind`, the kind of
+/// value it takes. `EasyHandle.set(.maxRedirects, "20")` does not compile; neither does passing
+/// a name beside an option: each option says its own.
+struct CurlOption<Kind>: Sendable {
+    let rawValue: UInt32
+    let name: String
+
+    init(_ option: CURLoption, _ name: String) {
+        rawValue = option.rawValue
+        self.name = name
+    }
+
+    var option: CURLoption { CURLoption(rawValue: rawValue) }
+}
+
+extension CurlOption where Kind == CurlLong {
+    static var noSignal: Self { .init(CURLOPT_NOSIGNAL, "CURLOPT_NOSIGNAL") }
+    static var followLocation: Self { .init(CURLOPT_FOLLOWLOCATION, "CURLOPT_FOLLOWLOCATION") }
+    static var maxRedirects: Self { .init(CURLOPT_MAXREDIRS, "CURLOPT_MAXREDIRS") }
+    static var unrestrictedAuth: Self { .init(CURLOPT_UNRESTRICTED_AUTH, "CURLOPT_UNRESTRICTED_AUTH") }
+    static var sslVerifyPeer: Self { .init(CURLOPT_SSL_VERIFYPEER, "CURLOPT_SSL_VERIFYPEER") }
+    static var sslVerifyHost: Self { .init(CURLOPT_SSL_VERIFYHOST, "CURLOPT_SSL_VERIFYHOST") }
+    static var bufferSize: Self { .init(CURLOPT_BUFFERSIZE, "CURLOPT_BUFFERSIZE") }
+    static var connectTimeout: Self { .init(CURLOPT_CONNECTTIMEOUT, "CURLOPT_CONNECTTIMEOUT") }
+    static var lowSpeedLimit: Self { .init(CURLOPT_LOW_SPEED_LIMIT, "CURLOPT_LOW_SPEED_LIMIT") }
+    static var lowSpeedTime: Self { .init(CURLOPT_LOW_SPEED_TIME, "CURLOPT_LOW_SPEED_TIME") }
+    static var pipeWait: Self { .init(CURLOPT_PIPEWAIT, "CURLOPT_PIPEWAIT") }
+}
+
+extension CurlOption where Kind == CurlOffset {
+    static var maxFileSize: Self { .init(CURLOPT_MAXFILESIZE_LARGE, "CURLOPT_MAXFILESIZE_LARGE") }
+    static var maxRecvSpeed: Self { .init(CURLOPT_MAX_RECV_SPEED_LARGE, "CURLOPT_MAX_RECV_SPEED_LARGE") }
+}
+
+extension CurlOption where Kind == CurlString {
+    static var url: Self { .init(CURLOPT_URL, "CURLOPT_URL") }
+    static var protocols: Self { .init(CURLOPT_PROTOCOLS_STR, "CURLOPT_PROTOCOLS_STR") }
+    static var redirectProtocols: Self { .init(CURLOPT_REDIR_PROTOCOLS_STR, "CURLOPT_REDIR_PROTOCOLS_STR") }
+    static var caInfo: Self { .init(CURLOPT_CAINFO, "CURLOPT_CAINFO") }
+    static var caPath: Self { .init(CURLOPT_CAPATH, "CURLOPT_CAPATH") }
+    static var userAgent: Self { .init(CURLOPT_USERAGENT, "CURLOPT_USERAGENT") }
+    static var acceptEncoding: Self { .init(CURLOPT_ACCEPT_ENCODING, "CURLOPT_ACCEPT_ENCODING") }
+    static var range: Self { .init(CURLOPT_RANGE, "CURLOPT_RANGE") }
+}
+
+extension CurlOption where Kind == CurlPointer {
+    static var writeData: Self { .init(CURLOPT_WRITEDATA, "CURLOPT_WRITEDATA") }
+    static var headerData: Self { .init(CURLOPT_HEADERDATA, "CURLOPT_HEADERDATA") }
+    static var privateData: Self { .init(CURLOPT_PRIVATE, "CURLOPT_PRIVATE") }
+    /// A buffer of at least CURL_ERROR_SIZE bytes that libcurl fills with the failure's details.
+    static var errorBuffer: Self { .init(CURLOPT_ERRORBUFFER, "CURLOPT_ERRORBUFFER") }
+}
+
+extension CurlOption where Kind == CurlDataCallback {
+    static var writeFunction: Self { .init(CURLOPT_WRITEFUNCTION, "CURLOPT_WRITEFUNCTION") }
+    static var headerFunction: Self { .init(CURLOPT_HEADERFUNCTION, "CURLOPT_HEADERFUNCTION") }
+}

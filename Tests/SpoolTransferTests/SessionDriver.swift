@@ -1,0 +1,104 @@
+import Foundation
+import SpoolTransfer
+import XCTest
+
+/// Runs a real `TransferSession` the way the engine does (perform, then wait) until the wanted
+/// outcomes arrive or a deadline passes. Nothing here is mocked: libcurl talks to 127.0.0.1.
+final class SessionDriver {
+    let session: TransferSession
+    private(set) var outcomes: [Int: TransferOutcome] = [:]
+
+    init(configuration: TransferConfiguration = TransferConfiguration()) throws {
+        session = try TransferSession(configuration: configuration)
+    }
+
+    /// A fresh, empty staging file (unlinked at once; the descriptor keeps it alive).
+    static func scratchFile() throws -> Int32 {
+        let path = NSTemporaryDirectory() + "spooltransfer-\(UUID().uuidString)"
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        unlink(path)
+        return fd
+    }
+
+    /// Starts one transfer of `url` into a scratch file and runs it to its end.
+    func fetch(_ url: String, key: Int = 1, timeout: TimeInterval = 20,
+               file: StaticString = #filePath, line: UInt = #line) throws -> TransferOutcome {
+        let fd = try Self.scratchFile()
+        defer { close(fd) }
+        try session.start(key: key, request: TransferRequest(url: url, destination: fd))
+        try run(until: { $0.outcomes[key] != nil }, timeout: timeout)
+        return try XCTUnwrap(outcomes[key], "no outcome for \(url) within \(timeout) s", file: file, line: line)
+    }
+
+    /// Drives the session until `done` holds or `timeout` passes; `tick` runs once per turn.
+    func run(until done: (SessionDriver) -> Bool, timeout: TimeInterval, tick: (() -> Void)? = nil) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !done(self), Date() < deadline {
+            for outcome in try session.performTransfers() { outcomes[outcome.key] = outcome }
+            tick?()
+            if done(self) { break }
+            try session.sleep(timeoutMilliseconds: 50)
+        }
+    }
+}
+
+/// A TCP listener on 127.0.0.1 that accepts connections and ends each one without a byte:
+/// closed (FIN) or reset (RST). For the "reached nothing" side of the failure table.
+final class SilentListener: @unchecked Sendable {
+    enum Ending { case close, reset }
+    let port: Int
+    private let fd: Int32
+    private let thread: Thread
+
+    init(ending: Ending) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let listening = fd
+        thread = Thread {
+            while true {
+                let client = accept(listening, nil, nil)
+                if client < 0 { return }
+                if ending == .reset {
+                    var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                    setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                }
+                close(client)
+            }
+        }
+        thread.start()
+    }
+
+    func stop() {
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+    }
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then closed).
+func closedPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
