@@ -1,6 +1,6 @@
 import Foundation
 
-/// SIGTERM and SIGINT, turned into messages for the engine.
+/// SIGTERM and SIGINT (and, when asked for, SIGHUP), turned into messages for the engine.
 ///
 /// The handlers are installed with `sigaction` before the daemon says it is ready, so a signal
 /// that arrives at any moment after that is never lost. (A dispatch signal source registers
@@ -12,8 +12,10 @@ enum StopSignals {
     /// The pipe's write end, for the C handler (which can capture nothing).
     nonisolated(unsafe) private static var writeFD: Int32 = -1
 
-    /// Installs the handlers once per process; `post` runs on the reader thread.
-    static func install(post: @escaping @Sendable (Int32) -> Void) {
+    /// Installs the handlers once per process; `post` runs on the reader thread for SIGTERM and
+    /// SIGINT. With `reload`, SIGHUP is caught too and calls it (on the same thread) instead of
+    /// killing the process, which is SIGHUP's default.
+    static func install(post: @escaping @Sendable (Int32) -> Void, reload: (@Sendable () -> Void)? = nil) {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -23,7 +25,9 @@ enum StopSignals {
             var byte: UInt8 = 0
             while true {
                 let n = read(readFD, &byte, 1)
-                if n == 1 { post(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
+                if n == 1 {
+                    if Int32(byte) == SIGHUP, let reload { reload() } else { post(Int32(byte)) }
+                } else if n < 0 && errno == EINTR { continue } else { return }
             }
         }
         reader.name = "spoolfetch-signals"
@@ -35,6 +39,6 @@ enum StopSignals {
         }
         sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART
-        for signal in [SIGTERM, SIGINT] { sigaction(signal, &action, nil) }
+        for signal in [SIGTERM, SIGINT] + (reload == nil ? [] : [SIGHUP]) { sigaction(signal, &action, nil) }
     }
 }
