@@ -1,31 +1,34 @@
 import Foundation
-import SpoolRequest
 
 /// `--config FILE`: `key = value` lines, keys named like the long flags of `spoolfetch run`
 /// (`concurrency = 32`, `window = "22:00-06:00"`). It is the plain-value subset of TOML; `#`
-/// starts a comment. Flags override the file; the file overrides the built-in defaults.
-/// Written by hand rather than with a TOML library: a dozen scalar keys, and the errors must
-/// name the line and the key.
+/// starts a comment; a quoted value may escape `"` and `\` with a backslash. Flags override the
+/// file; the file overrides the built-in defaults. Written by hand rather than with a TOML
+/// library: a couple of dozen scalar keys, and the errors must name the file, the line and the key.
 extension DaemonConfiguration {
     /// Every key the file (and `--print-config`) knows, in print order.
-    public static let fileKeys = [
-        "spool", "final-folder", "concurrency", "per-host", "window", "stall-timeout", "resource-timeout",
-        "retry-base", "retry-cap", "max-attempts", "max-rate", "max-bytes", "expect-slack", "min-free", "max-items",
-        "max-claims", "adopt-interval", "ca-file", "ca-path", "on-item", "on-group", "log-level",
-    ]
+    public static var fileKeys: [String] { ConfigurationKey.all.map(\.name) }
 
+    /// Applies a config file's text; errors name `path:line:` and the key.
     public mutating func apply(configFile text: String, path: String) throws(ConfigurationError) {
         var lineNumber = 0
+        var seen: [String: Int] = [:]
         for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             lineNumber += 1
             let line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let eq = line.firstIndex(of: "=") else {
-                throw ConfigurationError("\(path):\(lineNumber): expected 'key = value'")
+                throw ConfigurationError("\(path):\(lineNumber): expected 'key = value', got '\(line)'")
             }
             let key = line[..<eq].trimmingCharacters(in: .whitespaces)
-            var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
-            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            let rawValue = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
+            guard let value = Self.unquote(rawValue) else {
+                throw ConfigurationError("\(path):\(lineNumber): \(key): unterminated or malformed quoted value \(rawValue)")
+            }
+            if let first = seen[key] {
+                throw ConfigurationError("\(path):\(lineNumber): \(key) is already set on line \(first)")
+            }
+            seen[key] = lineNumber
             do throws(ConfigurationError) {
                 try set(key, value)
             } catch {
@@ -34,58 +37,64 @@ extension DaemonConfiguration {
         }
     }
 
-    /// Sets one option by its flag name; the error names the key and the expected form.
+    /// Sets one setting by its key (the long flag's name); the error names the key and the
+    /// expected form, and lists the known keys (with the closest one) for an unknown key.
     public mutating func set(_ key: String, _ value: String) throws(ConfigurationError) {
-        func int() throws(ConfigurationError) -> Int {
-            guard let v = Int(value) else { throw ConfigurationError("\(key) must be a whole number, got '\(value)'") }
-            return v
+        guard let entry = ConfigurationKey.named(key) else {
+            let suggestion = Self.closestKey(to: key).map { " (did you mean \($0)?)" } ?? ""
+            throw ConfigurationError("unknown key '\(key)'\(suggestion); known keys: \(Self.fileKeys.joined(separator: ", "))")
         }
-        func double() throws(ConfigurationError) -> Double {
-            guard let v = Double(value) else { throw ConfigurationError("\(key) must be a number, got '\(value)'") }
-            return v
-        }
-        func bytes() throws(ConfigurationError) -> Int64 {
-            guard let v = ByteCount.parse(value) else { throw ConfigurationError("\(key) must be a byte count such as 512M, got '\(value)'") }
-            return v
-        }
-        switch key {
-        case "spool": spool = value
-        case "final-folder": finalFolder = value.isEmpty ? nil : value
-        case "concurrency": concurrency = try int()
-        case "per-host": perHost = try int()
-        case "window": window = value.isEmpty ? nil : value
-        case "stall-timeout": stallTimeout = try int()
-        case "resource-timeout": resourceTimeout = try double()
-        case "retry-base": retryBase = try double()
-        case "retry-cap": retryCap = try double()
-        case "max-attempts": maxAttempts = try int()
-        case "max-rate": maxRate = try bytes()
-        case "max-bytes": maxBytes = try bytes()
-        case "expect-slack": expectSlack = try double()
-        case "min-free": minFree = try bytes()
-        case "max-items": maxItems = try int()
-        case "max-claims": maxClaims = try int()
-        case "adopt-interval": adoptInterval = try double()
-        case "ca-file": caFile = value.isEmpty ? nil : value
-        case "ca-path": caPath = value.isEmpty ? nil : value
-        case "on-item": onItem = value.isEmpty ? nil : value
-        case "on-group": onGroup = value.isEmpty ? nil : value
-        case "log-level": logLevel = value
-        default: throw ConfigurationError("unknown key '\(key)'; known keys: \(Self.fileKeys.joined(separator: ", "))")
-        }
+        try entry.set(value, in: &self)
     }
 
     /// The effective configuration in the config file's own format.
     public var printed: String {
-        func q(_ s: String?) -> String { "\"\(s ?? "")\"" }
-        let values: [String: String] = [
-            "spool": q(spool), "final-folder": q(finalFolder), "concurrency": "\(concurrency)", "per-host": "\(perHost)",
-            "window": q(window), "stall-timeout": "\(stallTimeout)", "resource-timeout": "\(resourceTimeout)",
-            "retry-base": "\(retryBase)", "retry-cap": "\(retryCap)", "max-attempts": "\(maxAttempts)",
-            "max-rate": "\(maxRate)", "max-bytes": "\(maxBytes)", "expect-slack": "\(expectSlack)", "min-free": "\(minFree)",
-            "max-items": "\(maxItems)", "max-claims": "\(maxClaims)", "adopt-interval": "\(adoptInterval)",
-            "ca-file": q(caFile), "ca-path": q(caPath), "on-item": q(onItem), "on-group": q(onGroup), "log-level": q(logLevel),
-        ]
-        return Self.fileKeys.map { "\($0) = \(values[$0]!)" }.joined(separator: "\n") + "\n"
+        ConfigurationKey.all.map { "\($0.name) = \($0.format(self))" }.joined(separator: "\n") + "\n"
+    }
+
+    /// A TOML basic string's content, or the bare value; nil for a broken quoted value.
+    static func unquote(_ value: String) -> String? {
+        guard value.hasPrefix("\"") else { return value }
+        var out = ""
+        var escaped = false
+        var closed = false
+        for ch in value.dropFirst() {
+            if closed { return ch == " " || ch == "\t" ? out : nil }
+            if escaped {
+                switch ch {
+                case "\"", "\\": out.append(ch)
+                case "n": out.append("\n")
+                case "t": out.append("\t")
+                default: return nil
+                }
+                escaped = false
+            } else if ch == "\\" {
+                escaped = true
+            } else if ch == "\"" {
+                closed = true
+            } else {
+                out.append(ch)
+            }
+        }
+        return closed ? out : nil
+    }
+
+    /// The known key at the smallest edit distance (at most 2), for "did you mean".
+    static func closestKey(to key: String) -> String? {
+        func distance(_ a: [Character], _ b: [Character]) -> Int {
+            var row = Array(0...b.count)
+            for i in 1...max(1, a.count) where !a.isEmpty {
+                var previous = row[0]
+                row[0] = i
+                for j in 1...max(1, b.count) where !b.isEmpty {
+                    let old = row[j]
+                    row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                    previous = old
+                }
+            }
+            return row[b.count]
+        }
+        let best = fileKeys.map { ($0, distance(Array(key), Array($0))) }.min { $0.1 < $1.1 }
+        return best.flatMap { $0.1 <= 2 ? $0.0 : nil }
     }
 }

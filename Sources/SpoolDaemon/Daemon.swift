@@ -16,10 +16,25 @@ public enum Daemon {
 
     public static let version = "0.1.0"
 
+    /// The daemon's logger: logfmt lines on stderr, with journald priority prefixes when stderr
+    /// is the journal. Its level is shared by every copy: `var l = logger; l.logLevel = .debug`
+    /// changes it for all (as a reload does).
+    public static func makeLogger(level: Logger.Level) -> Logger {
+        let setting = LogLevelSetting(level)
+        let journal = JournalStream.isStandardError()
+        return Logger(label: "spoolfetch") { LogfmtHandler(label: $0, level: setting, journal: journal) }
+    }
+
     /// Runs the daemon with `configuration`; returns the process exit status.
     public static func run(_ configuration: DaemonConfiguration) -> Int32 {
-        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        let logger = Logger(label: "spoolfetch") { LogfmtHandler(label: $0, level: level) }
+        let logger = makeLogger(level: configuration.loggerLevel)
+        var configuration = configuration
+        if configuration.due && !configuration.once {
+            // Until the engine knows due-drains, --due drains like --once (it waits for items
+            // that are not due yet) rather than running as a daemon.
+            logger.warning("--due drains like --once in this build: items not due yet are waited for")
+            configuration.once = true
+        }
         do {
             let engine = try Engine(configuration: configuration, logger: logger)
             let summary = try engine.run()

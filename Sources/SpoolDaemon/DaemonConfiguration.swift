@@ -3,7 +3,11 @@ import Logging
 import SpoolScheduler
 
 /// Everything `spoolfetch run` can be told. Built by the executable from flags, environment and
-/// an optional config file; printed by `--print-config`.
+/// an optional config file (`ConfigurationSource`); printed by `--print-config`.
+///
+/// Each setting a user can give has one row in `ConfigurationKey.all` (its name, parser, check,
+/// printed form, help text and whether it can change at run time); the fields below are only
+/// where the values live.
 public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// The spool root.
     public var spool: String = "spool"
@@ -11,6 +15,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var finalFolder: String?
     /// Drain mode: exit when nothing is pending or running.
     public var once: Bool = false
+    /// Due-drain mode (`run --due`): fetch what is due now, leave items whose earliest start or
+    /// window lies ahead queued, and exit. Needs no lock when several workers share the spool.
+    public var due: Bool = false
     public var concurrency: Int = 16
     public var perHost: Int = 6
     /// `HH:MM-HH:MM`, local time; discretionary items run only inside it.
@@ -33,41 +40,49 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// Bytes of free space kept on the staging (and final) filesystem.
     public var minFree: Int64 = 64 * 1024 * 1024
     /// Items per request file.
-    public var maxItems: Int = 10_000
-    /// Most requests claimed (held open and locked) at once; more wait in `incoming/`, in arrival
-    /// order, and are claimed as earlier ones end. Bounded by the process's file limit.
+    public var maxItems: Int = 1_000_000
+    /// Bytes per request file.
+    public var maxRequestBytes: Int64 = 64 * 1024 * 1024
+    /// Most requests claimed at once. No longer a flag or config key (claims are to stop holding
+    /// a descriptor each); kept so the engine builds until it stops reading it.
     public var maxClaims: Int = 8192
     /// Seconds between scans of `active/` for requests whose worker died (0: only at start).
     public var adoptInterval: Double = 30
+    /// Seconds between full scans of `incoming/` besides inotify (0: none).
+    public var rescanInterval: Double = 0
     public var caFile: String?
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).
     public var onItem: String?
     public var onGroup: String?
+    /// Seconds a hook may run before its whole process group is killed.
+    public var hookTimeout: Double = 300
+    /// Hooks running at once; more wait their turn, in order.
+    public var maxHooks: Int = 4
     public var logLevel: String = "info"
+    /// Where this configuration came from, so `SIGHUP` can read the file again with the same
+    /// flags on top (nil when built in code).
+    public var source: ConfigurationSource?
 
     public init() {}
 
-    /// Checks values that flags cannot express; the message names the flag.
+    /// Checks every key's rule and the rules between keys; the message names the flag.
     public func validate() throws(ConfigurationError) {
-        if concurrency < 1 { throw .init("--concurrency must be at least 1") }
-        if perHost < 1 { throw .init("--per-host must be at least 1") }
-        if let w = window, DailyWindow(parsing: w) == nil {
-            throw .init("--window must look like 22:00-06:00 (HH:MM-HH:MM, start and end differ), got '\(w)'")
+        for key in ConfigurationKey.all {
+            if let problem = key.check(self) { throw .init("--\(problem)") }
         }
-        if stallTimeout < 1 { throw .init("--stall-timeout must be at least 1 second") }
-        if resourceTimeout <= 0 { throw .init("--resource-timeout must be positive") }
-        if retryBase <= 0 || retryCap < retryBase { throw .init("--retry-base must be positive and at most --retry-cap") }
-        if maxAttempts < 0 { throw .init("--max-attempts must be 0 (unlimited) or more") }
-        if maxRate < 0 || maxBytes < 0 || minFree < 0 { throw .init("sizes must not be negative") }
-        if expectSlack < 1 { throw .init("--expect-slack must be at least 1") }
-        if Logger.Level(rawValue: logLevel) == nil {
-            throw .init("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        if retryCap < retryBase {
+            throw .init("--retry-base (\(ConfigurationKey.formatNumber(retryBase))) must be at most --retry-cap (\(ConfigurationKey.formatNumber(retryCap)))")
         }
+        if once && due { throw .init("--once and --due are two drain modes; give one") }
     }
+
+    /// The log level as swift-log's type (validated, so never nil after `validate()`).
+    public var loggerLevel: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }
 }
 
-/// A configuration value is unusable.
+/// A configuration value is unusable. `description` names the key (and the file and line, for
+/// config files).
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ message: String) { description = message }

@@ -39,73 +39,17 @@ public struct SpoolOverview: Sendable {
         }
         return overview
     }
-
-    /// `{"daemons": […], "tasks": […], "morePending": N}`.
-    public func json() -> String {
-        struct Shape: Encodable { var daemons: [DaemonStatus]; var tasks: [TaskStatus]; var morePending: Int }
-        return String(decoding: SpoolJSON.encode(Shape(daemons: daemons, tasks: tasks, morePending: morePending)), as: UTF8.self)
-    }
-
-    /// One line per task, tab-separated (for scripts and pipes).
-    public func plainLines() -> String {
-        tasks.map { t in
-            [t.id, t.state, t.name, t.url, "\(t.bytes)", t.expected.map(String.init) ?? "-",
-             t.rate.map { String(Int($0)) } ?? "-", t.eta.map { String(Int($0.rounded())) } ?? "-", "\(t.attempts)",
-             t.error ?? ""].joined(separator: "\t")
-        }.joined(separator: "\n") + (tasks.isEmpty ? "" : "\n")
-    }
-
-    /// A table with progress bars, for a terminal `columns` wide.
-    public func table(columns: Int = 100) -> String {
-        var out = ""
-        for d in daemons {
-            out += "daemon \(d.host) pid \(d.pid), up since \(d.startedAt): \(d.running) running, \(d.queued) queued, "
-                + "\(d.published) published, \(d.failed) failed, \(d.rejected) rejected\n"
-        }
-        if daemons.isEmpty { out += "no daemon is running on this spool\n" }
-        let nameWidth = max(10, min(32, columns - 72))
-        out += pad("ID", 24) + " " + pad("STATE", 14) + " " + pad("NAME", nameWidth) + " " + pad("PROGRESS", 22) + " "
-            + pad("RATE", 10) + " " + pad("ETA", 7) + " TRIES\n"
-        for t in tasks {
-            var progress = Self.human(t.bytes)
-            if let e = t.expected, e > 0 {
-                let fraction = min(1, Double(t.bytes) / Double(e))
-                let filled = Int((fraction * 10).rounded(.down))
-                progress = "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 10 - filled) + "] "
-                    + String(format: "%3d%%", Int(fraction * 100))
-            }
-            let rate = t.rate.map { Self.human(Int64($0)) + "/s" } ?? ""
-            let eta = t.eta.map { Self.duration($0) } ?? ""
-            out += pad(t.id, 24) + " " + pad(t.state, 14) + " " + pad(t.name, nameWidth) + " " + pad(progress, 22) + " "
-                + pad(rate, 10) + " " + pad(eta, 7) + " \(t.attempts)"
-            if let error = t.error, t.state == "failed" || t.state == "retrying" { out += "  " + error }
-            out += "\n"
-        }
-        if morePending > 0 { out += "… and \(morePending) more pending\n" }
-        return out
-    }
-
-    private func pad(_ s: String, _ width: Int) -> String {
-        s.count >= width ? String(s.prefix(width - 1)) + "…" : s + String(repeating: " ", count: width - s.count)
-    }
-
-    static func human(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes), unit = 0
-        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
-
-    static func duration(_ seconds: Double) -> String {
-        let s = Int(seconds.rounded())
-        return s >= 3600 ? "\(s / 3600)h\(s % 3600 / 60)m" : s >= 60 ? "\(s / 60)m\(s % 60)s" : "\(s)s"
-    }
 }
 
 /// Why an operator command could not be carried out.
 public enum OperatorError: Error, CustomStringConvertible {
     case noSpool(String)
+    /// Not an id at all (`slow#x`): the executable exits 64.
+    case malformedID(String, reason: String)
     case unknownID(String)
+    /// The request is not held by a running daemon because it has ended or not started: its
+    /// folder says which (`done`, `failed`, `rejected`, `queued`).
+    case notRunning(id: String, state: String, hint: String)
     case noAnswer(pid: Int32, seconds: Double)
     case refused(String)
     case io(String)
@@ -113,7 +57,9 @@ public enum OperatorError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case .noSpool(let s): return "\(s) is not a spool (no incoming/ folder); pass --spool or set SPOOLFETCH_SPOOL"
-        case .unknownID(let id): return "unknown id \(id): no running daemon has it and it is not in failed/ (see spoolfetch status)"
+        case .malformedID(let id, let reason): return "malformed id '\(id)': \(reason) (an id is REQUEST or REQUEST#INDEX, as in nightly#3)"
+        case .unknownID(let id): return "unknown id \(id): no running daemon has it and no spool folder holds it (see spoolfetch status)"
+        case .notRunning(let id, let state, let hint): return "\(id) is \(state): \(hint)"
         case .noAnswer(let pid, let seconds): return "the daemon (pid \(pid)) did not answer within \(Int(seconds)) s"
         case .refused(let message): return message
         case .io(let message): return message
@@ -126,8 +72,9 @@ public enum OperatorError: Error, CustomStringConvertible {
 public enum ControlClient {
     public static func send(_ verb: ControlCommand.Verb, id: String, spool: String,
                             timeout: Double = 10) throws(OperatorError) -> ControlResult {
+        let parsed = try ControlID(parsing: id)
         let overview = try SpoolOverview.read(spool: spool)
-        let request = id.split(separator: "#", maxSplits: 1).first.map(String.init) ?? id
+        let request = parsed.request
         let live = { (t: TaskStatus) in (t.id == id || t.request == id) && t.state != "done" && t.state != "failed" }
         let owner = overview.reports.first { $0.tasks.contains(where: live) }?.daemon
         // The folders are the truth (a status report may be up to a second old): a request in
@@ -136,7 +83,7 @@ public enum ControlClient {
            !FileManager.default.fileExists(atPath: spool + "/active/" + request) {
             return try retryFailed(request: request, id: id, spool: spool)
         }
-        guard let daemon = owner else { throw .unknownID(id) }
+        guard let daemon = owner else { throw ended(id: id, request: request, verb: verb, spool: spool) }
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
         let name = "cmd-\(daemon.pid)-\(suffix)"
         let answer = "res-\(daemon.pid)-\(suffix)"
@@ -159,6 +106,21 @@ public enum ControlClient {
         }
     }
 
+    /// Why no daemon holds `request`, from the folder it is in.
+    static func ended(id: String, request: String, verb: ControlCommand.Verb, spool: String) -> OperatorError {
+        func has(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: spool + "/" + folder + "/" + request) }
+        if has("incoming") {
+            return .notRunning(id: id, state: "queued", hint: "still in incoming/, not claimed by a daemon yet; \(verb.rawValue) works once a daemon holds it")
+        }
+        if has("failed") {
+            let what = verb == .retry ? "a daemon still holds it" : "it has ended in failed/ (see failed/\(request).error); spoolfetch retry \(request) queues its failed items again"
+            return .notRunning(id: id, state: "failed", hint: what)
+        }
+        if has("done") { return .notRunning(id: id, state: "done", hint: "every item was published; there is nothing to \(verb.rawValue)") }
+        if has("rejected") { return .notRunning(id: id, state: "rejected", hint: "the request file was refused; see rejected/\(request).error") }
+        return .unknownID(id)
+    }
+
     /// A request in `failed/`: its failed items go back into the queue as a new request file
     /// `R-retry-STAMP` (same group name, same options); `failed/R` and its `.error` stay as the record.
     static func retryFailed(request: String, id: String, spool: String) throws(OperatorError) -> ControlResult {
@@ -171,7 +133,7 @@ public enum ControlClient {
         let file: RequestFile
         do { file = try RequestParser.parse(fileName: request, bytes: [UInt8](bytes)) } catch { throw .io("\(error)") }
         var indices = Set((record.items ?? []).map(\.index))
-        if let hash = id.firstIndex(of: "#"), let one = Int(id[id.index(after: hash)...]) {
+        if let one = (try? ControlID(parsing: id))?.index {
             guard indices.contains(one) else { throw .refused("item \(id) did not fail; nothing to retry") }
             indices = [one]
         }
@@ -199,5 +161,34 @@ public enum ControlClient {
         }
         return ControlResult(ok: true, message: "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)",
                              items: items.map { "\(request)#\($0.index)" })
+    }
+}
+
+/// A control command's target: `REQUEST` (every item of a request file) or `REQUEST#INDEX`.
+public struct ControlID: Sendable, Hashable {
+    public var request: String
+    public var index: Int?
+
+    /// Refuses what cannot name a task, saying why: an empty or dot name, a `/`, control
+    /// characters, or anything but a whole number after `#`.
+    public init(parsing id: String) throws(OperatorError) {
+        let parts = id.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
+        let name = String(parts[0])
+        if name.isEmpty { throw .malformedID(id, reason: "the request name before # is empty") }
+        if name == "." || name == ".." || name.hasPrefix(".") { throw .malformedID(id, reason: "a request name does not start with '.'") }
+        if name.contains("/") { throw .malformedID(id, reason: "a request name has no '/'") }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw .malformedID(id, reason: "a request name has no control characters")
+        }
+        request = name
+        if parts.count == 2 {
+            let tail = parts[1]
+            guard !tail.isEmpty, tail.count <= 9, tail.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(tail) else {
+                throw .malformedID(id, reason: "the part after # must be an item index, a whole number such as \(name)#0")
+            }
+            index = n
+        } else {
+            index = nil
+        }
     }
 }

@@ -24,6 +24,14 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var published: Int
     public var failed: Int
     public var rejected: Int
+    /// Hooks running now and waiting for a slot (`HookRunner.running` / `.waiting`); a drain
+    /// that has ended its items but still runs hooks shows them here.
+    public var hooksRunning: Int? = nil
+    public var hooksWaiting: Int? = nil
+    /// Bytes per second received by all transfers together, over the daemon's moving window.
+    public var rate: Double? = nil
+    /// Seconds until every running and pending item with a known size is done, at that rate.
+    public var eta: Double? = nil
 }
 
 /// One item, as `spoolfetch status` shows it (URLSession's `getAllTasks`).
@@ -64,6 +72,9 @@ public struct ControlResult: Codable, Sendable, Hashable {
     public var message: String
     /// The item ids it acted on.
     public var items: [String]
+    /// The state of the item (or request) the command was about, when the daemon says
+    /// (`running`, `paused`, `done`, …): printed with the message.
+    public var state: String? = nil
 }
 
 /// Strips the query and fragment from a URL for display (they may hold access tokens).

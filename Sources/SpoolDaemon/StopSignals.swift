@@ -1,6 +1,6 @@
 import Foundation
 
-/// SIGTERM and SIGINT, turned into messages for the engine.
+/// SIGTERM and SIGINT (and, when asked for, SIGHUP), turned into messages for the engine.
 ///
 /// The handlers are installed with `sigaction` before the daemon says it is ready, so a signal
 /// that arrives at any moment after that is never lost. (A dispatch signal source registers
@@ -12,9 +12,11 @@ enum StopSignals {
     /// The pipe's write end, for the C handler (which can capture nothing).
     nonisolated(unsafe) private static var writeFD: Int32 = -1
 
-    /// Installs the handlers once per process; `post` runs on the reader thread. Throws when the
-    /// pipe or a handler cannot be set up: a daemon that cannot be stopped cleanly must not start.
-    static func install(post: @escaping @Sendable (Int32) -> Void) throws(SignalSetupError) {
+    /// Installs the handlers once per process; `post` runs on the reader thread for SIGTERM and
+    /// SIGINT. With `reload`, SIGHUP is caught too and calls it (on the same thread) instead of
+    /// killing the process, which is SIGHUP's default.
+    static func install(post: @escaping @Sendable (Int32) -> Void,
+                        reload: (@Sendable () -> Void)? = nil) throws(SignalSetupError) {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw SignalSetupError(call: "pipe", errno: errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -24,7 +26,9 @@ enum StopSignals {
             var byte: UInt8 = 0
             while true {
                 let n = read(readFD, &byte, 1)
-                if n == 1 { post(Int32(byte)) } else if n < 0 && errno == EINTR { continue } else { return }
+                if n == 1 {
+                    if Int32(byte) == SIGHUP, let reload { reload() } else { post(Int32(byte)) }
+                } else if n < 0 && errno == EINTR { continue } else { return }
             }
         }
         reader.name = "spoolfetch-signals"
@@ -39,7 +43,7 @@ enum StopSignals {
         }
         sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART
-        for signal in [SIGTERM, SIGINT] where sigaction(signal, &action, nil) != 0 {
+        for signal in [SIGTERM, SIGINT] + (reload == nil ? [] : [SIGHUP]) where sigaction(signal, &action, nil) != 0 {
             throw SignalSetupError(call: "sigaction(\(signal))", errno: errno)
         }
     }

@@ -119,6 +119,11 @@ public final class DaemonProcess: @unchecked Sendable {
         }
     }
 
+    /// Waits until the process's stdout satisfies `predicate` (woken by writes to the output file).
+    public func waitForStdout(timeout: Double, what: String, until predicate: @escaping (String) -> Bool) throws {
+        try DirectoryWaiter.wait(in: outputDir, timeout: timeout, what: what) { predicate(self.stdoutText) }
+    }
+
     /// Exit status, or 128 + signal.
     public func waitForExit(timeout: Double) throws -> Int32 {
         if !reaped {

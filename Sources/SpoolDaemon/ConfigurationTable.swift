@@ -1,0 +1,65 @@
+import Foundation
+import Logging
+import SpoolScheduler
+
+extension ConfigurationKey {
+    /// Every setting of `spoolfetch run`, in the order `--print-config` prints them. The one list:
+    /// add a setting here (and a field in `DaemonConfiguration`, and its flag in the executable,
+    /// which a test checks against this table).
+    public static let all: [ConfigurationKey] = [
+        .text("spool", \.spool, value: "dir", reload: false, example: "/var/spool/spoolfetch",
+              "The spool root; $SPOOLFETCH_SPOOL when not given", rule: { $0.isEmpty ? "must not be empty" : nil }),
+        .optionalText("final-folder", \.finalFolder, value: "dir", reload: false, example: "/srv/data/in",
+                      "Where published files and markers go (none: SPOOL/done)"),
+        .int("concurrency", \.concurrency, atLeast: 1, reload: true, example: "32",
+             "Transfers at once"),
+        .int("per-host", \.perHost, atLeast: 1, reload: true, example: "4",
+             "Transfers at once to one host:port"),
+        .optionalText("window", \.window, value: "HH:MM-HH:MM", reload: true, example: "22:00-06:00",
+                      "Discretionary window, local time, may cross midnight",
+                      rule: { DailyWindow(parsing: $0) == nil
+                          ? "must look like 22:00-06:00 (HH:MM-HH:MM, start and end differ), got '\($0)'" : nil }),
+        .int("stall-timeout", \.stallTimeout, atLeast: 1, value: "seconds", reload: false, example: "30",
+             "Seconds without a byte before a transfer is cut and retried"),
+        .seconds("resource-timeout", \.resourceTimeout, positive: true, reload: true, example: "86400",
+                 "Seconds after an item was queued when it is not retried any more"),
+        .seconds("retry-base", \.retryBase, positive: true, reload: true, example: "2",
+                 "First retry delay in seconds, doubling with jitter"),
+        .seconds("retry-cap", \.retryCap, positive: true, reload: true, example: "600",
+                 "Longest retry delay in seconds"),
+        .int("max-attempts", \.maxAttempts, atLeast: 0, reload: true, example: "5",
+             "Attempts per item before it fails for good; 0 = until the resource timeout"),
+        .bytes("max-rate", \.maxRate, value: "bytes/s", reload: true, example: "20M",
+               "Daemon-wide receive rate shared by the running transfers; 0 = unlimited"),
+        .bytes("max-bytes", \.maxBytes, reload: true, example: "10G",
+               "Daemon-wide cap on any response body; 0 = none"),
+        .number("expect-slack", \.expectSlack, value: "factor", positive: true, atLeast: 1, reload: true, example: "3",
+                "A body more than this many times its expected-bytes fails, unless max-bytes is set"),
+        .bytes("min-free", \.minFree, reload: true, example: "1G",
+               "Free space kept on the staging (and final) filesystem; items wait rather than fill it"),
+        .int("max-items", \.maxItems, atLeast: 1, reload: true, example: "5000",
+             "Most items one request file may hold"),
+        .bytes("max-request-bytes", \.maxRequestBytes, positive: true, reload: true, example: "1M",
+               "Largest request file accepted; a larger one is rejected"),
+        .seconds("adopt-interval", \.adoptInterval, positive: false, reload: true, example: "10",
+                 "Seconds between looks for requests whose worker died; 0 = only at start"),
+        .seconds("rescan-interval", \.rescanInterval, positive: false, reload: true, example: "600",
+                 "Seconds between full scans of incoming/ besides inotify (for filesystems whose events can be missed); 0 = off"),
+        .optionalText("ca-file", \.caFile, value: "file", reload: false, example: "/etc/ssl/private-ca.pem",
+                      "Extra CA certificates (PEM) to trust, besides the system's"),
+        .optionalText("ca-path", \.caPath, value: "dir", reload: false, example: "/etc/ssl/extra",
+                      "Extra folder of hashed CA certificates to trust"),
+        .optionalText("on-item", \.onItem, value: "command", reload: true, example: "/usr/local/bin/item-done",
+                      "Command run (sh -c) after each item ends, with SPOOLFETCH_* variables"),
+        .optionalText("on-group", \.onGroup, value: "command", reload: true, example: "/usr/local/bin/ingest",
+                      "Command run (sh -c) once after every item of a request file ended"),
+        .seconds("hook-timeout", \.hookTimeout, positive: true, reload: true, example: "60",
+                 "Seconds a hook may run; past it its whole process group is killed"),
+        .int("max-hooks", \.maxHooks, atLeast: 1, reload: true, example: "2",
+             "Hooks running at once; more wait their turn"),
+        .text("log-level", \.logLevel, value: "level", reload: true, example: "debug",
+              "trace, debug, info, notice, warning, error or critical",
+              rule: { Logger.Level(rawValue: $0) == nil
+                  ? "must be one of trace, debug, info, notice, warning, error, critical, got '\($0)'" : nil }),
+    ]
+}

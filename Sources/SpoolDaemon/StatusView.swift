@@ -1,0 +1,119 @@
+import Foundation
+import SpoolStore
+
+/// The three ways `spoolfetch status` prints a `SpoolOverview`: JSON, tab-separated lines with a
+/// header (for scripts and pipes), and a table that fits the terminal.
+extension SpoolOverview {
+    /// `{"daemons": […], "tasks": […], "morePending": N}` on one line.
+    public func json() -> String {
+        struct Shape: Encodable { var daemons: [DaemonStatus]; var tasks: [TaskStatus]; var morePending: Int }
+        return String(decoding: SpoolJSON.encode(Shape(daemons: daemons, tasks: tasks, morePending: morePending)), as: UTF8.self)
+    }
+
+    /// The columns of `plainLines()`, in order.
+    public static let plainHeader = ["ID", "STATE", "NAME", "URL", "BYTES", "EXPECTED", "RATE", "ETA", "ATTEMPTS", "ERROR"]
+
+    /// A header line, then one tab-separated line per task (sizes in bytes, rate in bytes per
+    /// second, ETA in seconds, `-` when unknown). Tabs and newlines inside a field become spaces.
+    public func plainLines() -> String {
+        var out = Self.plainHeader.joined(separator: "\t") + "\n"
+        for t in tasks {
+            let fields = [t.id, t.state, t.name, t.url, "\(t.bytes)", t.expected.map(String.init) ?? "-",
+                          t.rate.map { String(Int($0)) } ?? "-", t.eta.map { String(Int($0.rounded())) } ?? "-",
+                          "\(t.attempts)", t.error ?? ""]
+            out += fields.map { $0.map { $0 == "\t" || $0.isNewline ? " " : $0 }.reduce(into: "") { $0.append($1) } }
+                .joined(separator: "\t") + "\n"
+        }
+        return out
+    }
+
+    /// A table for a terminal `columns` wide. IDs are never shortened (two ids that differ only
+    /// at the end must stay tellable apart); the NAME column takes what is left, and goes when
+    /// nothing is left. Sizes and rates use K/M/G (powers of 1024).
+    public func table(columns: Int = 80) -> String {
+        var out = ""
+        for d in daemons {
+            out += "daemon \(d.host) pid \(d.pid), up since \(d.startedAt)\n"
+            out += "  \(d.running) running, \(d.queued) queued, \(d.published) published, \(d.failed) failed, \(d.rejected) rejected\n"
+            var more: [String] = []
+            if let rate = d.rate { more.append("\(Self.human(Int64(rate)))/s" + (d.eta.map { ", ETA \(Self.duration($0))" } ?? "")) }
+            if let hooks = d.hooksRunning, hooks > 0 || (d.hooksWaiting ?? 0) > 0 {
+                more.append("hooks: \(hooks) running" + ((d.hooksWaiting ?? 0) > 0 ? ", \(d.hooksWaiting!) waiting" : ""))
+            }
+            if !more.isEmpty { out += "  " + more.joined(separator: "; ") + "\n" }
+        }
+        if daemons.isEmpty { out += "no daemon is running on this spool\n" }
+        // Columns after the id: STATE, PROGRESS, RATE, ETA, TRY and their separators; NAME
+        // takes what is left. Ids too long to leave room for a name go on a line of their own.
+        let idWidth = max(2, tasks.map(\.id.count).max() ?? 2)
+        let after = Self.stateWidth + 1 + Self.progressWidth + 1 + Self.rateWidth + 1 + Self.etaWidth + 1 + 3
+        let idInline = columns - (idWidth + 1) - after - 1 >= Self.minimumName
+        let lead = idInline ? idWidth + 1 : 2
+        let nameWidth = columns - lead - after - 1
+        let showName = nameWidth >= Self.minimumName
+        func row(_ id: String, _ state: String, _ name: String, _ progress: String, _ rate: String, _ eta: String,
+                 _ tries: String) -> String {
+            var line = idInline ? pad(id, idWidth) + " " : id + "\n  "
+            line += pad(state, Self.stateWidth) + " "
+            if showName { line += pad(name, nameWidth, cut: true) + " " }
+            return line + pad(progress, Self.progressWidth) + " " + padLeft(rate, Self.rateWidth) + " "
+                + padLeft(eta, Self.etaWidth) + " " + padLeft(tries, 3)
+        }
+        out += row("ID", "STATE", "NAME", "PROGRESS", "RATE", "ETA", "TRY") + "\n"
+        for t in tasks {
+            var line = row(t.id, t.state, t.name, Self.progress(t), t.rate.map { Self.human(Int64($0)) + "/s" } ?? "",
+                           t.eta.map { Self.duration($0) } ?? "", "\(t.attempts)")
+            if let error = t.error, t.state == "failed" || t.state == "retrying" {
+                let lastLine = line.split(separator: "\n").last.map(String.init) ?? line
+                let room = columns - lastLine.count - 2
+                if room >= 8 { line += "  " + pad(error, room, cut: true).trimmingCharacters(in: .whitespaces) }
+            }
+            out += line + "\n"
+        }
+        if morePending > 0 { out += "… and \(morePending) more pending\n" }
+        return out
+    }
+
+    static let minimumName = 6
+    static let stateWidth = 14      // "waiting-window"
+    static let progressWidth = 12   // "[#####] 100%"
+    static let rateWidth = 8        // "1023.9K/s" rounds to "1023K/s"
+    static let etaWidth = 6         // "59m59s", "99h59m"
+
+    /// `[###..] 61%` when the size is known, else the bytes so far.
+    static func progress(_ t: TaskStatus) -> String {
+        guard let e = t.expected, e > 0 else { return t.bytes > 0 ? human(t.bytes) : "" }
+        let fraction = min(1, Double(t.bytes) / Double(e))
+        let filled = Int((fraction * 5).rounded(.down))
+        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 5 - filled) + "] "
+            + String(format: "%3d%%", Int(fraction * 100))
+    }
+
+    private func pad(_ s: String, _ width: Int, cut: Bool = false) -> String {
+        if s.count > width && cut { return String(s.prefix(max(0, width - 1))) + "…" }
+        return s.count >= width ? s : s + String(repeating: " ", count: width - s.count)
+    }
+
+    private func padLeft(_ s: String, _ width: Int) -> String {
+        s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
+    }
+
+    /// `512B`, `1.5K`, `12M`, `3.2G`: at most 5 characters below 1,000 TiB.
+    public static func human(_ bytes: Int64) -> String {
+        let units = ["B", "K", "M", "G", "T", "P"]
+        var value = Double(bytes), unit = 0
+        while value >= 1000 && unit < units.count - 1 { value /= 1024; unit += 1 }
+        if unit == 0 { return "\(bytes)B" }
+        return (value < 10 ? String(format: "%.1f", value) : String(format: "%.0f", value)) + units[unit]
+    }
+
+    /// `7s`, `3m05s`, `2h07m`, `3d04h`.
+    public static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0 else { return "" }
+        let s = Int(seconds.rounded())
+        if s >= 86400 { return "\(s / 86400)d" + String(format: "%02dh", s % 86400 / 3600) }
+        if s >= 3600 { return "\(s / 3600)h" + String(format: "%02dm", s % 3600 / 60) }
+        if s >= 60 { return "\(s / 60)m" + String(format: "%02ds", s % 60) }
+        return "\(s)s"
+    }
+}

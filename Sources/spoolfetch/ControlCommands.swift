@@ -1,0 +1,64 @@
+import ArgumentParser
+import Foundation
+import SpoolDaemon
+
+/// The shared shape of cancel, pause, resume and retry.
+protocol ControlVerbCommand: ParsableCommand {
+    static var verb: ControlCommand.Verb { get }
+    var id: String { get }
+    var spool: SpoolOption { get }
+}
+
+extension ControlVerbCommand {
+    func run() throws {
+        do {
+            let result = try ControlClient.send(Self.verb, id: id, spool: spool.resolved)
+            print(result.state.map { "\(result.message) (state: \($0))" } ?? result.message)
+        } catch {
+            FileHandle.standardError.write(Data("spoolfetch \(Self.verb.rawValue): \(error.description)\n".utf8))
+            // A malformed id is a usage error, like a malformed flag.
+            if case .malformedID = error { throw ExitCode(64) }
+            throw ExitCode(2)
+        }
+    }
+}
+
+struct Cancel: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.cancel
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel a task: it ends in failed/ with the reason 'cancelled'.",
+        discussion: "ID is REQUEST#INDEX for one item or REQUEST for all its items (see spoolfetch status).\nExample: spoolfetch cancel nightly#2")
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}
+
+struct Pause: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.pause
+    static let configuration = CommandConfiguration(
+        abstract: "Pause a task; its partial download is kept until resume.",
+        discussion: "Example: spoolfetch pause nightly#2")
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}
+
+struct Resume: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.resume
+    static let configuration = CommandConfiguration(
+        abstract: "Resume a paused task from its partial download.",
+        discussion: "Example: spoolfetch resume nightly#2")
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}
+
+struct Retry: ControlVerbCommand {
+    static let verb = ControlCommand.Verb.retry
+    static let configuration = CommandConfiguration(
+        abstract: "Retry now: a task waiting to retry starts at once; a failed request's failed items are queued again.",
+        discussion: """
+        For a request in failed/, its failed items (or just REQUEST#INDEX) go back into incoming/ as a new
+        request REQUEST-retry-STAMP with the same group and options; failed/REQUEST and its .error stay as the record.
+        Example: spoolfetch retry nightly
+        """)
+    @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly", valueName: "id")) var id: String
+    @OptionGroup var spool: SpoolOption
+}

@@ -1,0 +1,79 @@
+import Foundation
+@testable import SpoolDaemon
+import XCTest
+
+final class StatusViewTests: XCTestCase {
+    private func task(_ id: String, _ state: String, name: String = "file.bin", bytes: Int64 = 0, expected: Int64? = nil,
+                      rate: Double? = nil, eta: Double? = nil, error: String? = nil) -> TaskStatus {
+        TaskStatus(id: id, request: String(id.prefix { $0 != "#" }), group: "g", name: name, url: "http://h/x", state: state,
+                   bytes: bytes, expected: expected, rate: rate, eta: eta, attempts: 2, error: error, startsAt: nil, finishedAt: nil)
+    }
+
+    private func overview(_ tasks: [TaskStatus], daemon: Bool = true) -> SpoolOverview {
+        let d = DaemonStatus(host: "vm", pid: 4242, version: "0.1.0", spool: "/s", startedAt: "2026-11-23T10:00:00.000Z",
+                             updatedAt: "2026-11-23T10:00:01.000Z", running: 1, queued: 0, published: 3, failed: 0, rejected: 0,
+                             hooksRunning: 2, hooksWaiting: 1, rate: 1_048_576, eta: 75)
+        return SpoolOverview(daemons: daemon ? [d] : [], tasks: tasks, morePending: 0)
+    }
+
+    func testTheTableFits80ColumnsAndNeverShortensAnID() {
+        let tasks = [
+            task("nightly-2026-11-22-retry-20261123T0916#12", "retrying", name: "a-very-long-file-name-that-goes-on.csv",
+                 error: "http-status: 503 Service Unavailable from the origin"),
+            task("nightly-2026-11-22-retry-20261123T0917#12", "running", bytes: 3 << 20, expected: 6 << 20, rate: 1_048_576, eta: 3),
+            task("r#0", "waiting-window", name: "x"),
+        ]
+        let table = overview(tasks).table(columns: 80)
+        let lines = table.split(separator: "\n")
+        for line in lines { XCTAssertLessThanOrEqual(line.count, 80, "\(line.count): \(line)") }
+        for t in tasks {
+            XCTAssertTrue(lines.contains { $0 == t.id || $0.hasPrefix(t.id + " ") }, "\(t.id) appears whole:\n\(table)")
+        }
+        XCTAssertTrue(table.contains("[##...]  50%"), table)
+        XCTAssertTrue(table.contains("1.0M/s"), table)
+        XCTAssertTrue(table.contains("  1.0M/s, ETA 1m15s; hooks: 2 running, 1 waiting\n"), table)
+        XCTAssertTrue(lines.contains { $0.contains("STATE") && $0.contains("RATE") && $0.hasSuffix("TRY") }, table)
+        XCTAssertTrue(lines.contains("ID"), "long ids: the id column has a line of its own\n\(table)")
+
+        let short = overview([task("r#0", "running", name: "report.csv", rate: 1000)]).table(columns: 80)
+        XCTAssertTrue(short.contains("report.csv"), short)
+        XCTAssertTrue(short.contains("\nr#0 "), "short ids stay inline:\n\(short)")
+        for line in short.split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 80, String(line)) }
+    }
+
+    func testPlainOutputHasAHeaderAndOneTaskPerLine() {
+        let plain = overview([task("r#0", "running", bytes: 10, expected: 20, rate: 5.5, eta: 2.4, error: "a\tb")]).plainLines()
+        let lines = plain.split(separator: "\n", omittingEmptySubsequences: false)
+        XCTAssertEqual(lines[0], "ID\tSTATE\tNAME\tURL\tBYTES\tEXPECTED\tRATE\tETA\tATTEMPTS\tERROR")
+        XCTAssertEqual(lines[1], "r#0\trunning\tfile.bin\thttp://h/x\t10\t20\t5\t2\t2\ta b")
+        XCTAssertEqual(overview([], daemon: false).plainLines(), "ID\tSTATE\tNAME\tURL\tBYTES\tEXPECTED\tRATE\tETA\tATTEMPTS\tERROR\n")
+        XCTAssertTrue(overview([], daemon: false).table().contains("no daemon is running on this spool"))
+    }
+
+    func testHumanSizesAndDurationsAreShort() {
+        XCTAssertEqual(SpoolOverview.human(999), "999B")
+        XCTAssertEqual(SpoolOverview.human(1536), "1.5K")
+        XCTAssertEqual(SpoolOverview.human(1023 * 1024), "1.0M")
+        XCTAssertEqual(SpoolOverview.human(50 << 20), "50M")
+        XCTAssertEqual(SpoolOverview.duration(7), "7s")
+        XCTAssertEqual(SpoolOverview.duration(185), "3m05s")
+        XCTAssertEqual(SpoolOverview.duration(7620), "2h07m")
+        XCTAssertEqual(SpoolOverview.duration(.infinity), "")
+    }
+
+    func testControlIDs() throws {
+        XCTAssertEqual(try ControlID(parsing: "nightly#3").request, "nightly")
+        XCTAssertEqual(try ControlID(parsing: "nightly#3").index, 3)
+        XCTAssertEqual(try ControlID(parsing: "nightly").request, "nightly")
+        XCTAssertNil(try ControlID(parsing: "nightly").index)
+        XCTAssertEqual(try ControlID(parsing: "a-b.c#0").index, 0)
+        for bad in ["slow#x", "slow#", "#3", "", "../x", "a/b#1", ".hidden", "slow#-1", "slow#1#2", "slow#99999999999"] {
+            XCTAssertThrowsError(try ControlID(parsing: bad), bad) { error in
+                guard case OperatorError.malformedID = error else { return XCTFail("\(bad): \(error)") }
+            }
+        }
+        XCTAssertThrowsError(try ControlID(parsing: "slow#x")) {
+            XCTAssertTrue("\($0)".contains("the part after # must be an item index"), "\($0)")
+        }
+    }
+}
