@@ -28,17 +28,10 @@ public enum Daemon {
     /// Runs the daemon with `configuration`; returns the process exit status.
     public static func run(_ configuration: DaemonConfiguration) -> Int32 {
         let logger = makeLogger(level: configuration.loggerLevel)
-        var configuration = configuration
-        if configuration.due && !configuration.once {
-            // Until the engine knows due-drains, --due drains like --once (it waits for items
-            // that are not due yet) rather than running as a daemon.
-            logger.warning("--due drains like --once in this build: items not due yet are waited for")
-            configuration.once = true
-        }
         do {
             let engine = try Engine(configuration: configuration, logger: logger)
             let summary = try engine.run()
-            return configuration.once ? summary.exitCode : ExitStatus.success
+            return configuration.once || configuration.due ? summary.exitCode : ExitStatus.success
         } catch {
             logger.critical("\(error.description)")
             return ExitStatus.cannotStart

@@ -27,14 +27,14 @@ public struct RunSummary: Sendable, Hashable {
 /// Other threads — the watcher, the I/O queue (publishing, group ends, rejections), the hook
 /// runner and the signal reader — never touch the engine's state; they post to the inbox.
 public final class Engine {
-    let configuration: DaemonConfiguration
-    let logger: Logger
+    var configuration: DaemonConfiguration
+    var logger: Logger
     let layout: SpoolLayout
     let store: SpoolStore
     let inbox: Inbox
     let wakeTarget = WakeTarget()
     let io: IOQueue
-    let policy: RetryPolicy
+    var policy: RetryPolicy
     var scheduler: Scheduler
     let table = ItemTable()
     let space: SpaceGate
@@ -66,7 +66,7 @@ public final class Engine {
         } catch {
             throw .spool(error)
         }
-        store = SpoolStore(layout: layout)
+        store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         scheduler = Scheduler(configuration: SchedulerConfiguration(
             concurrency: configuration.concurrency, perHost: configuration.perHost,
             window: configuration.window.flatMap(DailyWindow.init(parsing:))))
@@ -79,7 +79,8 @@ public final class Engine {
         publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
         groups = GroupCompletion(store: store, io: io, logger: logger)
         ledger = JournalLedger(staging: layout.staging)
-        hooks = HookDispatch(runner: HookRunner(logger: logger), store: store, inbox: inbox,
+        hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
+                                                maxRunning: configuration.maxHooks), store: store, inbox: inbox,
                              onItem: configuration.onItem, onGroup: configuration.onGroup)
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         control = ControlHandler(directory: layout.control, logger: logger)
@@ -143,14 +144,43 @@ public final class Engine {
             }
         }
         if !actions.isEmpty { status.markDirty() }
-        if let due = status.nextWrite(anyRunning: !driver.running.isEmpty), due <= now { writeStatus(now: now) }
+        if let due = status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
+            writeStatus(now: now)
+        }
     }
 
     private func shouldExit() -> Bool {
+        // Hooks count: a drain that has ended its items waits for them, and shows them in status.
         let quiet = io.outstanding == 0 && !publishing.inFlight && hooks.groupHooksOutstanding == 0
+            && hooks.running == 0 && hooks.waiting == 0
         if stopping { return quiet }
-        guard configuration.once, initialScanDone else { return false }
-        return quiet && table.isEmpty && intake.deferredCount == 0 && publishing.isIdle
+        guard configuration.once || configuration.due, initialScanDone,
+              quiet, intake.deferredCount == 0, publishing.isIdle else { return false }
+        if table.isEmpty { return true }
+        return configuration.due && !configuration.once && dueDrainIsDone(now: Date())
+    }
+
+    /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
+    /// item is not due yet (a future earliest start, or discretionary outside the window). Those
+    /// stay claimed and are picked up by the next run. O(items), and only asked once all is quiet.
+    private func dueDrainIsDone(now: Date) -> Bool {
+        var left = 0
+        for record in table.items.values {
+            switch record.phase {
+            case .running, .retrying, .waitingForSpace, .publishing:
+                return false
+            case .queued:
+                let started = record.item.earliestStart.map { $0 <= now } ?? true
+                let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
+                if started && (!record.item.discretionary || windowOpen) { return false }
+                left += 1
+            case .paused, .published, .failed:
+                continue
+            }
+        }
+        logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: [
+            "left": "\(left)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"])
+        return true
     }
 
     /// A drain with nothing running and nothing to publish waits only for items that are not due
@@ -169,7 +199,7 @@ public final class Engine {
     private func sleepMilliseconds() -> Int32 {
         let now = Date()
         let deadlines = [scheduler.nextWakeup(now: now), publishing.nextRetry, groups.nextRetry, space.checkAt,
-                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty)]
+                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
@@ -204,6 +234,10 @@ public final class Engine {
             intake.rejectionFiled(request, error: error)
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
+        case .itemHookFinished:
+            break
+        case .reload:
+            reload()
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }
@@ -221,7 +255,8 @@ public final class Engine {
         let window = scheduler.configuration.window
         status.write(now: now, requests: Array(table.requests.values), task: { record in
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
-        }, running: driver.running.count, queued: scheduler.queuedCount + intake.deferredCount, summary: summary)
+        }, running: driver.running.count, queued: scheduler.queuedCount + intake.deferredCount, summary: summary,
+           hooksRunning: hooks.running, hooksWaiting: hooks.waiting)
     }
 }
 

@@ -34,7 +34,11 @@ extension Engine {
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         wakeTarget.set(session.waker)
         driver = TransferDriver(session: session, store: store, configuration: configuration, logger: logger)
-        do { try StopSignals.install { inbox.post(.stop(signal: $0)) } } catch { throw .signals(error) }
+        do {
+            try StopSignals.install(post: { inbox.post(.stop(signal: $0)) }, reload: { inbox.post(.reload) })
+        } catch {
+            throw .signals(error)
+        }
         let maxClaims = FileLimit.raise(wanting: configuration.maxClaims, reserve: configuration.concurrency * 4 + 256,
                                         logger: logger)
         intake = Intake(store: store, io: io, logger: logger, maxItems: configuration.maxItems, maxClaims: maxClaims)

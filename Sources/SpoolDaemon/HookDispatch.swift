@@ -7,8 +7,8 @@ final class HookDispatch {
     private let runner: HookRunner
     private let store: SpoolStore
     private let inbox: Inbox
-    private let onItem: String?
-    private let onGroup: String?
+    private var onItem: String?
+    private var onGroup: String?
     /// Group hooks started whose completion the engine has not handled yet.
     private(set) var groupHooksOutstanding = 0
 
@@ -33,7 +33,7 @@ final class HookDispatch {
             "SPOOLFETCH_PATH": markerPath,
             "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
             "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)",
-        ]) { inbox.post(.groupHookFinished(journal: journal)) }
+        ], item: request) { _ in inbox.post(.groupHookFinished(journal: journal)) }
         groupHooksOutstanding += 1
     }
 
@@ -64,7 +64,19 @@ final class HookDispatch {
         default:
             return
         }
-        runner.run(command, environment: environment)
+        let inbox = self.inbox
+        runner.run(command, environment: environment, item: record.id) { _ in inbox.post(.itemHookFinished) }
+    }
+
+    /// Hooks running now and waiting for a slot.
+    var running: Int { runner.running }
+    var waiting: Int { runner.waiting }
+
+    /// A reload: new commands and limits for hooks started from now on.
+    func update(_ configuration: DaemonConfiguration) {
+        onItem = configuration.onItem
+        onGroup = configuration.onGroup
+        runner.update(timeout: configuration.hookTimeout, maxRunning: configuration.maxHooks)
     }
 
     /// At shutdown: blocks until every queued hook has run.

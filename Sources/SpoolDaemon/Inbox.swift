@@ -11,7 +11,11 @@ enum EngineMessage: Sendable {
     case rejected(request: String, error: StoreError?)
     /// A group hook has run: its group journal can go.
     case groupHookFinished(journal: HeldLock)
+    /// An item hook has ended (the loop wakes to update status and to let a drain end).
+    case itemHookFinished
     case stop(signal: Int32)
+    /// SIGHUP: read the configuration file again.
+    case reload
 }
 
 /// The only way into the engine thread: a small locked queue plus a wake-up of the transfer

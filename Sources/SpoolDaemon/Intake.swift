@@ -13,7 +13,7 @@ final class Intake {
     private let store: SpoolStore
     private let io: IOQueue
     private let logger: Logger
-    private let limits: ParseLimits
+    private var limits: ParseLimits
     let maxClaims: Int
     private var deferred: [String] = []
     private var deferredHead = 0
@@ -25,6 +25,11 @@ final class Intake {
         self.logger = logger
         self.maxClaims = maxClaims
         limits = ParseLimits(maxBytes: store.maxRequestBytes, maxItems: maxItems)
+    }
+
+    /// A reload: new limits for the request files parsed from now on.
+    func update(maxItems: Int, maxRequestBytes: Int) {
+        limits = ParseLimits(maxBytes: maxRequestBytes, maxItems: maxItems)
     }
 
     /// Names seen but not claimed yet.

@@ -8,7 +8,8 @@ import SpoolStore
 /// space is looked at on a timer — only while something waits.
 final class SpaceGate {
     private let layout: SpoolLayout
-    private let minFree: Int64
+    /// Bytes kept free (`--min-free`; a reload may change it).
+    var minFree: Int64
     private let logger: Logger
     /// Whether the final folder is on the staging filesystem (its free space then counts once).
     private let finalSharesStagingFilesystem: Bool

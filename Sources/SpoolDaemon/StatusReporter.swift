@@ -44,7 +44,7 @@ final class StatusReporter {
     /// Writes the report: every open item (pending ones up to `StatusReport.pendingShown`) and
     /// the recently ended ones.
     func write(now: Date, requests: [RequestRecord], task: (ItemRecord) -> TaskStatus,
-               running: Int, queued: Int, summary: RunSummary) {
+               running: Int, queued: Int, summary: RunSummary, hooksRunning: Int, hooksWaiting: Int) {
         var tasks: [TaskStatus] = []
         var pendingShown = 0, morePending = 0
         for request in requests.sorted(by: { $0.name < $1.name }) {
@@ -57,11 +57,23 @@ final class StatusReporter {
                 tasks.append(status)
             }
         }
+        // The daemon's rate is the sum of its items' (each over the same moving window), and its
+        // ETA what the items with a known size still need at that rate.
+        let rates = tasks.compactMap { $0.state == "running" ? $0.rate : nil }
+        let rate: Double? = rates.isEmpty ? nil : rates.reduce(0, +)
+        let remaining = tasks.reduce(Int64(0)) { sum, t in
+            guard let expected = t.expected, expected > t.bytes, t.state != "done", t.state != "failed" else { return sum }
+            return sum + (expected - t.bytes)
+        }
         tasks += recentlyEnded
-        let daemon = DaemonStatus(
+        var daemon = DaemonStatus(
             host: ProcessInfo.processInfo.hostName, pid: getpid(), version: Daemon.version, spool: spoolRoot,
             startedAt: RFC3339.format(startedAt), updatedAt: RFC3339.format(now), running: running,
             queued: queued, published: summary.published, failed: summary.failed, rejected: summary.rejected)
+        daemon.hooksRunning = hooksRunning
+        daemon.hooksWaiting = hooksWaiting
+        daemon.rate = rate
+        if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
         let report = StatusReport(daemon: daemon, tasks: tasks, morePending: morePending)
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))

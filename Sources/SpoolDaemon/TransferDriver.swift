@@ -11,7 +11,8 @@ import SpoolTransfer
 final class TransferDriver {
     let session: TransferSession
     private let store: SpoolStore
-    private let configuration: DaemonConfiguration
+    /// Read for limits and rates at each start; a reload replaces it (`update`).
+    private var configuration: DaemonConfiguration
     private let logger: Logger
     /// Items whose transfer is in the session, by key.
     private(set) var running: [Int: ItemRecord] = [:]
@@ -133,6 +134,12 @@ final class TransferDriver {
             // Not fatal: without it a restart starts the item over instead of resuming it.
             logger.warning("could not write the item's resume state: \(error)", metadata: ["item": "\(record.id)"])
         }
+    }
+
+    /// A reload: new limits and `--max-rate` for what starts next; the rate is shared again now.
+    func update(_ configuration: DaemonConfiguration) {
+        self.configuration = configuration
+        rebalanceRate()
     }
 
     /// Bytes on disk and the expected total of a running transfer.

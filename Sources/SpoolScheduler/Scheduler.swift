@@ -96,6 +96,12 @@ public struct Scheduler: Sendable {
     /// Arrival counter: the last tie-breaker, so equal items run first-come first-served.
     private var arrivals: UInt64 = 0
 
+    /// New limits and window (a configuration reload). Running items keep running; the new
+    /// limits apply to what starts next.
+    public mutating func reconfigure(_ configuration: SchedulerConfiguration) {
+        self.configuration = configuration
+    }
+
     public init(configuration: SchedulerConfiguration, timeZone: TimeZone = .current) {
         self.configuration = configuration
         self.timeZone = timeZone

@@ -151,9 +151,10 @@ public final class DaemonProcess: @unchecked Sendable {
         }
     }
 
-    /// `spoolfetch run --once --spool SPOOL …`, waited for.
-    public static func drain(spool: String, extra: [String] = [], timeout: Double = 60) throws -> (status: Int32, stderr: String) {
-        let daemon = try launch(["run", "--once", "--spool", spool] + extra)
+    /// `spoolfetch run --once --spool SPOOL …` (or another drain `mode`, such as `--due`), waited for.
+    public static func drain(spool: String, extra: [String] = [], mode: String = "--once",
+                             timeout: Double = 60) throws -> (status: Int32, stderr: String) {
+        let daemon = try launch(["run", mode, "--spool", spool] + extra)
         let status = try daemon.waitForExit(timeout: timeout)
         return (status, daemon.stderrText)
     }

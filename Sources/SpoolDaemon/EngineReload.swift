@@ -1,0 +1,51 @@
+import Foundation
+import Logging
+import SpoolScheduler
+
+extension Engine {
+    /// SIGHUP: reads the configuration file again (flags given at start stay on top) and applies
+    /// what can change at run time — limits, rates, retries, the window, hooks, the log level —
+    /// to what starts from now on. Settings that take a restart (the spool, the final folder,
+    /// TLS trust, the stall timeout) are logged, not applied. An unreadable or invalid file
+    /// changes nothing.
+    func reload() {
+        let result: ConfigurationReload
+        do {
+            result = try configuration.reloaded()
+        } catch {
+            logger.error("SIGHUP: the configuration could not be read again; nothing changed: \(error)")
+            return
+        }
+        if result.isEmpty {
+            logger.notice("SIGHUP: configuration read again; nothing changed")
+            return
+        }
+        for change in result.needsRestart {
+            logger.warning("SIGHUP: this setting takes a restart; not applied", metadata: [
+                "key": "\(change.key)", "running": "\(change.old)", "file": "\(change.new)"])
+        }
+        guard !result.applied.isEmpty else { return }
+        let next = result.configuration
+        configuration = next
+        logger.logLevel = next.loggerLevel
+        policy = RetryPolicy(maxAttempts: next.maxAttempts, resourceTimeout: next.resourceTimeout,
+                             backoff: Backoff(base: next.retryBase, cap: next.retryCap))
+        scheduler.reconfigure(SchedulerConfiguration(
+            concurrency: next.concurrency, perHost: next.perHost,
+            window: next.window.flatMap(DailyWindow.init(parsing:))))
+        driver.update(next)
+        space.minFree = next.minFree
+        intake.update(maxItems: next.maxItems, maxRequestBytes: Int(clamping: next.maxRequestBytes))
+        hooks.update(next)
+        if next.adoptInterval > 0 {
+            nextAdoptionScan = min(nextAdoptionScan ?? .distantFuture, Date().addingTimeInterval(next.adoptInterval))
+        } else {
+            nextAdoptionScan = nil
+        }
+        for change in result.applied {
+            logger.notice("SIGHUP: setting changed", metadata: [
+                "key": "\(change.key)", "old": "\(change.old)", "new": "\(change.new)"])
+        }
+        status.markDirty()
+    }
+}
