@@ -253,9 +253,9 @@ public final class Engine {
 
     private func writeStatus(now: Date) {
         let window = scheduler.configuration.window
-        status.write(now: now, requests: Array(table.requests.values), task: { record in
+        status.write(now: now, items: table.items, active: table.active, window: window, task: { record in
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
-        }, running: driver.running.count, queued: scheduler.queuedCount + intake.deferredCount, summary: summary,
+        }, running: driver.running.count, summary: summary, unclaimed: intake.deferredCount,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting)
     }
 }

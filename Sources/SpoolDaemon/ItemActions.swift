@@ -14,6 +14,7 @@ extension Engine {
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
         let context = LifecycleContext(now: Date(), stopping: stopping, jitter: Double.random(in: 0...1))
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
+        if !actions.isEmpty { table.note(record) }
         for action in actions { perform(action, for: record) }
         if !actions.isEmpty { status.markDirty() }
         return actions
@@ -99,6 +100,7 @@ extension Engine {
             case .publish(let job):
                 record.publishJob = job
                 table.awaitPublish(record)
+                table.note(record)
                 publishing.enqueue(job)
             }
         }

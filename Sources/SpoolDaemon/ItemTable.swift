@@ -6,6 +6,9 @@ import SpoolStore
 final class ItemTable {
     private(set) var requests: [String: RequestRecord] = [:]
     private(set) var items: [Int: ItemRecord] = [:]
+    /// Items that are neither waiting in the queue nor ended (running, retrying, waiting for
+    /// space, paused, publishing): what a status report lists in full. Kept up to date by `note`.
+    private(set) var active: [Int: ItemRecord] = [:]
     /// Items handed to the publisher, by staging base: its results name items by base. Only
     /// these are indexed so, to keep a waiting item small.
     private var publishing: [String: ItemRecord] = [:]
@@ -31,6 +34,14 @@ final class ItemTable {
 
     func request(named name: String) -> RequestRecord? { requests[name] }
     func item(_ key: Int) -> ItemRecord? { items[key] }
+    /// Files the item under `active` or takes it out, after its phase changed.
+    func note(_ record: ItemRecord) {
+        switch record.phase {
+        case .queued, .published, .failed: active.removeValue(forKey: record.key)
+        default: active[record.key] = record
+        }
+    }
+
     /// The item a publish result names.
     func item(forBase base: String) -> ItemRecord? { publishing[base] }
 
@@ -45,6 +56,7 @@ final class ItemTable {
         requests.removeValue(forKey: request.name)
         for record in request.items {
             items.removeValue(forKey: record.key)
+            active.removeValue(forKey: record.key)
             if record.publishJob != nil { publishing.removeValue(forKey: record.base) }
         }
     }

@@ -5,10 +5,12 @@ import Foundation
 public struct StatusReport: Codable, Sendable, Hashable {
     public var daemon: DaemonStatus
     public var tasks: [TaskStatus]
-    /// Pending tasks left out of `tasks` (only the first `StatusReport.pendingShown` are listed).
+    /// Pending tasks left out of `tasks` (only the next `StatusReport.pendingShown` due are listed).
     public var morePending: Int
 
-    public static let pendingShown = 1000
+    /// How many waiting items a report lists: the next ones due. A report never lists a large
+    /// batch whole; `DaemonStatus.states` counts every item.
+    public static let pendingShown = 20
 }
 
 /// Facts about the daemon that wrote a report.
@@ -32,6 +34,9 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var rate: Double? = nil
     /// Seconds until every running and pending item with a known size is done, at that rate.
     public var eta: Double? = nil
+    /// Open items per state (`pending`, `waiting-start`, `waiting-window`, `running`, …). For a
+    /// large queue the waiting states may be up to `StatusReporter.scanInterval` old.
+    public var states: [String: Int]? = nil
 }
 
 /// One item, as `spoolfetch status` shows it (URLSession's `getAllTasks`).

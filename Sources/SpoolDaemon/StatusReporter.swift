@@ -41,40 +41,83 @@ final class StatusReporter {
         dirty = true
     }
 
-    /// Writes the report: every open item (pending ones up to `StatusReport.pendingShown`) and
-    /// the recently ended ones.
-    func write(now: Date, requests: [RequestRecord], task: (ItemRecord) -> TaskStatus,
-               running: Int, queued: Int, summary: RunSummary, hooksRunning: Int, hooksWaiting: Int) {
-        var tasks: [TaskStatus] = []
-        var pendingShown = 0, morePending = 0
-        for request in requests.sorted(by: { $0.name < $1.name }) {
-            for record in request.items where !record.phase.hasEnded {
-                let status = task(record)
-                if status.state == "pending" || status.state.hasPrefix("waiting-start") {
-                    if pendingShown >= StatusReport.pendingShown { morePending += 1; continue }
-                    pendingShown += 1
-                }
-                tasks.append(status)
+    /// What the waiting part of the queue looks like: counts per state and the next items due.
+    /// Computed by a scan of every item, which at a million items takes tens of milliseconds: so it
+    /// is redone at most every `scanInterval` for a large queue (a small one is scanned each time).
+    struct QueueScan {
+        var states: [String: Int] = [:]
+        var nextDue: [ItemRecord] = []
+        var waiting = 0
+    }
+    private var lastScan: (at: Date, scan: QueueScan)?
+    /// How old the waiting counts and the next-due list may get for a queue of more than
+    /// `scanAlwaysBelow` items.
+    static let scanInterval: Double = 10
+    static let scanAlwaysBelow = 20_000
+
+    private func scanQueue(_ items: [Int: ItemRecord], now: Date, window: DailyWindow?) -> QueueScan {
+        if let last = lastScan, items.count >= Self.scanAlwaysBelow, now.timeIntervalSince(last.at) < Self.scanInterval {
+            return last.scan
+        }
+        var scan = QueueScan()
+        // The next due: a small list kept sorted by (due time, key); a heap is not worth it for 20.
+        func dueTime(_ r: ItemRecord) -> Double { r.item.earliestStart?.timeIntervalSince1970 ?? 0 }
+        for record in items.values {
+            guard case .queued = record.phase else { continue }
+            scan.waiting += 1
+            let label: String
+            if let start = record.item.earliestStart, start > now { label = "waiting-start" }
+            else if record.item.discretionary, let window, !window.contains(now, in: .current) { label = "waiting-window" }
+            else { label = "pending" }
+            scan.states[label, default: 0] += 1
+            let key = (dueTime(record), record.key)
+            if scan.nextDue.count < StatusReport.pendingShown {
+                scan.nextDue.append(record)
+                scan.nextDue.sort { (dueTime($0), $0.key) < (dueTime($1), $1.key) }
+            } else if let last = scan.nextDue.last, key < (dueTime(last), last.key) {
+                scan.nextDue[scan.nextDue.count - 1] = record
+                scan.nextDue.sort { (dueTime($0), $0.key) < (dueTime($1), $1.key) }
             }
+        }
+        lastScan = (now, scan)
+        return scan
+    }
+
+    /// Writes the report: the items that are not just waiting (running, retrying, waiting for
+    /// space, paused, publishing), the next waiting ones due, the recently ended ones, and counts
+    /// per state. It never lists a large queue whole.
+    func write(now: Date, items: [Int: ItemRecord], active: [Int: ItemRecord], window: DailyWindow?,
+               task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary, unclaimed: Int,
+               hooksRunning: Int, hooksWaiting: Int) {
+        let scan = scanQueue(items, now: now, window: window)
+        var states = scan.states
+        var tasks: [TaskStatus] = []
+        for record in active.values.sorted(by: { $0.key < $1.key }) {
+            let status = task(record)
+            states[status.state, default: 0] += 1
+            tasks.append(status)
         }
         // The daemon's rate is the sum of its items' (each over the same moving window), and its
         // ETA what the items with a known size still need at that rate.
         let rates = tasks.compactMap { $0.state == "running" ? $0.rate : nil }
         let rate: Double? = rates.isEmpty ? nil : rates.reduce(0, +)
         let remaining = tasks.reduce(Int64(0)) { sum, t in
-            guard let expected = t.expected, expected > t.bytes, t.state != "done", t.state != "failed" else { return sum }
+            guard let expected = t.expected, expected > t.bytes else { return sum }
             return sum + (expected - t.bytes)
         }
+        for record in scan.nextDue where items[record.key] != nil && record.phase == .queued { tasks.append(task(record)) }
         tasks += recentlyEnded
         var daemon = DaemonStatus(
             host: ProcessInfo.processInfo.hostName, pid: getpid(), version: Daemon.version, spool: spoolRoot,
             startedAt: RFC3339.format(startedAt), updatedAt: RFC3339.format(now), running: running,
-            queued: queued, published: summary.published, failed: summary.failed, rejected: summary.rejected)
+            queued: scan.waiting + unclaimed, published: summary.published, failed: summary.failed,
+            rejected: summary.rejected)
         daemon.hooksRunning = hooksRunning
         daemon.hooksWaiting = hooksWaiting
         daemon.rate = rate
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
-        let report = StatusReport(daemon: daemon, tasks: tasks, morePending: morePending)
+        daemon.states = states
+        let report = StatusReport(daemon: daemon, tasks: tasks, morePending: max(0, scan.waiting - scan.nextDue.count))
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))
             warnedWriteFailure = false
