@@ -3,7 +3,8 @@ import PackageDescription
 
 // One target per concern; the dependency arrows below are the architecture (DESIGN.md §4):
 //   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
-//   SpoolStore, SpoolWatcher, SpoolTransfer   adapters; each may import SpoolRequest, never each other
+//   SpoolStore, SpoolWatcher, SpoolTransfer, SpoolNetwork   adapters; each may import SpoolRequest,
+//                                      never each other
 //   SpoolDaemon                        wires them; the only target that knows them all
 //   spoolfetch                         the executable: argument parsing and nothing else
 let package = Package(
@@ -26,6 +27,7 @@ let package = Package(
         .systemLibrary(name: "CInotifyTools",
                        providers: [.apt(["libinotifytools0-dev"])]),
         .systemLibrary(name: "CLinux"),
+        .systemLibrary(name: "CNetlink"),
 
         // Pure parts.
         .target(name: "SpoolRequest"),
@@ -40,11 +42,13 @@ let package = Package(
         .target(name: "SpoolTransfer",
                 dependencies: ["CCurl", "CLinux",
                                .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "SpoolNetwork",
+                dependencies: ["CNetlink"]),
 
         // The engine that wires them, and the thin executable.
         .target(name: "SpoolDaemon",
                 dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
-                               "SpoolTransfer",
+                               "SpoolTransfer", "SpoolNetwork",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "spoolfetch",
                           dependencies: ["SpoolDaemon",
@@ -62,6 +66,7 @@ let package = Package(
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore"]),
         .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
+        .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],
