@@ -4,9 +4,10 @@
 SHELL := /bin/bash
 SPOOL ?= spool
 SWIFT ?= swift
-# System packages: the build needs the first two; the tests also start nginx and use curl.
+# System packages: the build needs the first two; the tests also start nginx, use curl, and
+# create network namespaces with iproute2's `ip`.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2
 
 .PHONY: run test build release deps test-deps clean
 

@@ -3,7 +3,8 @@ import PackageDescription
 
 // One target per concern; the dependency arrows below are the architecture (docs/ARCHITECTURE.md):
 //   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
-//   SpoolStore, SpoolWatcher, SpoolTransfer   adapters; each may import SpoolRequest, never each other
+//   SpoolStore, SpoolWatcher, SpoolTransfer, SpoolNetwork   adapters; each may import SpoolRequest,
+//                                      never each other
 //   SpoolDaemon                        wires them; the only target that knows them all
 //   spoolfetch                         the executable: argument parsing and nothing else
 let package = Package(
@@ -26,6 +27,7 @@ let package = Package(
         .systemLibrary(name: "CInotifyTools",
                        providers: [.apt(["libinotifytools0-dev"])]),
         .systemLibrary(name: "CLinux"),
+        .systemLibrary(name: "CNetlink"),
 
         // Pure parts.
         .target(name: "SpoolRequest"),
@@ -40,11 +42,13 @@ let package = Package(
         .target(name: "SpoolTransfer",
                 dependencies: ["CCurl", "CLinux",
                                .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "SpoolNetwork",
+                dependencies: ["CNetlink"]),
 
         // The engine that wires them, and the thin executable.
         .target(name: "SpoolDaemon",
                 dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
-                               "SpoolTransfer",
+                               "SpoolTransfer", "SpoolNetwork",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "spoolfetch",
                           dependencies: ["SpoolDaemon",
@@ -65,6 +69,7 @@ let package = Package(
                     dependencies: ["SpoolDaemon", "SpoolStore", "SpoolTransfer", "SpoolTestSupport", "spoolfetch",
                                    .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
+        .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],

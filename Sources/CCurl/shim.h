@@ -56,6 +56,17 @@ static inline CURLMcode spoolfetch_multi_setopt_long(CURLM *multi, CURLMoption o
     return curl_multi_setopt(multi, option, value);
 }
 
+/// What a write callback returns to pause its transfer (libcurl keeps the data and delivers it
+/// again after `spoolfetch_easy_unpause`).
+static inline size_t spoolfetch_writefunc_pause(void) {
+    return CURL_WRITEFUNC_PAUSE;
+}
+/// Resumes a transfer paused by its write callback. libcurl may call the write callback from
+/// inside this call with the data it kept.
+static inline CURLcode spoolfetch_easy_unpause(CURL *easy) {
+    return curl_easy_pause(easy, CURLPAUSE_CONT);
+}
+
 /// `CURLMsg.data` is a union; Swift imports it awkwardly, so read the result field here.
 static inline CURLcode spoolfetch_msg_result(const CURLMsg *msg) {
     return msg->data.result;

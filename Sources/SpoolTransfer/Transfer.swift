@@ -38,10 +38,15 @@ final class Transfer {
 
     /// Where libcurl takes its proxy from, to name it when a transfer fails.
     let proxies: ProxyEnvironment
+    /// The session's `--max-rate` gate, asked before every body chunk.
+    let gate: RateGate
+    /// Paused by the gate (its write callback returned CURL_WRITEFUNC_PAUSE).
+    var pausedForRate = false
 
-    init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment) {
+    init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate) {
         self.key = key
         self.proxies = proxies
+        self.gate = gate
         self.easy = easy
         self.request = request
         self.hasher = request.prefixHash?.sha ?? SHA256()
@@ -232,6 +237,8 @@ enum TransferCallbacks {
         let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
         let total = size * count
         guard let data else { return total }
+        // libcurl keeps a refused chunk and hands it over again after the gate resumes it.
+        if !transfer.gate.admit(transfer, bytes: total) { return spoolfetch_writefunc_pause() }
         return transfer.write(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
     }
 

@@ -10,6 +10,8 @@ public final class TransferSession {
     let configuration: TransferConfiguration
     /// The proxy variables as they were when the session started (libcurl reads the same ones).
     let proxies = ProxyEnvironment()
+    /// The session-wide rate limit (`TransferConfiguration.maxRate`, `setMaxRate`).
+    let gate = RateGate()
     private var running: [Int: Transfer] = [:]
     /// Wakes `wait` from any thread.
     public let waker: TransferWaker
@@ -30,6 +32,7 @@ public final class TransferSession {
         multi = m
         self.configuration = configuration
         waker = TransferWaker(multi: m)
+        gate.setRate(configuration.maxRate)
         if configuration.maxConnections > 0 {
             do {
                 try MultiCall.check("CURLMOPT_MAX_TOTAL_CONNECTIONS",
@@ -47,6 +50,7 @@ public final class TransferSession {
 
     deinit {
         for (_, t) in running {
+            gate.forget(t)
             curl_multi_remove_handle(multi, t.easy.raw)
         }
         running.removeAll()
@@ -69,7 +73,7 @@ public final class TransferSession {
         // anyway, and libcurl 7.88 refuses CURLOPT_BUFFERSIZE on a reset handle whose last
         // transfer failed in some ways (its receive buffer is still allocated).
         let easy = try EasyHandle()
-        let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies)
+        let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         running[key] = transfer
         let code = curl_multi_add_handle(multi, easy.raw)
@@ -79,7 +83,20 @@ public final class TransferSession {
         }
     }
 
-    /// Changes the receive-rate cap of a running transfer (for the daemon-wide `--max-rate`).
+    /// Changes the session-wide rate limit (bytes per second over all transfers; 0: none), for
+    /// example after a configuration reload. Takes effect at the next chunk.
+    public func setMaxRate(_ bytesPerSecond: Int64) {
+        gate.setRate(bytesPerSecond)
+    }
+
+    /// When transfers paused by the rate limit are due to resume; nil when none is paused. The
+    /// engine sleeps no longer than this (then `performTransfers` resumes them).
+    public func nextRateDeadline() -> Date? {
+        gate.nextDeadline
+    }
+
+    /// Changes the receive-rate cap of one running transfer (libcurl's per-handle limit). Not
+    /// needed with `TransferConfiguration.maxRate`, which holds the cap across all transfers.
     public func setMaxRecvSpeed(_ key: Int, _ bytesPerSecond: Int64) {
         guard let t = running[key] else { return }
         // Cannot fail for a valid handle and a non-negative speed (libcurl only range-checks it).
@@ -91,6 +108,7 @@ public final class TransferSession {
     @discardableResult
     public func remove(_ key: Int) -> TransferOutcome? {
         guard let t = running.removeValue(forKey: key) else { return nil }
+        gate.forget(t)
         // Removing a handle this session added cannot fail short of memory corruption; the
         // result is checked in `performTransfers`, where the engine can act on it.
         _ = curl_multi_remove_handle(multi, t.easy.raw)
@@ -115,6 +133,7 @@ public final class TransferSession {
     /// Throws when libcurl's multi interface fails (out of memory, internal error): the session
     /// is then unusable and the engine should stop.
     public func performTransfers() throws(TransferSessionError) -> [TransferOutcome] {
+        gate.resumeIfDue()
         var stillRunning: Int32 = 0
         var code: CURLMcode
         repeat { code = curl_multi_perform(multi, &stillRunning) } while code == CURLM_CALL_MULTI_PERFORM
@@ -130,6 +149,7 @@ public final class TransferSession {
             let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
             let removed = curl_multi_remove_handle(multi, handle)
             running.removeValue(forKey: transfer.key)
+            gate.forget(transfer)
             done.append(transfer.outcome(curlCode: result))
             try MultiCall.check("curl_multi_remove_handle", removed)
         }

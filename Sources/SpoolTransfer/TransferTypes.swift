@@ -45,6 +45,10 @@ public struct TransferConfiguration: Sendable {
     public var caFile: String?
     public var caPath: String?
     public var userAgent: String = "spoolfetch/0.1"
+    /// Bytes per second over all transfers of the session together (`--max-rate`); 0: no limit.
+    /// Held by one token bucket in the write callbacks (see `RateGate`), so it holds across many
+    /// short transfers and many concurrent ones; the engine then passes no per-transfer speed.
+    public var maxRate: Int64 = 0
     /// Upper bound on simultaneous connections the multi handle may open (0: libcurl default).
     public var maxConnections: Int = 0
 

@@ -38,7 +38,12 @@ final class SessionDriver {
             for outcome in try session.performTransfers() { outcomes[outcome.key] = outcome }
             tick?()
             if done(self) { break }
-            try session.sleep(timeoutMilliseconds: 50)
+            // As the engine does: no longer than the rate gate's next resume.
+            var sleep: Int32 = 50
+            if let resume = session.nextRateDeadline() {
+                sleep = min(sleep, Int32(max(0, (resume.timeIntervalSinceNow * 1000).rounded(.up))))
+            }
+            try session.sleep(timeoutMilliseconds: sleep)
         }
     }
 }
