@@ -6,6 +6,7 @@ import SpoolScheduler
 import SpoolStore
 import SpoolTransfer
 import SpoolWatcher
+import SpoolNetwork
 
 /// How a run ended.
 public struct RunSummary: Sendable, Hashable {
@@ -47,6 +48,8 @@ public final class Engine {
     /// Set up by `startUp`: they need the session and the file limit.
     var driver: TransferDriver!
     var intake: Intake!
+    /// Reports network changes (rtnetlink); nil when it could not start.
+    var networkMonitor: NetworkChangeMonitor?
     /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
     var registration: WorkerRegistration?
     /// When to look for requests in `active/` whose worker died.
@@ -92,18 +95,28 @@ public final class Engine {
         while true {
             let messages = inbox.drain()
             for message in messages { route(message) }
-            let ended = driver.session.perform()
-            driver.bodiesBegan()
+            let ended: [TransferOutcome]
+            do { ended = try driver.session.performTransfers() } catch {
+                logger.critical("the transfer session failed: \(error)")
+                beginStop(reason: "libcurl failed")
+                ended = []
+            }
+            for record in driver.bodiesBegan() { hostAnswered(record) }
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
+                if !end.outage && end.failure != .cancelled { hostAnswered(record) }
                 send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
             turn(now: Date())
             if shouldExit() { break }
             if configuration.once { reportDrainWait() }
-            driver.session.wait(timeoutMilliseconds: sleepMilliseconds())
+            do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
+                logger.critical("the transfer session failed: \(error)")
+                beginStop(reason: "libcurl failed")
+            }
         }
+        networkMonitor?.stop()
         withExtendedLifetime(watcher) {}
         hooks.waitForAll()
         status.remove()
@@ -136,6 +149,9 @@ public final class Engine {
             case .start(let key):
                 guard let record = table.item(key) else { scheduler.finished(key); continue }
                 let fits = space.hasSpace(for: record, running: driver.running.values)
+                if scheduler.isProbe(key) {
+                    logger.info("probing an unreachable host", metadata: ["host": "\(record.item.url.hostKey)", "item": "\(record.id)"])
+                }
                 send(.slotGranted(spaceAvailable: fits), to: record)
             case .pause(let key):
                 guard let record = table.item(key) else { continue }
@@ -198,7 +214,8 @@ public final class Engine {
     /// check, the adoption scan, the status report); "forever" when there is none.
     private func sleepMilliseconds() -> Int32 {
         let now = Date()
-        let deadlines = [scheduler.nextWakeup(now: now), publishing.nextRetry, groups.nextRetry, space.checkAt,
+        let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(),
+                         publishing.nextRetry, groups.nextRetry, space.checkAt,
                          nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
@@ -238,6 +255,14 @@ public final class Engine {
             break
         case .reload:
             reload()
+        case .networkChanged(let routes, let addresses):
+            let hosts = scheduler.probeNow(Date())
+            if !hosts.isEmpty {
+                logger.notice("the network changed; probing unreachable hosts now", metadata: [
+                    "hosts": "\(hosts.joined(separator: ","))", "new-routes": "\(routes)", "new-addresses": "\(addresses)"])
+            }
+        case .networkMonitorFailed(let why):
+            logger.warning("stopped watching for network changes; unreachable hosts are probed on their back-off only: \(why)")
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }
@@ -256,7 +281,7 @@ public final class Engine {
         status.write(now: now, items: table.items, active: table.active, window: window, task: { record in
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
         }, running: driver.running.count, summary: summary, unclaimed: intake.deferredCount,
-           hooksRunning: hooks.running, hooksWaiting: hooks.waiting)
+           hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages)
     }
 }
 

@@ -3,6 +3,7 @@ import Logging
 import SpoolStore
 import SpoolTransfer
 import SpoolWatcher
+import SpoolNetwork
 
 extension Engine {
     /// The start-up sequence, in the order that keeps it safe:
@@ -25,11 +26,9 @@ extension Engine {
         transferConfiguration.stallTimeout = configuration.stallTimeout
         transferConfiguration.caFile = configuration.caFile
         transferConfiguration.caPath = configuration.caPath
-        if configuration.maxRate > 0 {
-            // libcurl 7.88 checks the rate only between reads and reads up to 100 buffers at a
-            // time, so a large buffer lets whole bodies through unthrottled: size it to the rate.
-            transferConfiguration.bufferSize = Int(max(1024, min(Int64(transferConfiguration.bufferSize), configuration.maxRate / 400)))
-        }
+        // One token bucket for the whole session (checked in every write callback), so the cap
+        // holds over many small transfers and many concurrent ones alike.
+        transferConfiguration.maxRate = configuration.maxRate
         let session: TransferSession
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         wakeTarget.set(session.waker)
@@ -55,6 +54,13 @@ extension Engine {
                              failed: pending.marker?.failed ?? 0)
         }
         adoptOrphans(alone: registration.alone)
+        // Network changes (a route or address appears) probe unreachable hosts at once. Without
+        // rtnetlink the probes keep their back-off: worth a warning, not a refusal to start.
+        let monitor = NetworkChangeMonitor(onChange: { inbox.post(.networkChanged(routes: $0.newRoutes, addresses: $0.newAddresses)) },
+                                           onFailure: { inbox.post(.networkMonitorFailed("\($0)")) })
+        do { try monitor.start(); networkMonitor = monitor } catch {
+            logger.warning("not watching for network changes; unreachable hosts are probed on their back-off only: \(error)")
+        }
         do { try registration.share() } catch { throw .spool(error) }
         if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")

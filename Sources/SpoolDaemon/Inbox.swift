@@ -16,6 +16,9 @@ enum EngineMessage: Sendable {
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload
+    /// A route or an address appeared (rtnetlink): probe unreachable hosts now.
+    case networkChanged(routes: Int, addresses: Int)
+    case networkMonitorFailed(String)
 }
 
 /// The only way into the engine thread: a small locked queue plus a wake-up of the transfer

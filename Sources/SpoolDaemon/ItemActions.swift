@@ -64,7 +64,51 @@ extension Engine {
             fail(record, code: code, message: message)
         case .ended:
             itemEnded(record)
+        case .hostUnreachable(let error):
+            hostUnreachable(record, error: error)
         }
+    }
+
+    // MARK: Outages
+
+    /// The item's transfer did not reach its host: the scheduler holds the host (one probe at a
+    /// time, its own back-off) and puts the item back in its queue. One log line per outage.
+    private func hostUnreachable(_ record: ItemRecord, error: String) {
+        let host = record.item.url.hostKey
+        let now = Date()
+        let wasHeld = scheduler.hostOutages.contains { $0.hostKey == host }
+        let wasProbe = scheduler.isProbe(record.key)
+        record.outageBegan(at: now)
+        scheduler.hostUnreachable(host, failedItem: record.key, now: now, error: error)
+        let outage = scheduler.hostOutages.first { $0.hostKey == host }
+        if !wasHeld {
+            logger.warning("host unreachable; its items wait and use up no attempts", metadata: [
+                "host": "\(host)", "error": "\(error)",
+                "next-probe": "\(outage.map { RFC3339.format($0.nextProbe) } ?? "-")"])
+        } else if wasProbe {
+            logger.info("probe failed; host still unreachable", metadata: [
+                "host": "\(host)", "error": "\(error)",
+                "next-probe": "\(outage.map { RFC3339.format($0.nextProbe) } ?? "-")"])
+        }
+        // Items waiting behind the host never start, so none would notice its resource timeout:
+        // look at them whenever the outage is (re)confirmed — at most once per probe.
+        if !wasHeld || wasProbe {
+            for other in Array(table.items.values) where other.item.url.hostKey == host && other !== record {
+                send(.deadlineCheck, to: other)
+            }
+            send(.deadlineCheck, to: record)
+        }
+    }
+
+    /// Something of the item's host answered: if the host was held, its items may start now.
+    func hostAnswered(_ record: ItemRecord) {
+        let now = Date()
+        record.outageEnded(at: now)
+        guard let outage = scheduler.hostReachable(record.item.url.hostKey) else { return }
+        logger.notice("host reachable again", metadata: [
+            "host": "\(outage.hostKey)", "unreachable-since": "\(RFC3339.format(outage.since))",
+            "seconds": "\(Int(now.timeIntervalSince(outage.since)))", "probes": "\(outage.failures)"])
+        status.markDirty()
     }
 
     // MARK: Intake
@@ -122,7 +166,8 @@ extension Engine {
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
             etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
-            finishedAt: RFC3339.format(finished), attempts: record.attempts)
+            finishedAt: RFC3339.format(finished), attempts: record.attempts,
+            outageSeconds: record.outageSeconds(at: finished))
         let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
@@ -159,9 +204,12 @@ extension Engine {
         var curlCode: Int? = nil, curlText: String? = nil
         if case .curl(let c, let t) = record.lastFailure { curlCode = c; curlText = t }
         let status = record.lastFacts?.httpStatus
+        let finalURL = record.lastFacts?.finalURL
         let failure = ItemFailure(index: record.item.index, url: record.item.url.string, name: record.item.name,
                                   code: code, message: message, attempts: record.attempts,
-                                  httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText)
+                                  httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
+                                  finalURL: finalURL == record.item.url.string ? nil : finalURL,
+                                  outageSeconds: record.outageSeconds(at: Date()))
         record.lifecycle.recordFailure(failure)
         record.part = nil
         if record.publishJob != nil {

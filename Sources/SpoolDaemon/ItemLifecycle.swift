@@ -68,6 +68,8 @@ enum ItemEvent: Equatable {
     case operatorCommand(ControlCommand.Verb)
     /// The daemon is stopping (SIGTERM/SIGINT): keep what can be resumed, start nothing.
     case stop
+    /// Checked while its host is unreachable: the item may have outlived `--resource-timeout`.
+    case deadlineCheck
 }
 
 /// How a transfer ended, reduced to what the lifecycle decides on.
@@ -86,6 +88,9 @@ struct TransferEnd: Equatable {
     var wantedSHA256: String?
     /// Appended to a `too-large` message when the limit came from `expected-bytes` × slack.
     var tooLargeHint: String?
+    /// The server was never reached (`TransferFailureKind.outage`): name resolution, connect,
+    /// network or host unreachable, a TLS handshake cut, a reset before any response byte.
+    var outage = false
 }
 
 /// The decision's inputs that are not the item's own: the clock, the stop flag, a random jitter.
@@ -125,6 +130,9 @@ enum ItemAction: Equatable {
     case fail(code: String, message: String)
     /// The item is published. The item has ended.
     case ended
+    /// Its host could not be reached: hold the whole host (one probe at a time); the item waits
+    /// in the queue without using up an attempt.
+    case hostUnreachable(error: String)
 }
 
 /// One item's phase and attempt count, and every rule that moves them: a pure state machine in
@@ -145,6 +153,8 @@ enum ItemAction: Equatable {
 /// | running | transferEnded | 416, the partial is the whole file | publishing | releaseSlot, publish |
 /// | running | transferEnded | 416, it is not | retrying | discardPartial, retry(now) |
 /// | running | transferEnded | disk full | waitingForSpace (attempt − 1) | releaseSlot, saveResumeState, waitForSpace |
+/// | running | transferEnded | outage, time left, not stopping | queued (attempt − 1) | hostUnreachable, saveResumeState |
+/// | queued, retrying | deadlineCheck | resource timeout passed | failed | unschedule, fail(timeout) |
 /// | running | transferEnded | transient, attempts and time left, not stopping | retrying | [discardPartial,] retry, saveResumeState |
 /// | running | transferEnded | stopping, transient or cancelled | queued | releaseSlot, saveResumeState |
 /// | running | transferEnded | otherwise | failed | releaseSlot, fail(code) |
@@ -231,6 +241,10 @@ struct ItemLifecycle {
             phase = .queued
             return [.stopTransfer, .saveResumeState]
 
+        case (.queued, .deadlineCheck), (.retrying, .deadlineCheck):
+            guard context.now.timeIntervalSince(firstQueued) >= policy.resourceTimeout else { return [] }
+            return [.unschedule] + fail("timeout", "its host could not be reached (resource timeout reached)")
+
         default:
             return []
         }
@@ -263,6 +277,15 @@ struct ItemLifecycle {
         }
         var actions: [ItemAction] = []
         if case .rangeMismatch = failure { actions.append(.discardPartial) }
+
+        let withinDeadlineForOutage = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout
+        if end.outage && withinDeadlineForOutage && !context.stopping {
+            // Not reaching the server is not the item's fault: no attempt is used up, and the
+            // whole host waits for its probe (the scheduler puts the item back in its queue).
+            attempts -= 1
+            phase = .queued
+            return actions + [.hostUnreachable(error: "\(failure)"), .saveResumeState]
+        }
 
         let withinAttempts = policy.maxAttempts == 0 || attempts < policy.maxAttempts
         let withinDeadline = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout

@@ -45,6 +45,10 @@ final class ItemTransfer {
     var publishJob: PublishJob?
     /// Byte counts at recent status reports, for the rate and ETA.
     var rateWindow = RateWindow()
+    /// When this item last failed to reach its host, until it reaches it again; and the seconds
+    /// it spent so, in all (markers and `.error` report them apart from attempts).
+    var outageStarted: Date?
+    var outageSeconds: Double = 0
 }
 
 /// One item of a claimed request: its lifecycle, plus what its transfers left (`ItemTransfer`,
@@ -119,6 +123,25 @@ final class ItemRecord {
     var rateWindow: RateWindow {
         get { transferState?.rateWindow ?? RateWindow() }
         set { transfer.rateWindow = newValue }
+    }
+
+    /// The item could not reach its host (again).
+    func outageBegan(at now: Date) {
+        if transfer.outageStarted == nil { transfer.outageStarted = now }
+    }
+
+    /// The item reached its host: the outage it saw is over.
+    func outageEnded(at now: Date) {
+        guard let t = transferState, let since = t.outageStarted else { return }
+        t.outageSeconds += now.timeIntervalSince(since)
+        t.outageStarted = nil
+    }
+
+    /// Whole seconds spent unable to reach the host (nil when none).
+    func outageSeconds(at now: Date) -> Int? {
+        guard let t = transferState else { return nil }
+        let total = t.outageSeconds + (t.outageStarted.map { now.timeIntervalSince($0) } ?? 0)
+        return total > 0 ? Int(total.rounded()) : nil
     }
 
     /// Forgets the partial's bytes: the next attempt starts from byte 0.

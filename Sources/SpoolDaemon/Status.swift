@@ -37,6 +37,19 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     /// Open items per state (`pending`, `waiting-start`, `waiting-window`, `running`, …). For a
     /// large queue the waiting states may be up to `StatusReporter.scanInterval` old.
     public var states: [String: Int]? = nil
+    /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
+    public var unreachableHosts: [UnreachableHost]? = nil
+}
+
+/// A host held because it could not be reached (`spoolfetch status` shows it).
+public struct UnreachableHost: Codable, Sendable, Hashable {
+    /// `host:port`.
+    public var host: String
+    public var since: String
+    public var lastError: String
+    /// Probes (and first failures) so far.
+    public var failures: Int
+    public var nextProbe: String
 }
 
 /// One item, as `spoolfetch status` shows it (URLSession's `getAllTasks`).

@@ -88,7 +88,7 @@ final class StatusReporter {
     /// per state. It never lists a large queue whole.
     func write(now: Date, items: [Int: ItemRecord], active: [Int: ItemRecord], window: DailyWindow?,
                task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary, unclaimed: Int,
-               hooksRunning: Int, hooksWaiting: Int) {
+               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage]) {
         let scan = scanQueue(items, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
@@ -117,6 +117,12 @@ final class StatusReporter {
         daemon.rate = rate
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
         daemon.states = states
+        if !outages.isEmpty {
+            daemon.unreachableHosts = outages.map {
+                UnreachableHost(host: $0.hostKey, since: RFC3339.format($0.since), lastError: $0.lastError,
+                                failures: $0.failures, nextProbe: RFC3339.format($0.nextProbe))
+            }
+        }
         let report = StatusReport(daemon: daemon, tasks: tasks, morePending: max(0, scan.waiting - scan.nextDue.count))
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))

@@ -41,6 +41,10 @@ extension SpoolOverview {
                 more.append("hooks: \(hooks) running" + ((d.hooksWaiting ?? 0) > 0 ? ", \(d.hooksWaiting!) waiting" : ""))
             }
             if !more.isEmpty { out += "  " + more.joined(separator: "; ") + "\n" }
+            for h in d.unreachableHosts ?? [] {
+                out += "  host \(h.host) unreachable since \(h.since), next probe \(h.nextProbe)\n"
+                out += "    last error: \(h.lastError)\n"
+            }
         }
         if daemons.isEmpty { out += "no daemon is running on this spool\n" }
         // Columns after the id: STATE, PROGRESS, RATE, ETA, TRY and their separators; NAME

@@ -56,12 +56,11 @@ final class TransferDriver {
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
             ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(record.item))
         do {
-            try session.start(key: record.key, request: request, maxRecvSpeed: perTransferRate(adding: 1))
+            try session.start(key: record.key, request: request)
         } catch {
             throw StoreError("curl_multi_add_handle", "\(record.item.url) (\(error))", errno: EIO)
         }
         running[record.key] = record
-        rebalanceRate()
         logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
     }
@@ -72,7 +71,6 @@ final class TransferDriver {
         guard let outcome = session.remove(record.key) else { return }
         running.removeValue(forKey: record.key)
         keepPartial(record, outcome)
-        rebalanceRate()
     }
 
     /// A transfer ended on its own: records what it left and reduces it to what the lifecycle
@@ -81,7 +79,6 @@ final class TransferDriver {
         guard let record = running.removeValue(forKey: outcome.key) else { return nil }
         keepPartial(record, outcome)
         record.lastFacts = outcome.facts
-        rebalanceRate()
         if outcome.failure == nil, let digest = outcome.sha256 {
             return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true,
                                         wantedSHA256: record.item.sha256))
@@ -94,14 +91,19 @@ final class TransferDriver {
         }
         return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
                                     hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
-                                    wantedSHA256: record.item.sha256, tooLargeHint: tooLargeHint(record.item)))
+                                    wantedSHA256: record.item.sha256, tooLargeHint: tooLargeHint(record.item),
+                                    outage: outcome.isOutage))
     }
 
     /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`
     /// leaves a partial the next run can resume with `Range` + `If-Range`.
-    func bodiesBegan() {
+    /// Returns the items whose response began: their host answered.
+    @discardableResult
+    func bodiesBegan() -> [ItemRecord] {
+        var began: [ItemRecord] = []
         for started in session.takeBodyStarts() {
             guard let record = running[started.key] else { continue }
+            began.append(record)
             if started.restartedFromZero {
                 record.bytesOnDisk = 0
                 logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
@@ -115,6 +117,7 @@ final class TransferDriver {
                 phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                 bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
         }
+        return began
     }
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed).
@@ -136,10 +139,10 @@ final class TransferDriver {
         }
     }
 
-    /// A reload: new limits and `--max-rate` for what starts next; the rate is shared again now.
+    /// A reload: new limits for what starts next, and the new `--max-rate` at once.
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
-        rebalanceRate()
+        session.setMaxRate(configuration.maxRate)
     }
 
     /// Bytes on disk and the expected total of a running transfer.
@@ -172,17 +175,5 @@ final class TransferDriver {
             record.etag = outcome.facts.etag
             record.lastModified = outcome.facts.lastModified
         }
-    }
-
-    private func perTransferRate(adding extra: Int = 0) -> Int64 {
-        guard configuration.maxRate > 0 else { return 0 }
-        return max(1, configuration.maxRate / Int64(max(1, session.runningCount + extra)))
-    }
-
-    /// `--max-rate` is shared evenly among the running transfers.
-    private func rebalanceRate() {
-        guard configuration.maxRate > 0 else { return }
-        let share = perTransferRate()
-        for key in running.keys { session.setMaxRecvSpeed(key, share) }
     }
 }

@@ -17,10 +17,14 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var startedAt: String
     public var finishedAt: String
     public var attempts: Int
+    /// Seconds the item waited because its host could not be reached (no attempts used).
+    public var outageSeconds: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
-                contentType: String?, startedAt: String, finishedAt: String, attempts: Int) {
+                contentType: String?, startedAt: String, finishedAt: String, attempts: Int,
+                outageSeconds: Int? = nil) {
+        self.outageSeconds = outageSeconds
         self.request = request; self.group = group; self.index = index; self.url = url
         self.finalURL = finalURL; self.name = name; self.bytes = bytes; self.sha256 = sha256
         self.httpStatus = httpStatus; self.etag = etag; self.lastModified = lastModified
@@ -41,9 +45,16 @@ public struct ItemFailure: Codable, Sendable, Hashable {
     public var httpStatus: Int?
     public var curlCode: Int?
     public var curlError: String?
+    /// The URL after redirects, when it differs from `url`.
+    public var finalURL: String?
+    /// Seconds the item waited because its host could not be reached (no attempts used).
+    public var outageSeconds: Int?
 
     public init(index: Int, url: String, name: String, code: String, message: String, attempts: Int,
-                httpStatus: Int? = nil, curlCode: Int? = nil, curlError: String? = nil) {
+                httpStatus: Int? = nil, curlCode: Int? = nil, curlError: String? = nil,
+                finalURL: String? = nil, outageSeconds: Int? = nil) {
+        self.finalURL = finalURL
+        self.outageSeconds = outageSeconds
         self.index = index; self.url = url; self.name = name; self.code = code; self.message = message
         self.attempts = attempts; self.httpStatus = httpStatus; self.curlCode = curlCode; self.curlError = curlError
     }
@@ -227,6 +238,7 @@ extension ItemMarker {
         w.int("index", Int64(index))
         w.string("lastModified", lastModified)
         w.string("name", name)
+        w.int("outageSeconds", outageSeconds.map(Int64.init))
         w.string("request", request)
         w.string("sha256", sha256)
         w.string("startedAt", startedAt)

@@ -68,8 +68,8 @@ public final class TestHTTPServer: Sendable {
         self.port = channel.localAddress?.port ?? 0
     }
 
-    /// Binds 127.0.0.1 on an ephemeral port.
-    public static func start() throws -> TestHTTPServer {
+    /// Binds 127.0.0.1 on an ephemeral port (or on `port`: a server back on a port that was closed).
+    public static func start(port: Int = 0) throws -> TestHTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let box = NIOLockedValueBox<TestHTTPServer?>(nil)
         let bootstrap = ServerBootstrap(group: group)
@@ -83,7 +83,7 @@ public final class TestHTTPServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RequestHandler(server: server, connectionID: id))
                 }
             }
-        let channel = try bootstrap.bind(host: "127.0.0.1", port: 0).wait()
+        let channel = try bootstrap.bind(host: "127.0.0.1", port: port).wait()
         let server = TestHTTPServer(group: group, channel: channel)
         box.withLockedValue { $0 = server }
         return server

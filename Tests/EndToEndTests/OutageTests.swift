@@ -1,0 +1,57 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// A host that cannot be reached is waited out: no attempts used, one probe at a time.
+final class OutageTests: SpoolTestCase {
+    func testItemsOfAClosedPortWaitWithoutUsingAttemptsAndAllPublishWhenItOpens() throws {
+        // A port that was open and is now closed: connections are refused.
+        let gone = try TestHTTPServer.start()
+        let port = gone.port
+        try gone.shutdown()
+        let count = 200
+        let list = (0..<count).map { "http://127.0.0.1:\(port)/f\($0)" }.joined(separator: "\n")
+        try spool.drop("outage", list + "\n")
+        // A second host stays fully served meanwhile.
+        for i in 0..<20 { server.serve("/o\(i)", body: Array("other \(i)".utf8)) }
+        try spool.drop("other", (0..<20).map { server.url("/o\($0)") }.joined(separator: "\n") + "\n")
+
+        // Attempts would run out in well under a second: 2 attempts, 50-100 ms apart.
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--max-attempts", "2",
+                                               "--retry-base", "0.05", "--retry-cap", "0.1"])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.waitForFile("other.group.done", in: spool.path("done"), timeout: 30)
+        XCTAssertEqual(try json("done", "other.group.done")["published"] as? Int, 20)
+        try daemon.waitForStderr(containing: "host unreachable; its items wait", timeout: 30)
+        // Let the outage outlast many times what the attempts would have lasted: two failed probes.
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "two failed probes") {
+            daemon.stderrText.components(separatedBy: "probe failed").count - 1 >= 2
+        }
+        XCTAssertEqual(spool.files(in: "failed"), [], "an outage fails nothing")
+
+        let back = try TestHTTPServer.start(port: port)
+        defer { try? back.shutdown() }
+        for i in 0..<count { back.serve("/f\(i)", body: Array("file \(i)".utf8)) }
+        try DirectoryWaiter.waitForFile("outage.group.done", in: spool.path("done"), timeout: 90)
+
+        let group = try json("done", "outage.group.done")
+        XCTAssertEqual(group["published"] as? Int, count)
+        XCTAssertEqual(group["failed"] as? Int, 0)
+        var waited = 0
+        for i in 0..<count {
+            let marker = try json("done", "f\(i).done")
+            XCTAssertEqual(marker["attempts"] as? Int, 1, "f\(i): the outage used up no attempt")
+            if (marker["outageSeconds"] as? Int ?? 0) > 0 { waited += 1 }
+        }
+        XCTAssertGreaterThan(waited, 0, "markers record the time spent waiting for the host")
+        let log = daemon.stderrText
+        XCTAssertEqual(log.components(separatedBy: "host unreachable; its items wait").count - 1, 1,
+                       "one log line when the host goes down, not one per item")
+        XCTAssertTrue(log.contains("host reachable again"), log)
+        // Connection attempts during the outage follow the probe schedule, not the item count:
+        // the first wave (at most --per-host 6 running when it went down) plus one per probe.
+        let probes = log.components(separatedBy: "probing an unreachable host").count - 1
+        XCTAssertLessThanOrEqual(probes, 8, "probes: \(probes)")
+        XCTAssertEqual(back.requests(for: "/f0").count, 1)
+    }
+}
