@@ -61,6 +61,7 @@ let package = Package(
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore"]),
+        .testTarget(name: "SpoolWatcherTests", dependencies: ["SpoolWatcher"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],

@@ -231,6 +231,13 @@ public final class Engine {
             if initial { initialScanDone = true }
         case .watcher(.control(let name)):
             handleControl(name)
+        case .watcher(.rescanned(let names)):
+            for name in names { claimIncoming(name) }
+        case .watcher(.folderLost(let folder, let reason)):
+            logger.error("watched folder lost; made again and watched again: \(reason)", metadata: ["folder": "\(folder)"])
+            for directory in [layout.incoming, layout.control] where directory.path == folder {
+                do { try directory.reopen() } catch { logger.error("could not open the watched folder again: \(error)") }
+            }
         case .watcher(.failed(let reason)):
             logger.critical("watcher stopped: \(reason)")
             beginStop(reason: "watcher failed")
