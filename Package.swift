@@ -70,6 +70,7 @@ let package = Package(
                                    .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
         .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
+        .testTarget(name: "SpoolWatcherTests", dependencies: ["SpoolWatcher"]),
         .testTarget(name: "EndToEndTests",
                     dependencies: ["SpoolTestSupport", "spoolfetch"]),
     ],

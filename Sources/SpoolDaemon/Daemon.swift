@@ -31,6 +31,8 @@ public enum Daemon {
         do {
             let engine = try Engine(configuration: configuration, logger: logger)
             let summary = try engine.run()
+            // A daemon whose watcher stopped exits non-zero, so that its service manager restarts it.
+            if summary.watcherFailed { return ExitStatus.someFailed }
             return configuration.once || configuration.due ? summary.exitCode : ExitStatus.success
         } catch {
             logger.critical("\(error.description)")

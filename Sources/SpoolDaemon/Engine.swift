@@ -15,8 +15,10 @@ public struct RunSummary: Sendable, Hashable {
     public var rejected = 0
     /// Request files that could not be claimed (a file-system error, logged); they stay in `incoming/`.
     public var unclaimed = 0
+    /// The watcher stopped (a watched folder could not be made again): the daemon stopped blind.
+    public var watcherFailed = false
     /// Every item published, or an item failed or a request was rejected.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
+    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 || watcherFailed ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
 }
 
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
@@ -48,6 +50,8 @@ public final class Engine {
     /// Set up by `startUp`: they need the session and the file limit.
     var driver: TransferDriver!
     var intake: Intake!
+    /// The last thing that went wrong with a watched folder, for status.
+    var watcherTrouble: String?
     /// Reports network changes (rtnetlink); nil when it could not start.
     var networkMonitor: NetworkChangeMonitor?
     /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
@@ -237,8 +241,19 @@ public final class Engine {
                 !send(.operatorCommand(verb), to: record).isEmpty
             }
             status.markDirty()
+        case .watcher(.rescanned(let names)):
+            for name in names { claim(name) }
+        case .watcher(.folderLost(let folder, let reason)):
+            logger.error("watched folder lost; made again and watched again: \(reason)", metadata: ["folder": "\(folder)"])
+            watcherTrouble = "\(folder) was lost (\(reason)); made again"
+            for directory in [layout.incoming, layout.control] where directory.path == folder {
+                do { try directory.reopen() } catch { logger.error("could not open the watched folder again: \(error)") }
+            }
+            status.markDirty()
         case .watcher(.failed(let reason)):
             logger.critical("watcher stopped: \(reason)")
+            watcherTrouble = "stopped: \(reason)"
+            summary.watcherFailed = true
             beginStop(reason: "watcher failed")
         case .published(let results):
             publishing.batchEnded()
@@ -281,7 +296,8 @@ public final class Engine {
         status.write(now: now, items: table.items, active: table.active, window: window, task: { record in
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
         }, running: driver.running.count, summary: summary, unclaimed: intake.deferredCount,
-           hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages)
+           hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
+           watcher: watcherTrouble)
     }
 }
 

@@ -17,7 +17,8 @@ extension Engine {
     /// 5. `READY=1` to systemd. Requests already in `incoming/` arrive as the watcher's first listing.
     func startUp() throws(DaemonError) -> DirectoryWatcher {
         let inbox = self.inbox
-        let watcher = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path) {
+        let watcher = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path,
+                                       rescanInterval: configuration.rescanInterval > 0 ? configuration.rescanInterval : nil) {
             inbox.post(.watcher($0))
         }
         do { try watcher.start() } catch { throw .watcher(error) }

@@ -37,6 +37,8 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     /// Open items per state (`pending`, `waiting-start`, `waiting-window`, `running`, …). For a
     /// large queue the waiting states may be up to `StatusReporter.scanInterval` old.
     public var states: [String: Int]? = nil
+    /// Trouble with a watched folder (lost and made again, or the watcher stopped), if any.
+    public var watcher: String? = nil
     /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
     public var unreachableHosts: [UnreachableHost]? = nil
 }

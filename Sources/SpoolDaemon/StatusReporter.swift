@@ -88,7 +88,7 @@ final class StatusReporter {
     /// per state. It never lists a large queue whole.
     func write(now: Date, items: [Int: ItemRecord], active: [Int: ItemRecord], window: DailyWindow?,
                task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary, unclaimed: Int,
-               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage]) {
+               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?) {
         let scan = scanQueue(items, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
@@ -117,6 +117,7 @@ final class StatusReporter {
         daemon.rate = rate
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
         daemon.states = states
+        daemon.watcher = watcher
         if !outages.isEmpty {
             daemon.unreachableHosts = outages.map {
                 UnreachableHost(host: $0.hostKey, since: RFC3339.format($0.since), lastError: $0.lastError,

@@ -41,6 +41,7 @@ extension SpoolOverview {
                 more.append("hooks: \(hooks) running" + ((d.hooksWaiting ?? 0) > 0 ? ", \(d.hooksWaiting!) waiting" : ""))
             }
             if !more.isEmpty { out += "  " + more.joined(separator: "; ") + "\n" }
+            if let trouble = d.watcher { out += "  watcher: \(trouble)\n" }
             for h in d.unreachableHosts ?? [] {
                 out += "  host \(h.host) unreachable since \(h.since), next probe \(h.nextProbe)\n"
                 out += "    last error: \(h.lastError)\n"

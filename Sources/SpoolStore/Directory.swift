@@ -1,20 +1,39 @@
 internal import CLinux
 import Foundation
+import Synchronization
 
 /// An open directory: the owner of its descriptor, used for every `*at` call so that a path
 /// component swapped for a symlink after start cannot redirect the daemon's writes.
 public final class Directory: @unchecked Sendable {
     public let path: String
-    public let fd: Int32
+    private let descriptor: Atomic<Int32>
+    /// Descriptors replaced by `reopen`, closed only at deinit: another thread may be in the
+    /// middle of a call with one.
+    private let retired = Mutex<[Int32]>([])
+
+    public var fd: Int32 { descriptor.load(ordering: .acquiring) }
 
     public init(opening path: String) throws(StoreError) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError("open", path) }
         self.path = path
-        self.fd = fd
+        self.descriptor = Atomic(fd)
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(descriptor.load(ordering: .acquiring))
+        for old in retired.withLock({ $0 }) { close(old) }
+    }
+
+    /// Opens `path` again (never through a symlink) after the folder there was replaced — deleted
+    /// and re-created, or mounted over — so later calls reach the folder that now has the name,
+    /// not the gone one the old descriptor still points at.
+    public func reopen() throws(StoreError) {
+        let fresh = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fresh >= 0 else { throw StoreError("open", path) }
+        let old = descriptor.exchange(fresh, ordering: .acquiringAndReleasing)
+        retired.withLock { $0.append(old) }
+    }
 
     public func path(of name: String) -> String { path + "/" + name }
 
