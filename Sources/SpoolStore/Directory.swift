@@ -14,6 +14,14 @@ public final class Directory: @unchecked Sendable {
         self.fd = fd
     }
 
+    /// Opens `parent/name`, refusing a symlink in its place (O_NOFOLLOW).
+    public init(in parent: Directory, name: String) throws(StoreError) {
+        let fd = openat(parent.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError("open", parent.path(of: name)) }
+        self.path = parent.path(of: name)
+        self.fd = fd
+    }
+
     deinit { close(fd) }
 
     public func path(of name: String) -> String { path + "/" + name }

@@ -1,12 +1,12 @@
 import Foundation
 
-/// The spool's folders (DESIGN.md §1) and their open descriptors.
+/// The spool's folders and their open descriptors.
 ///
 /// | folder | writer | meaning |
 /// |---|---|---|
 /// | incoming | producers | request files to claim |
 /// | tmp | producers | scratch space for write-then-rename |
-/// | active | daemon | claimed requests, each held by a `flock` |
+/// | active | daemon | claimed requests, one folder per worker (`active/W/R`, see `WorkerFolder`) |
 /// | staging | daemon | partial downloads (`B.part`) and their state (`B.state`) |
 /// | done | daemon | published files + `NAME.done` markers, group markers, finished requests |
 /// | failed | daemon | requests with a failed item + `R.error` |
