@@ -35,6 +35,14 @@ public final class Directory: @unchecked Sendable {
         retired.withLock { $0.append(old) }
     }
 
+    /// Opens `parent/name`, refusing a symlink in its place (O_NOFOLLOW).
+    public init(in parent: Directory, name: String) throws(StoreError) {
+        let fd = openat(parent.fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError("open", parent.path(of: name)) }
+        self.path = parent.path(of: name)
+        self.descriptor = Atomic(fd)
+    }
+
     public func path(of name: String) -> String { path + "/" + name }
 
     public func exists(_ name: String) -> Bool {

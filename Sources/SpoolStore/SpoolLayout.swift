@@ -6,7 +6,7 @@ import Foundation
 /// |---|---|---|
 /// | incoming | producers | request files to claim |
 /// | tmp | producers | scratch space for write-then-rename |
-/// | active | daemon | claimed requests, each held by a `flock` |
+/// | active | daemon | claimed requests, one folder per worker (`active/W/R`, see `WorkerFolder`) |
 /// | staging | daemon | partial downloads (`B.part`) and their state (`B.state`) |
 /// | done | daemon | published files + `NAME.done` markers, group markers, finished requests |
 /// | failed | daemon | requests with a failed item + `R.error` |

@@ -1,126 +1,31 @@
 import Foundation
 import Synchronization
 
-/// A request file this daemon holds: renamed into `active/` and locked with `flock`, so that no
-/// other worker adopts it while this one lives. Closing the descriptor (deinit) releases the lock.
-public final class ClaimedRequest: @unchecked Sendable {
-    /// The name in `active/` (the request id). Equals the producer's name unless that name was
-    /// still active from an earlier request, in which case a `~N` suffix keeps both.
-    public let name: String
-    /// The file's bytes, read once (at most the size limit + 1, so an oversize file is detected
-    /// without reading it all).
-    public let bytes: [UInt8]
-    /// The request file's inode: tells this claim's group journal from one a same-named earlier
-    /// request left behind.
-    public let inode: UInt64
-    private let fd: Int32
-
-    init(name: String, bytes: [UInt8], fd: Int32, inode: UInt64) {
-        self.name = name
-        self.bytes = bytes
-        self.fd = fd
-        self.inode = inode
-    }
-
-    deinit { close(fd) }
-}
-
-/// What became of an attempt to claim `incoming/R`.
-public enum ClaimResult: Sendable {
-    case claimed(ClaimedRequest)
-    /// Not there (any more): another worker claimed it, or it was a duplicate event.
-    case gone
-    /// Not a regular file (a symlink, a fifo, a folder): it is never opened for reading.
-    case refused(code: String, message: String)
-}
-
-/// The spool on disk: claims, staging files, rejection and group completion. Every transition
-/// has one commit point, a `rename` (see the state table in README.md).
+/// The spool on disk: claims (in `Claims.swift`), staging files, rejection and group completion.
+/// Every transition has one commit point, a `rename` (see the state table in README.md).
 public struct SpoolStore: Sendable {
     public let layout: SpoolLayout
     /// Request files larger than this are read only this far (+1 byte) and rejected by the parser.
     public let maxRequestBytes: Int
+    /// This worker's folder in `active/` (see `WorkerFolder` and `Claims.swift`).
+    let workerSlot = WorkerSlot()
 
     public init(layout: SpoolLayout, maxRequestBytes: Int = 65_536) {
         self.layout = layout
         self.maxRequestBytes = maxRequestBytes
     }
 
-    // MARK: Claiming
-
-    /// Claims `incoming/name`: open (never following a symlink), lock, rename into `active/`.
-    ///
-    /// The lock is taken before the rename, on the inode, so there is no moment at which the
-    /// file sits in `active/` unlocked and another worker could adopt it.
-    public func claim(_ name: String) throws(StoreError) -> ClaimResult {
-        let incoming = layout.incoming
-        let fd = openat(incoming.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        if fd < 0 {
-            switch errno {
-            case ENOENT: return .gone
-            case ELOOP: return .refused(code: "symlink", message: "the request file is a symbolic link; it was not read")
-            case ENXIO: return .refused(code: "not-regular-file", message: "the request file is not a regular file")
-            default: throw StoreError("open", incoming.path(of: name))
-            }
-        }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { let e = StoreError("fstat", incoming.path(of: name)); close(fd); throw e }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {
-            close(fd)
-            return .refused(code: "not-regular-file", message: "the request file is not a regular file")
-        }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { close(fd); return .gone }
-        var activeName = name
-        var suffix = 0
-        while true {
-            do throws(StoreError) {
-                try incoming.rename(name, to: activeName, in: layout.active, replace: false)
-                break
-            } catch {
-                if error.errno == ENOENT { close(fd); return .gone }
-                if error.errno == EEXIST && suffix < 1000 {
-                    suffix += 1
-                    activeName = Self.suffixed(name, suffix, separator: "~")
-                    continue
-                }
-                close(fd)
-                throw error
-            }
-        }
-        do throws(StoreError) {
-            let bytes = try FileIO.readUpTo(fd, limit: maxRequestBytes + 1, path: layout.active.path(of: activeName))
-            return .claimed(ClaimedRequest(name: activeName, bytes: bytes, fd: fd, inode: UInt64(st.st_ino)))
-        } catch {
-            close(fd)
-            throw error
-        }
-    }
-
-    /// Requests in `active/` whose worker is gone (no lock held): adopted by this worker.
-    /// Requests this process already holds are skipped too (a second `flock` on a new open file
-    /// description conflicts even within one process).
-    public func adoptOrphans() -> [ClaimedRequest] {
-        var adopted: [ClaimedRequest] = []
-        for name in layout.active.list() where !name.hasPrefix(".") {
-            let fd = openat(layout.active.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0,
-                  let bytes = try? FileIO.readUpTo(fd, limit: maxRequestBytes + 1, path: layout.active.path(of: name))
-            else { close(fd); continue }
-            // It may have been finished and moved away between the listing and the lock.
-            var byName = stat(), byFD = stat()
-            guard fstatat(layout.active.fd, name, &byName, AT_SYMLINK_NOFOLLOW) == 0, fstat(fd, &byFD) == 0,
-                  byName.st_ino == byFD.st_ino else { close(fd); continue }
-            adopted.append(ClaimedRequest(name: name, bytes: bytes, fd: fd, inode: UInt64(byFD.st_ino)))
-        }
-        return adopted
+    /// A store whose claims go into `worker`'s folder (instead of one made at the first claim).
+    public init(layout: SpoolLayout, maxRequestBytes: Int = 65_536, worker: WorkerFolder) {
+        self.init(layout: layout, maxRequestBytes: maxRequestBytes)
+        workerSlot.set(worker)
     }
 
     // MARK: Rejection
 
     /// Files a claimed request in `rejected/`: the error file first, then the request (commit).
     public func reject(_ claim: ClaimedRequest, _ record: ErrorRecord) throws(StoreError) {
-        try file(claim.name, from: layout.active, into: layout.rejected, record: record)
+        try file(claim.name, from: claim.folder, into: layout.rejected, record: record)
     }
 
     /// Files an unclaimable entry of `incoming/` (a symlink, a fifo) in `rejected/` without opening it.
@@ -183,13 +88,13 @@ public struct SpoolStore: Sendable {
             try layout.final.sync()
         }
         // On a retry whose move went through (only its folder sync failed), nothing is left to move.
-        guard layout.active.status(of: claim.name).map({ UInt64($0.st_ino) }) == claim.inode else {
+        guard claim.folder.status(of: claim.name).map({ UInt64($0.st_ino) }) == claim.inode else {
             return (layout.final.path(of: markerName), journal)
         }
         if let failure {
-            try file(claim.name, from: layout.active, into: layout.failed, record: failure)
+            try file(claim.name, from: claim.folder, into: layout.failed, record: failure)
         } else {
-            try file(claim.name, from: layout.active, into: layout.done, record: nil)
+            try file(claim.name, from: claim.folder, into: layout.done, record: nil)
         }
         return (layout.final.path(of: markerName), journal)
     }
@@ -199,20 +104,27 @@ public struct SpoolStore: Sendable {
         layout.staging.remove(journal.name)
     }
 
-    /// Groups that ended in an earlier run whose hook had not run yet (their request has left
-    /// `active/`): the journal, now locked by this worker, and the group marker. A journal
-    /// another live worker holds is its own business (its hook is running) and is left alone.
+    /// Groups that ended in an earlier run whose hook had not run yet (their request — the file
+    /// whose inode the journal's name carries — is no longer claimed by any worker): the
+    /// journal, now locked by this worker, and the group marker. A journal another live worker
+    /// holds is its own business (its hook is running) and is left alone.
     public func pendingGroupHooks() -> [(journal: HeldLock, markerPath: String, marker: GroupMarker?)] {
         var pending: [(journal: HeldLock, markerPath: String, marker: GroupMarker?)] = []
         for name in layout.staging.list() where name.hasSuffix(".group") && !name.hasPrefix(".") {
             guard let held = layout.staging.lockExisting(name), let bytes = try? layout.staging.read(name),
                   let journal = SpoolJSON.decode(GroupJournal.self, bytes),
-                  !layout.active.exists(journal.request) else { continue }
+                  !isClaimed(journal.request, inode: Self.journalInode(name)) else { continue }
             guard layout.final.exists(journal.marker) else { layout.staging.remove(name); continue }
             let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
             pending.append((held, layout.final.path(of: journal.marker), marker))
         }
         return pending
+    }
+
+    /// INODE of a journal named `B.INODE.group`.
+    static func journalInode(_ journalName: String) -> UInt64? {
+        let parts = journalName.split(separator: ".")
+        return parts.count >= 3 ? UInt64(parts[parts.count - 2]) : nil
     }
 
     private func chooseGroupMarkerName(_ group: String) throws(StoreError) -> String {

@@ -9,6 +9,11 @@ import Foundation
 /// may be halfway through writing one, and only old ones are swept. Exclusive is then turned
 /// into shared: the kernel converts an uncontended `flock` in place, and nothing of this worker
 /// needs protecting before its loop starts.
+///
+/// This is not what keeps claims: a worker's requests are kept by its own lock in `active/W/`
+/// (see `WorkerFolder`). One shared lock can say "someone is alive" but not who, so it cannot
+/// tell whose requests to adopt; the per-worker locks cannot say "no one else is starting
+/// right now" without a scan that races. Each lock answers its own question, one descriptor each.
 public final class WorkerRegistration: @unchecked Sendable {
     /// No other worker held the spool when this one started.
     public let alone: Bool

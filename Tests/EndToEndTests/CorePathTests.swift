@@ -48,7 +48,7 @@ final class CorePathTests: SpoolTestCase {
 
         XCTAssertEqual(spool.files(in: "incoming"), [])
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
-        XCTAssertEqual(spool.files(in: "active"), [])
+        XCTAssertEqual(spool.leftovers(in: "active"), [])
         XCTAssertTrue(spool.files(in: "done").contains("list"), "the request file ends in done/")
         XCTAssertTrue(spool.files(in: "done").contains("one"))
         XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix(".") }, [], "no temp files left")

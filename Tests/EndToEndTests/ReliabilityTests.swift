@@ -114,7 +114,7 @@ final class ReliabilityTests: SpoolTestCase {
         first.signal(SIGKILL)
         XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
         let kept = partSize(spool)
-        XCTAssertEqual(spool.files(in: "active"), ["killme"], "the claim survives the crash")
+        XCTAssertEqual(spool.claimed(), ["killme"], "the claim survives the crash")
         XCTAssertFalse(spool.files(in: "done").contains("slow.bin"))
 
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
@@ -126,7 +126,7 @@ final class ReliabilityTests: SpoolTestCase {
         let offset = Int(range.dropFirst(6).dropLast()) ?? -1
         XCTAssertGreaterThanOrEqual(offset, size / 2)
         XCTAssertLessThanOrEqual(offset, kept)
-        XCTAssertEqual(spool.files(in: "active"), [])
+        XCTAssertEqual(spool.leftovers(in: "active"), [])
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
         print("kill -9 at \(kept) of \(size) bytes; the restart re-fetched \(size - offset) bytes")
     }
@@ -200,7 +200,7 @@ final class ReliabilityTests: SpoolTestCase {
         }
         first.signal(SIGKILL)
         XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
-        XCTAssertEqual(spool.files(in: "active"), ["pair"], "the request is still open: its second item runs")
+        XCTAssertEqual(spool.claimed(), ["pair"], "the request is still open: its second item runs")
 
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
@@ -251,7 +251,7 @@ final class ReliabilityTests: SpoolTestCase {
         }
         let seconds = Date().timeIntervalSince(started)
         XCTAssertEqual(spool.files(in: "incoming"), [])
-        XCTAssertEqual(spool.files(in: "active"), [])
+        XCTAssertEqual(spool.leftovers(in: "active"), [])
         let done = Set(spool.files(in: "done"))
         for i in 0..<count { XCTAssertTrue(done.contains("b\(i).group.done"), "b\(i) was claimed and ended") }
         XCTAssertEqual(server.requests(for: "/tiny").count, count)

@@ -75,7 +75,7 @@ final class SchedulingTests: SpoolTestCase {
         try DirectoryWaiter.waitForFile("daily", in: spool.path("done"), timeout: 30)
         XCTAssertTrue(spool.files(in: "done").contains("daily.group.done"))
         XCTAssertEqual(server.requests(for: "/night").count, 0, "outside its window a discretionary item waits")
-        XCTAssertEqual(spool.files(in: "active"), ["nightly"], "still claimed, still pending")
+        XCTAssertEqual(spool.claimed(), ["nightly"], "still claimed, still pending")
         daemon.signal(SIGTERM)
         XCTAssertEqual(try daemon.waitForExit(timeout: 10), 0)
     }

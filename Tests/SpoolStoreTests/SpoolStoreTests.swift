@@ -50,27 +50,6 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertThrowsError(try SpoolLayout(root: escaped))
     }
 
-    func testClaimRenamesIntoActiveAndHoldsTheLock() throws {
-        write("incoming", "r1", "http://x/\n")
-        guard case .claimed(let claim) = try store.claim("r1") else { return XCTFail("not claimed") }
-        XCTAssertEqual(claim.name, "r1")
-        XCTAssertEqual(claim.bytes, Array("http://x/\n".utf8))
-        XCTAssertEqual(files("incoming"), [])
-        XCTAssertEqual(files("active"), ["r1"])
-        XCTAssertEqual(store.adoptOrphans().count, 0, "a held claim is not adoptable")
-        guard case .gone = try store.claim("r1") else { return XCTFail("a second claim must find it gone") }
-    }
-
-    func testAClaimWhoseHolderIsGoneIsAdopted() throws {
-        write("incoming", "r2", "http://x/\n")
-        do {
-            guard case .claimed = try store.claim("r2") else { return XCTFail("not claimed") }
-        }   // the claim is released here, as when its worker dies
-        let adopted = store.adoptOrphans()
-        XCTAssertEqual(adopted.map(\.name), ["r2"])
-        XCTAssertEqual(store.adoptOrphans().count, 0, "and now it is held again")
-    }
-
     func testSymlinkAndFifoAreRefusedWithoutReading() throws {
         write("tmp", "target", "secret")
         symlink("\(root!)/tmp/target", "\(root!)/incoming/link")
@@ -88,16 +67,6 @@ final class SpoolStoreTests: XCTestCase {
         guard case .gone = try store.claim("never-there") else { return XCTFail("expected .gone") }
     }
 
-    func testSameNameStillActiveGetsASuffix() throws {
-        write("incoming", "daily", "a")
-        guard case .claimed(let first) = try store.claim("daily") else { return XCTFail() }
-        write("incoming", "daily", "b")
-        guard case .claimed(let second) = try store.claim("daily") else { return XCTFail() }
-        XCTAssertEqual(first.name, "daily")
-        XCTAssertEqual(second.name, "daily~1")
-        XCTAssertEqual(second.bytes, Array("b".utf8))
-    }
-
     func testRejectWritesTheErrorAndKeepsTheRequestUntouchedWithSuffixOnCollision() throws {
         write("rejected", "bad", "older")
         write("incoming", "bad", "garbage")
@@ -109,7 +78,7 @@ final class SpoolStoreTests: XCTestCase {
         let record = try JSONSerialization.jsonObject(with: Data(read("rejected", "bad-1.error")!.utf8)) as? [String: Any]
         XCTAssertEqual(record?["line"] as? Int, 3)
         XCTAssertEqual(record?["code"] as? String, "unknown-key")
-        XCTAssertEqual(files("active"), [])
+        XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lock"], "no claim left")
     }
 
     private func job(_ base: String, name: String, content: String) throws -> PublishJob {
@@ -185,7 +154,7 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertEqual(files("staging"), ["req.\(claim.inode).group"], "the journal stays until the group hook has run")
         store.groupHookDone(first.journal)
         XCTAssertEqual(files("staging"), [])
-        XCTAssertEqual(files("active"), [])
+        XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lock"], "no claim left")
         XCTAssertTrue(files("done").contains("req"))
 
         // Same group name the next night: a new marker, never an overwrite.

@@ -206,10 +206,23 @@ public final class TempSpool: @unchecked Sendable {
         ((try? FileManager.default.contentsOfDirectory(atPath: path(folder))) ?? []).sorted()
     }
 
-    /// What a run left in a folder: every file but `staging/.workers.lock`, the registration
-    /// file every worker locks, which stays on purpose (see `WorkerRegistration`).
+    /// What a run left in a folder: every file but the two lock files that stay on purpose,
+    /// `staging/.workers.lock` (see `WorkerRegistration`) and `active/.claims.lock` (see
+    /// `ClaimNames`).
     public func leftovers(in folder: String) -> [String] {
-        files(in: folder).filter { !(folder == "staging" && $0 == ".workers.lock") }
+        files(in: folder).filter { !(folder == "staging" && $0 == ".workers.lock") && !(folder == "active" && $0 == ".claims.lock") }
+    }
+
+    /// The names of the claimed requests, sorted, whichever worker's folder (`active/W/R`) holds
+    /// them (or `active/R`, the old layout).
+    public func claimed() -> [String] {
+        var names: [String] = []
+        for entry in files(in: "active") where !entry.hasPrefix(".") {
+            var isFolder: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: path("active", entry), isDirectory: &isFolder)
+            names += isFolder.boolValue ? files(in: "active/" + entry).filter { !$0.hasPrefix(".") } : [entry]
+        }
+        return names.sorted()
     }
 
     public func read(_ folder: String, _ name: String) throws -> [UInt8] {

@@ -1,0 +1,77 @@
+import Foundation
+
+/// The names of claimed requests are unique across the whole spool, not just within one worker
+/// folder: staging files, journals and status ids are named after them. `active/.claims.lock`,
+/// `flock`ed exclusively, makes "pick a name no folder holds, then move the file in" one step
+/// for every worker: claims from `incoming/`, and an adopter's moves out of a dead folder. It is
+/// held only for those moments, never while a request is worked on.
+final class ClaimNames: @unchecked Sendable {
+    let active: Directory
+    private let fd: Int32
+    /// `flock` does not exclude threads sharing one open file; this does.
+    private let local = NSLock()
+
+    static let fileName = ".claims.lock"
+
+    init(active: Directory) throws(StoreError) {
+        let fd = openat(active.fd, Self.fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StoreError("open", active.path(of: Self.fileName)) }
+        self.active = active
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Runs `body` holding the spool-wide claim lock; `body` gets the names of the worker
+    /// folders in `active/`, listed under the lock.
+    func withLock<T>(_ body: ([String]) throws(StoreError) -> T) throws(StoreError) -> T {
+        local.lock()
+        defer { local.unlock() }
+        while flock(fd, LOCK_EX) != 0 {
+            if errno != EINTR { throw StoreError("flock", active.path(of: Self.fileName)) }
+        }
+        defer { _ = flock(fd, LOCK_UN) }
+        let folders = active.entries().filter { $0.isDirectory && !$0.name.hasPrefix(".") }.map(\.name)
+        return try body(folders)
+    }
+
+    /// Whether `name` is claimed anywhere: directly in `active/` (the old layout) or in any
+    /// worker's folder. Call under the lock for an answer that stays true.
+    func isTaken(_ name: String, folders: [String]) -> Bool {
+        if active.exists(name) { return true }
+        return folders.contains { active.exists($0 + "/" + name) }
+    }
+
+    /// The inode of the claim named `name`, wherever it is (nil: not claimed).
+    func inode(of name: String, folders: [String]) -> UInt64? {
+        if let st = active.status(of: name), (st.st_mode & S_IFMT) == S_IFREG { return UInt64(st.st_ino) }
+        for folder in folders {
+            if let st = active.status(of: folder + "/" + name) { return UInt64(st.st_ino) }
+        }
+        return nil
+    }
+
+    /// Moves `source/name` into `folder` under `name`, or `name~N` when a claim of that name
+    /// exists anywhere on the spool. `from`: where `source` is (nil: not under `active/`, such as
+    /// `incoming/`; `""`: `active/` itself; else the name of a worker folder). Call under the
+    /// lock. Returns the name it now has, or nil when `source/name` was gone.
+    func moveIn(_ name: String, from source: Directory, at place: String?, into folder: WorkerFolder,
+                folders: [String]) throws(StoreError) -> String? {
+        var suffix = 0
+        while true {
+            let candidate = suffix == 0 ? name : SpoolStore.suffixed(name, suffix, separator: "~")
+            suffix += 1
+            if suffix > 1000 { throw StoreError("rename", folder.directory.path(of: name), errno: EEXIST) }
+            // A claim moved under its own name already holds that name spool-wide: one rename.
+            if !(place != nil && candidate == name) && isTaken(candidate, folders: folders) { continue }
+            do throws(StoreError) {
+                try source.rename(name, to: candidate, in: folder.directory, replace: false)
+                return candidate
+            } catch {
+                if error.errno == ENOENT { return nil }
+                if error.errno == EEXIST { continue }
+                throw error
+            }
+        }
+    }
+}

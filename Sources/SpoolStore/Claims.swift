@@ -1,0 +1,272 @@
+import Foundation
+import Synchronization
+
+/// A request file this worker holds: moved into its folder `active/W/R` (see `WorkerFolder`).
+/// Holding it costs no descriptor — the worker's one lock says it is alive — so a worker can
+/// hold any number of them.
+public final class ClaimedRequest: Sendable {
+    /// The request id: its name in the worker folder. Equals the producer's name unless a claim
+    /// of that name was still open somewhere on the spool, in which case a `~N` suffix keeps both.
+    public let name: String
+    /// The file's bytes, read once at claim time (at most the size limit + 1, so an oversize
+    /// file is detected without reading it all).
+    public let bytes: [UInt8]
+    /// The request file's inode: tells this claim's group journal from one a same-named earlier
+    /// request left behind, and the file from another that took its name.
+    public let inode: UInt64
+    /// The worker folder the request lives in now (it moves only to `done/`, `failed/` or
+    /// `rejected/` when it ends).
+    public let folder: Directory
+
+    /// Where to read the request file again.
+    public var path: String { folder.path(of: name) }
+
+    init(name: String, bytes: [UInt8], inode: UInt64, folder: Directory) {
+        self.name = name
+        self.bytes = bytes
+        self.inode = inode
+        self.folder = folder
+    }
+
+    /// Up to `count` bytes of the request file from `offset` (fewer at its end): to parse an
+    /// item again when it starts. Fails with ENOENT when the name no longer holds this file.
+    public func read(at offset: Int64, count: Int) throws(StoreError) -> [UInt8] {
+        let fd = try openFile()
+        defer { close(fd) }
+        var result = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = result.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError("pread", path)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        result.removeLast(count - done)
+        return result
+    }
+
+    /// Opens the request file for reading (the caller closes the descriptor), checking that it
+    /// is still this claim's file.
+    public func openFile() throws(StoreError) -> Int32 {
+        let fd = openat(folder.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError("open", path) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, UInt64(st.st_ino) == inode else {
+            close(fd)
+            throw StoreError("open", path, errno: ENOENT)
+        }
+        return fd
+    }
+}
+
+/// What became of an attempt to claim `incoming/R`.
+public enum ClaimResult: Sendable {
+    case claimed(ClaimedRequest)
+    /// Not there (any more): another worker claimed it, or it was a duplicate event.
+    case gone
+    /// Not a regular file (a symlink, a fifo, a folder): it is never opened for reading.
+    case refused(code: String, message: String)
+}
+
+/// The store's worker folder, shared by copies of one `SpoolStore`: created at the first claim
+/// or adoption unless one was handed in.
+final class WorkerSlot: Sendable {
+    private let folder = Mutex<WorkerFolder?>(nil)
+
+    func set(_ worker: WorkerFolder) { folder.withLock { $0 = worker } }
+
+    func get(layout: SpoolLayout) throws(StoreError) -> WorkerFolder {
+        let result: Result<WorkerFolder, StoreError> = folder.withLock { slot in
+            if let existing = slot { return .success(existing) }
+            do throws(StoreError) {
+                let created = try WorkerFolder(layout: layout)
+                slot = created
+                return .success(created)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    func release() { folder.withLock { $0 }?.release() }
+}
+
+extension SpoolStore {
+    // MARK: Claiming
+
+    /// This worker's folder in `active/` (created on first use).
+    public func workerFolder() throws(StoreError) -> WorkerFolder {
+        try workerSlot.get(layout: layout)
+    }
+
+    /// A clean exit: the worker folder goes if it is empty and its lock is released (see
+    /// `WorkerFolder.release`). No claim or adoption may follow.
+    public func releaseWorkerFolder() {
+        workerSlot.release()
+    }
+
+    /// Claims `incoming/name`: opened first (never following a symlink) to refuse what is not a
+    /// regular file, then renamed into this worker's folder — the commit point — under a name
+    /// no other claim on the spool has, read, and closed.
+    public func claim(_ name: String) throws(StoreError) -> ClaimResult {
+        let incoming = layout.incoming
+        let fd = openat(incoming.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if fd < 0 {
+            switch errno {
+            case ENOENT: return .gone
+            case ELOOP: return .refused(code: "symlink", message: "the request file is a symbolic link; it was not read")
+            case ENXIO: return .refused(code: "not-regular-file", message: "the request file is not a regular file")
+            default: throw StoreError("open", incoming.path(of: name))
+            }
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw StoreError("fstat", incoming.path(of: name)) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            return .refused(code: "not-regular-file", message: "the request file is not a regular file")
+        }
+        let worker = try workerFolder()
+        guard !worker.isReleased else { throw StoreError("claim", incoming.path(of: name), errno: ESHUTDOWN) }
+        let moved = try worker.names.withLock { folders throws(StoreError) in
+            try worker.names.moveIn(name, from: incoming, at: nil, into: worker, folders: folders)
+        }
+        guard let claimed = moved else { return .gone }
+        if let now = worker.directory.status(of: claimed), now.st_ino == st.st_ino {
+            let bytes = try Self.readRequest(fd, size: st.st_size, limit: maxRequestBytes + 1, path: worker.directory.path(of: claimed))
+            return .claimed(ClaimedRequest(name: claimed, bytes: bytes, inode: UInt64(st.st_ino), folder: worker.directory))
+        }
+        // The name was taken by another file between the open and the rename (a producer
+        // replaced it): what was moved in is that file, read afresh.
+        if let claim = readClaim(claimed, in: worker) { return .claimed(claim) }
+        let record = ErrorRecord(request: claimed, code: "not-regular-file", message: "the request file is not a regular file")
+        try file(claimed, from: worker.directory, into: layout.rejected, record: record)
+        return .gone
+    }
+
+    /// Requests whose worker is gone, moved into this worker's folder and read: every request
+    /// in a worker folder whose `.lock` this worker can take (its owner is dead), and request
+    /// files of the old layout lying directly in `active/` that no one has `flock`ed. Each
+    /// request is moved by one rename while the spool-wide claim lock is held, so two adopters
+    /// never both take one.
+    public func adoptOrphans() -> [ClaimedRequest] {
+        guard let worker = try? workerFolder(), !worker.isReleased else { return [] }
+        let moved = (try? worker.names.withLock { folders throws(StoreError) -> [String] in
+            var moved: [String] = []
+            for entry in layout.active.entries() where !entry.name.hasPrefix(".") && entry.name != worker.name {
+                if entry.isDirectory {
+                    moved += adoptFolder(entry.name, into: worker, folders: folders)
+                } else if entry.isRegular, let name = adoptLoose(entry.name, into: worker, folders: folders) {
+                    moved.append(name)
+                }
+            }
+            return moved
+        }) ?? []
+        guard !moved.isEmpty else { return [] }
+        try? worker.directory.sync()
+        return moved.compactMap { readClaim($0, in: worker) }
+    }
+
+    /// The requests of dead worker `folder`, moved into `worker`'s folder (under the claim lock).
+    private func adoptFolder(_ folder: String, into worker: WorkerFolder, folders: [String]) -> [String] {
+        let active = layout.active
+        let lockFD = openat(active.fd, folder + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard lockFD >= 0 else {
+            if errno == ENOENT { removeAbandoned(folder) }
+            return []
+        }
+        defer { close(lockFD) }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0,          // held: its worker lives
+              let dead = try? Directory(in: active, name: folder) else { return [] }
+        var moved: [String] = []
+        var left = false
+        for entry in dead.entries() where !entry.name.hasPrefix(".") {
+            guard entry.isRegular else { left = true; continue }
+            do throws(StoreError) {
+                if let name = try worker.names.moveIn(entry.name, from: dead, at: folder, into: worker, folders: folders) {
+                    moved.append(name)
+                }
+            } catch {
+                left = true
+            }
+        }
+        if !left {
+            // `.lock` goes first: a folder without it is skipped by other adopters.
+            _ = unlinkat(dead.fd, WorkerFolder.newLockName, 0)
+            _ = unlinkat(dead.fd, WorkerFolder.lockName, 0)
+            _ = unlinkat(active.fd, folder, AT_REMOVEDIR)
+        }
+        return moved
+    }
+
+    /// A worker folder without `.lock` is a worker starting, or one that died starting. Removed
+    /// once it is an hour old (it cannot hold a request: claims need the lock first).
+    private func removeAbandoned(_ folder: String) {
+        guard let st = layout.active.status(of: folder), Double(st.st_mtim.tv_sec) < Date().timeIntervalSince1970 - 3600,
+              let dead = try? Directory(in: layout.active, name: folder) else { return }
+        _ = unlinkat(dead.fd, WorkerFolder.newLockName, 0)
+        _ = unlinkat(layout.active.fd, folder, AT_REMOVEDIR)
+    }
+
+    /// A request file of the old layout (`active/R`, `flock`ed by its worker): moved into
+    /// `worker`'s folder when no one holds its lock.
+    private func adoptLoose(_ name: String, into worker: WorkerFolder, folders: [String]) -> String? {
+        let active = layout.active
+        let fd = openat(active.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var byName = stat(), byFD = stat()
+        // It may have been finished and moved away between the listing and the lock.
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0, fstat(fd, &byFD) == 0,
+              fstatat(active.fd, name, &byName, AT_SYMLINK_NOFOLLOW) == 0, byName.st_ino == byFD.st_ino
+        else { return nil }
+        return try? worker.names.moveIn(name, from: active, at: "", into: worker, folders: folders)
+    }
+
+    /// Reads `name` in `worker`'s folder as a claim; nil when it is not a readable regular file.
+    private func readClaim(_ name: String, in worker: WorkerFolder) -> ClaimedRequest? {
+        let folder = worker.directory
+        let fd = openat(folder.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
+              let bytes = try? Self.readRequest(fd, size: st.st_size, limit: maxRequestBytes + 1, path: folder.path(of: name))
+        else { return nil }
+        return ClaimedRequest(name: name, bytes: bytes, inode: UInt64(st.st_ino), folder: folder)
+    }
+
+    /// Reads a request file of `size` bytes (as `fstat` said; it may have grown) up to `limit`:
+    /// one buffer of the file's size, not a fixed chunk, since most request files are tiny.
+    static func readRequest(_ fd: Int32, size: off_t, limit: Int, path: String) throws(StoreError) -> [UInt8] {
+        var result = [UInt8](repeating: 0, count: min(limit, max(0, Int(size)) + 1))
+        var done = 0
+        while true {
+            if done == result.count {
+                guard result.count < limit else { break }
+                result += [UInt8](repeating: 0, count: min(limit - result.count, max(4096, result.count)))
+            }
+            let n = result.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw StoreError("read", path)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        result.removeLast(result.count - done)
+        return result
+    }
+
+    /// Whether the request `name` with this inode is still claimed by some worker (a consistent
+    /// answer: looked up under the claim lock, so an adoption in progress cannot hide it).
+    func isClaimed(_ name: String, inode: UInt64?) -> Bool {
+        guard let worker = try? workerFolder() else { return layout.active.exists(name) }
+        let found = try? worker.names.withLock { folders throws(StoreError) in worker.names.inode(of: name, folders: folders) }
+        guard let found else { return false }
+        return inode == nil || found == inode
+    }
+}

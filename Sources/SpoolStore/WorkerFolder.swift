@@ -1,0 +1,105 @@
+import Foundation
+import Synchronization
+
+/// This worker's folder in `active/`: `active/W/` (W = HOST-PID-RANDOM, never reused), which holds
+/// every request the worker has claimed. The worker is alive for as long as it holds an
+/// exclusive `flock` on `active/W/.lock`: one descriptor for its whole life, however many
+/// requests it holds. Whoever gets that lock knows W is dead and may adopt the folder's requests
+/// (`SpoolStore.adoptOrphans`).
+///
+/// The lock file is created and locked as `.lock.new` and only then renamed to `.lock`, so an
+/// adopter never finds `.lock` unlocked while its worker lives. A folder without `.lock` is a
+/// worker still starting (or one that died while starting): it holds no request either way.
+public final class WorkerFolder: @unchecked Sendable {
+    /// W: the folder's name in `active/`.
+    public let name: String
+    /// `active/W/`.
+    public let directory: Directory
+    /// The spool-wide lock under which names are chosen and requests moved into worker folders.
+    let names: ClaimNames
+    private let lockFD: Int32
+    private let released = Mutex(false)
+
+    /// The liveness lock inside each worker folder.
+    public static let lockName = ".lock"
+    static let newLockName = ".lock.new"
+
+    /// Creates `active/W/` (with `active/`'s permissions) and takes its lock.
+    public init(layout: SpoolLayout) throws(StoreError) {
+        let active = layout.active
+        var st = stat()
+        guard fstat(active.fd, &st) == 0 else { throw StoreError("fstat", active.path) }
+        let mode = st.st_mode & 0o7777
+        let host = Self.plainHostName()
+        var chosen: String?
+        for _ in 0..<100 {
+            let candidate = "\(host)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
+            if mkdirat(active.fd, candidate, mode) == 0 { chosen = candidate; break }
+            if errno != EEXIST { throw StoreError("mkdir", active.path(of: candidate)) }
+        }
+        guard let name = chosen else { throw StoreError("mkdir", active.path(of: "\(host)-\(getpid())-…"), errno: EEXIST) }
+        _ = fchmodat(active.fd, name, mode, 0)      // mkdir applies the umask; keep the spool's permissions
+        let directory: Directory
+        do { directory = try Directory(in: active, name: name) } catch { _ = unlinkat(active.fd, name, AT_REMOVEDIR); throw error }
+        let fd = openat(directory.fd, Self.newLockName, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            let error = StoreError("open", directory.path(of: Self.newLockName))
+            _ = unlinkat(active.fd, name, AT_REMOVEDIR)
+            throw error
+        }
+        // Exclusive (and writable, which NFS needs for it) before anyone can find it as `.lock`.
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0,
+              renameat(directory.fd, Self.newLockName, directory.fd, Self.lockName) == 0 else {
+            let error = StoreError("flock/rename", directory.path(of: Self.newLockName))
+            close(fd)
+            _ = unlinkat(directory.fd, Self.newLockName, 0)
+            _ = unlinkat(active.fd, name, AT_REMOVEDIR)
+            throw error
+        }
+        let names: ClaimNames
+        do {
+            names = try ClaimNames(active: active)
+            try active.sync()
+        } catch {
+            close(fd)
+            _ = unlinkat(directory.fd, Self.lockName, 0)
+            _ = unlinkat(active.fd, name, AT_REMOVEDIR)
+            throw error
+        }
+        self.name = name
+        self.directory = directory
+        self.lockFD = fd
+        self.names = names
+    }
+
+    /// Lets go of the folder (a clean exit): removes it when no request is left in it, then
+    /// releases the lock. Requests still in it (a stop with work outstanding) stay, and are
+    /// adopted by the next worker that looks. Nothing is claimed into this folder afterwards.
+    public func release() {
+        let first = released.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        // Nobody else adds to this folder while its lock is held, so "empty" stays true.
+        if directory.list().allSatisfy({ $0.hasPrefix(".") }) {
+            _ = unlinkat(directory.fd, Self.newLockName, 0)
+            _ = unlinkat(directory.fd, Self.lockName, 0)
+            _ = unlinkat(names.active.fd, name, AT_REMOVEDIR)
+        }
+        close(lockFD)
+    }
+
+    /// Whether `release()` has run: a released folder takes no claims.
+    var isReleased: Bool { released.withLock { $0 } }
+
+    deinit { release() }
+
+    /// The host name as one path component that never starts with a dot.
+    static func plainHostName() -> String {
+        let raw = ProcessInfo.processInfo.hostName
+        var cleaned = String(raw.map { $0 == "/" || $0 == "~" ? "_" : $0 }.prefix(64))
+        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
+        return cleaned.isEmpty ? "host" : cleaned
+    }
+}
