@@ -175,7 +175,7 @@ public final class Engine {
             && hooks.running == 0 && hooks.waiting == 0
         if stopping { return quiet }
         guard configuration.once || configuration.due, initialScanDone,
-              quiet, intake.deferredCount == 0, publishing.isIdle else { return false }
+              quiet, publishing.isIdle else { return false }
         if table.isEmpty { return true }
         return configuration.due && !configuration.once && dueDrainIsDone(now: Date())
     }
@@ -295,7 +295,7 @@ public final class Engine {
         let window = scheduler.configuration.window
         status.write(now: now, items: table.items, active: table.active, window: window, task: { record in
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
-        }, running: driver.running.count, summary: summary, unclaimed: intake.deferredCount,
+        }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble)
     }

@@ -39,9 +39,8 @@ extension Engine {
         } catch {
             throw .signals(error)
         }
-        let maxClaims = FileLimit.raise(wanting: configuration.maxClaims, reserve: configuration.concurrency * 4 + 256,
-                                        logger: logger)
-        intake = Intake(store: store, io: io, logger: logger, maxItems: configuration.maxItems, maxClaims: maxClaims)
+        intake = Intake(store: store, io: io, logger: logger, maxItems: configuration.maxItems,
+                        maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
 
         let registration: WorkerRegistration
         do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }

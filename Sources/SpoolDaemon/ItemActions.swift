@@ -115,7 +115,7 @@ extension Engine {
 
     func claim(_ name: String) {
         guard !stopping else { return }
-        switch intake.claim(name, claimed: table.requests.count) {
+        switch intake.claim(name) {
         case .claimed(let claim): accept(claim, adopted: false)
         case .rejected: summary.rejected += 1
         case .failed: summary.unclaimed += 1
@@ -247,7 +247,6 @@ extension Engine {
     func groupEnded(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
         table.remove(request)
         ledger.release(request)
-        for name in intake.takeDeferred(claimed: table.requests.count) where !stopping { claim(name) }
         let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
         logger.info("group ended", metadata: ["request": "\(request.name)", "group": "\(request.group)",
                                               "items": "\(request.items.count)", "failed": "\(failed)"])

@@ -87,7 +87,7 @@ final class StatusReporter {
     /// space, paused, publishing), the next waiting ones due, the recently ended ones, and counts
     /// per state. It never lists a large queue whole.
     func write(now: Date, items: [Int: ItemRecord], active: [Int: ItemRecord], window: DailyWindow?,
-               task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary, unclaimed: Int,
+               task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary,
                hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?) {
         let scan = scanQueue(items, now: now, window: window)
         var states = scan.states
@@ -110,7 +110,7 @@ final class StatusReporter {
         var daemon = DaemonStatus(
             host: ProcessInfo.processInfo.hostName, pid: getpid(), version: Daemon.version, spool: spoolRoot,
             startedAt: RFC3339.format(startedAt), updatedAt: RFC3339.format(now), running: running,
-            queued: scan.waiting + unclaimed, published: summary.published, failed: summary.failed,
+            queued: scan.waiting, published: summary.published, failed: summary.failed,
             rejected: summary.rejected)
         daemon.hooksRunning = hooksRunning
         daemon.hooksWaiting = hooksWaiting

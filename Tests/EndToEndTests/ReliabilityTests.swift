@@ -240,7 +240,7 @@ final class ReliabilityTests: SpoolTestCase {
             _ = text.withCString { write(fd, $0, strlen($0)) }
             close(fd)
         }
-        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--concurrency", "32", "--per-host", "32", "--max-claims", "4096",
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--concurrency", "32", "--per-host", "32",
                                                "--log-level", "notice"])
         defer { daemon.terminate() }
         try DirectoryWaiter.waitForFile("active", in: spool.root, timeout: 30)
