@@ -34,7 +34,8 @@ let package = Package(
 
         // Adapters.
         .target(name: "SpoolStore",
-                dependencies: ["CLinux"]),
+                dependencies: ["CLinux",
+                               .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "SpoolWatcher",
                 dependencies: ["CInotifyTools", "CLinux"]),
         .target(name: "SpoolTransfer",

@@ -12,8 +12,10 @@ public struct RunSummary: Sendable, Hashable {
     public var published = 0
     public var failed = 0
     public var rejected = 0
-    /// 0: every item published; 1: an item failed or a request was rejected.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 ? 1 : 0 }
+    /// Request files that could not be claimed (a file-system error): they stay in `incoming/`.
+    public var unclaimed = 0
+    /// 0: every item published; 1: an item failed, a request was rejected or could not be claimed.
+    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 ? 1 : 0 }
 }
 
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
@@ -143,6 +145,7 @@ public final class Engine {
         adoptOrphans(alone: registration.alone)
         do { try registration.share() } catch { throw .spool(error) }
         if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
+        logFilesystemMethods()
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [
             "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
@@ -164,6 +167,23 @@ public final class Engine {
         logger.info("spoolfetch stopped", metadata: [
             "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)"])
         return summary
+    }
+
+    /// Once at start: which rename and sync method each folder uses, and where space cannot be
+    /// reserved (a filesystem that reports no size).
+    private func logFilesystemMethods() {
+        for folder in layout.folderTraits() {
+            let meta: Logger.Metadata = ["folder": "\(folder.path)", "rename": "\(folder.renameMethod)",
+                                         "sync": "\(folder.syncMethod)"]
+            switch folder.renameMethod {
+            case .renameNoReplace: logger.info("filesystem methods for \(folder.role)", metadata: meta)
+            case .linkThenUnlink: logger.notice("renames out of \(folder.role) use link+unlink (the filesystem takes no rename flags)", metadata: meta)
+            case .unsupported: logger.error("\(folder.role) is on a filesystem with neither rename flags nor hard links: moves out of it will fail", metadata: meta)
+            }
+            if !folder.spaceIsKnown {
+                logger.notice("space reservation is off for \(folder.path): its filesystem does not report its size", metadata: meta)
+            }
+        }
     }
 
     // MARK: Loop helpers
@@ -341,6 +361,7 @@ public final class Engine {
                 accept(claim, adopted: false)
             }
         } catch {
+            summary.unclaimed += 1
             logger.error("could not claim a request file: \(error)", metadata: ["request": "\(name)"])
         }
     }
@@ -599,7 +620,7 @@ public final class Engine {
         spaceCheckAt = nil
         var still: [ItemRecord] = []
         for record in waitingForSpace {
-            if still.isEmpty && hasSpace(for: record) && (store.layout.staging.freeBytes() ?? 0) > configuration.minFree {
+            if still.isEmpty && hasSpace(for: record) && (store.layout.staging.freeBytes() ?? Int64.max) > configuration.minFree {
                 logger.info("disk space is back; resuming", metadata: ["item": "\(record.id)"])
                 enqueue(record)
             } else {
@@ -749,6 +770,10 @@ public final class Engine {
         let error = result.error.map { "\($0)" } ?? "unknown error"
         if result.finalName == nil && !store.partExists(record.base) {
             fail(record, code: "publish", message: "publishing failed and the staged file is gone: \(error)")
+            return
+        }
+        if let storeError = result.error, storeError.isPermanent {
+            fail(record, code: "publish", message: "publishing failed and cannot succeed by retrying: \(error)")
             return
         }
         logger.warning("publishing failed; will try again in 5 s", metadata: ["item": "\(record.id)", "error": "\(error)"])
