@@ -4,9 +4,10 @@
 SHELL := /bin/bash
 SPOOL ?= spool
 SWIFT ?= swift
-# System packages: the build needs the first two; the tests also start nginx and use curl.
+# System packages: the build needs the first two; the tests also start nginx and use curl, and
+# mount a FUSE test filesystem written with pyfuse3 (Tests/FUSE/powercutfs.py).
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl fuse3 python3-pyfuse3
 
 .PHONY: run test build release deps test-deps clean
 
