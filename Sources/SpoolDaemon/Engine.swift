@@ -14,8 +14,12 @@ public struct RunSummary: Sendable, Hashable {
     public var rejected = 0
     /// Request files that could not be claimed (a file-system error): they stay in `incoming/`.
     public var unclaimed = 0
-    /// 0: every item published; 1: an item failed, a request was rejected or could not be claimed.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 ? 1 : 0 }
+    /// Requests whose group could not be ended for good (`run --once`, a permanent error): they
+    /// stay in `active/` for the next run.
+    public var unended = 0
+    /// 0: every item published; 1: an item failed, a request was rejected, could not be claimed
+    /// or its group could not be ended.
+    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 || unended > 0 ? 1 : 0 }
 }
 
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
@@ -866,6 +870,19 @@ public final class Engine {
 
     private func groupEnded(_ name: String, markerPath: String?, journal: HeldLock?, error: StoreError?) {
         guard let request = requests[name] else { return }
+        if let error, error.isPermanent, configuration.once {
+            // A drain does not wait for an operator to fix the folder: it lets go of the request
+            // (its batch journals stay on disk, so the next run knows what was published).
+            logger.error("could not end the group, and retrying cannot help; the request stays in active/ for the next run: \(error)",
+                         metadata: ["request": "\(name)", "group": "\(request.group)"])
+            summary.unended += 1
+            requests.removeValue(forKey: name)
+            for record in request.items {
+                items.removeValue(forKey: record.key)
+                itemsByBase.removeValue(forKey: record.base)
+            }
+            return
+        }
         if let error {
             // Keep the claim: letting go would leave the request unlocked in active/, where a
             // worker would adopt it and fetch everything again.

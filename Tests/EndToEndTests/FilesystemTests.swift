@@ -147,4 +147,34 @@ final class FilesystemTests: SpoolTestCase {
         XCTAssertEqual(status, 0, stderr)
         try assertEverythingPublished(tmpfsSpool, final: final, "spool on tmpfs, final folder on disk")
     }
+
+    func testAFinalFolderThatRefusesWritesFailsTheItemAtOnceAndTheDrainExitsOne() throws {
+        let readOnly = try TmpfsMount(at: spool.path("final-ro"), size: "1m", readOnly: true)
+        defer { readOnly.unmount() }
+        try spool.drop("blocked", item("x.bin", size: 1_000, seed: 90))
+        let started = Date()
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--final-folder", readOnly.path, "--min-free", "0"],
+                                                       timeout: 60)
+        XCTAssertEqual(status, 1, stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "a permanent error is not retried every 5 s")
+        XCTAssertTrue(stderr.contains("publishing failed and cannot succeed by retrying"), stderr)
+        XCTAssertTrue(stderr.contains("Read-only file system"), stderr)
+        // Its group marker cannot be written either: the request waits in active/ for a run
+        // after the folder was fixed.
+        XCTAssertTrue(stderr.contains("could not end the group, and retrying cannot help"), stderr)
+        XCTAssertEqual(spool.files(in: "active"), ["blocked"])
+        XCTAssertEqual(spool.files(in: "incoming"), [])
+    }
+
+    func testARequestThatCannotBeClaimedMakesTheDrainExitOne() throws {
+        // active/ on another filesystem: the claim's rename fails with EXDEV.
+        let elsewhere = try TmpfsMount(at: spool.path("active"), size: "1m")
+        defer { elsewhere.unmount() }
+        try spool.drop("stuck", item("y.bin", size: 1_000, seed: 91))
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--min-free", "0"], timeout: 60)
+        XCTAssertEqual(status, 1, stderr)
+        XCTAssertTrue(stderr.contains("could not claim a request file"), stderr)
+        XCTAssertEqual(spool.files(in: "incoming"), ["stuck"], "it stays queued")
+        XCTAssertEqual(server.requests(for: "/f/y.bin").count, 0)
+    }
 }

@@ -129,10 +129,12 @@ public final class TmpfsMount: @unchecked Sendable {
     public let path: String
     private var mounted = false
 
-    public init(at path: String, size: String = "64m") throws {
+    /// `readOnly`: mounted read-only (every write fails with EROFS).
+    public init(at path: String, size: String = "64m", readOnly: Bool = false) throws {
         guard geteuid() == 0 else { throw MountUnavailable("mounting a tmpfs needs root (CI runs as root)") }
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        guard try PowerCutMount.runTool("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", path]) == 0 else {
+        let options = "size=\(size)" + (readOnly ? ",ro" : "")
+        guard try PowerCutMount.runTool("/bin/mount", ["-t", "tmpfs", "-o", options, "tmpfs", path]) == 0 else {
             throw MountUnavailable("mount -t tmpfs \(path) failed")
         }
         self.path = path
