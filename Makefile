@@ -4,10 +4,11 @@
 SHELL := /bin/bash
 SPOOL ?= spool
 SWIFT ?= swift
-# System packages: the build needs the first two; the tests also start nginx, use curl, and
-# create network namespaces with iproute2's `ip`.
+# System packages: the build needs the first two; the tests also start nginx, use curl, create
+# network namespaces with iproute2's `ip`, and mount a FUSE test filesystem written with pyfuse3
+# (Tests/FUSE/powercutfs.py).
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3
 
 .PHONY: run test build release deps test-deps clean
 

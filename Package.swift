@@ -36,7 +36,8 @@ let package = Package(
 
         // Adapters.
         .target(name: "SpoolStore",
-                dependencies: ["CLinux"]),
+                dependencies: ["CLinux",
+                               .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "SpoolWatcher",
                 dependencies: ["CInotifyTools", "CLinux"]),
         .target(name: "SpoolTransfer",
@@ -64,7 +65,8 @@ let package = Package(
                 path: "Tests/SpoolTestSupport"),
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
-        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore"]),
+        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore",
+                                                            .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SpoolDaemonTests",
                     dependencies: ["SpoolDaemon", "SpoolStore", "SpoolTransfer", "SpoolTestSupport", "spoolfetch",
                                    .product(name: "Logging", package: "swift-log")]),

@@ -1,5 +1,6 @@
 // Linux calls that Swift's Glibc module does not expose: they are declared only under
-// _GNU_SOURCE (renameat2, syncfs, F_SETLEASE), or are variadic (fcntl with a lease type).
+// _GNU_SOURCE (renameat2, syncfs, F_SETLEASE), are variadic (fcntl with a lease type), or live in
+// a header Glibc's module map leaves out (fstatfs's f_type).
 // Each wrapper goes through syscall(2)/fcntl(2) directly and returns -1 with errno set on failure.
 #ifndef SPOOLFETCH_CLINUX_SHIM_H
 #define SPOOLFETCH_CLINUX_SHIM_H
@@ -8,6 +9,7 @@
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /// renameat2(2)'s flag: fail with EEXIST instead of replacing the target.
@@ -46,6 +48,15 @@ static inline long spoolfetch_copy_file_range(int in_fd, long long *in_offset, i
 /// durability still comes from that fdatasync/syncfs.
 static inline int spoolfetch_start_writeback(int fd, long long offset, long long length) {
     return (int)syscall(SYS_sync_file_range, fd, offset, length, SPOOLFETCH_SYNC_FILE_RANGE_WRITE);
+}
+
+/// The filesystem type (statfs's f_type magic number) of the filesystem holding `fd`, or -1 with
+/// errno set. Tells a filesystem known to make `syncfs` reach its disk (ext4, xfs, btrfs) from one
+/// where `syncfs` returns 0 without reaching the data (FUSE, NFS and the like).
+static inline long long spoolfetch_filesystem_type(int fd) {
+    struct statfs s;
+    if (fstatfs(fd, &s) != 0) return -1;
+    return (long long)(unsigned long)s.f_type;
 }
 
 #endif

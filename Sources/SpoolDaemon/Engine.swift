@@ -17,8 +17,11 @@ public struct RunSummary: Sendable, Hashable {
     public var unclaimed = 0
     /// The watcher stopped (a watched folder could not be made again): the daemon stopped blind.
     public var watcherFailed = false
+    /// Requests whose group could not be ended for good (`run --once`, a permanent error): they
+    /// stay in `active/` for the next run.
+    public var unended = 0
     /// Every item published, or an item failed or a request was rejected.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 || watcherFailed ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
+    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 || unended > 0 || watcherFailed ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
 }
 
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
@@ -123,6 +126,9 @@ public final class Engine {
         networkMonitor?.stop()
         withExtendedLifetime(watcher) {}
         hooks.waitForAll()
+        // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
+        // it stays, and its lock, released with the process, lets the next worker adopt them.
+        store.releaseWorkerFolder()
         status.remove()
         logger.info("spoolfetch stopped", metadata: [
             "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)",
@@ -261,7 +267,15 @@ public final class Engine {
             for result in results { published(result) }
         case .groupEnded(let name, let markerPath, let journal, let error):
             guard let request = table.request(named: name) else { io.completed(); return }
-            if groups.ended(request, error: error) { groupEnded(request, markerPath: markerPath, journal: journal) }
+            switch groups.ended(request, error: error, drain: configuration.once || configuration.due) {
+            case .ended: groupEnded(request, markerPath: markerPath, journal: journal)
+            case .willRetry: break
+            case .abandoned:
+                // Its batch journals stay on disk (unlocked once dropped): the next run knows
+                // what was published.
+                summary.unended += 1
+                table.remove(request)
+            }
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
         case .groupHookFinished(let journal):

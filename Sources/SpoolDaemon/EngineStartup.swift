@@ -63,11 +63,29 @@ extension Engine {
         }
         do { try registration.share() } catch { throw .spool(error) }
         if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
+        logFilesystemMethods()
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [
             "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
             "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
         return watcher
+    }
+
+    /// Once at start: which rename and sync method each folder uses, and where space cannot be
+    /// reserved (a filesystem that reports no size).
+    private func logFilesystemMethods() {
+        for folder in layout.folderTraits() {
+            let meta: Logger.Metadata = ["folder": "\(folder.path)", "rename": "\(folder.renameMethod)",
+                                         "sync": "\(folder.syncMethod)"]
+            switch folder.renameMethod {
+            case .renameNoReplace: logger.info("filesystem methods for \(folder.role)", metadata: meta)
+            case .linkThenUnlink: logger.notice("renames out of \(folder.role) use link+unlink (the filesystem takes no rename flags)", metadata: meta)
+            case .unsupported: logger.error("\(folder.role) is on a filesystem with neither rename flags nor hard links: moves out of it will fail", metadata: meta)
+            }
+            if !folder.spaceIsKnown {
+                logger.notice("space reservation is off for \(folder.path): its filesystem does not report its size", metadata: meta)
+            }
+        }
     }
 
     /// Takes over the requests in `active/` whose worker is gone. Their publish journals are read

@@ -65,15 +65,30 @@ final class GroupCompletion {
         }
     }
 
-    /// The I/O queue's answer. Returns true when the group has ended for good (the caller forgets
-    /// the request); false when it will be tried again.
-    func ended(_ request: RequestRecord, error: StoreError?) -> Bool {
+    /// What became of a group end.
+    enum Result {
+        /// Ended for good: forget the request, run the group hook.
+        case ended
+        /// Failed; tried again in `retryDelay` (the claim is kept meanwhile).
+        case willRetry
+        /// Failed in a drain, of an error retrying cannot fix: the request is let go, still in
+        /// `active/`, for the next run (a running daemon instead retries: an operator may fix it).
+        case abandoned
+    }
+
+    /// The I/O queue's answer.
+    func ended(_ request: RequestRecord, error: StoreError?, drain: Bool) -> Result {
         io.completed()
-        guard let error else { return true }
+        guard let error else { return .ended }
+        if drain && error.isPermanent {
+            logger.error("could not end the group, and retrying cannot help; the request stays in active/ for the next run: \(error)",
+                         metadata: ["request": "\(request.name)", "group": "\(request.group)"])
+            return .abandoned
+        }
         logger.error("could not end the group; will try again in \(Int(Self.retryDelay)) s: \(error)",
                      metadata: ["request": "\(request.name)", "group": "\(request.group)"])
         request.ending = false
         retries.add(request.name, at: Date().addingTimeInterval(Self.retryDelay))
-        return false
+        return .willRetry
     }
 }

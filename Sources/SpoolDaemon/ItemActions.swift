@@ -192,7 +192,8 @@ extension Engine {
         job.alreadyPublishedAs = result.finalName
         record.publishJob = job
         let partGone = result.finalName == nil && !store.partExists(record.base)
-        send(.publishFailed(partGone: partGone, permanent: false, message: result.error.map { "\($0)" } ?? "unknown error"),
+        let permanent = result.error?.isPermanent ?? false
+        send(.publishFailed(partGone: partGone, permanent: permanent, message: result.error.map { "\($0)" } ?? "unknown error"),
              to: record)
     }
 

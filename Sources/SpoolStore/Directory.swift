@@ -10,6 +10,8 @@ public final class Directory: @unchecked Sendable {
     /// Descriptors replaced by `reopen`, closed only at deinit: another thread may be in the
     /// middle of a call with one.
     private let retired = Mutex<[Int32]>([])
+    /// The rename method once known (probed, or learned from the first no-replace rename).
+    private let knownRenameMethod = Mutex<RenameMethod?>(nil)
 
     public var fd: Int32 { descriptor.load(ordering: .acquiring) }
 
@@ -18,6 +20,7 @@ public final class Directory: @unchecked Sendable {
         guard fd >= 0 else { throw StoreError("open", path) }
         self.path = path
         self.descriptor = Atomic(fd)
+        syncMethod = SyncMethod.of(fd: fd)
     }
 
     deinit {
@@ -41,7 +44,27 @@ public final class Directory: @unchecked Sendable {
         guard fd >= 0 else { throw StoreError("open", parent.path(of: name)) }
         self.path = parent.path(of: name)
         self.descriptor = Atomic(fd)
+        syncMethod = SyncMethod.of(fd: fd)
     }
+
+    /// How renames out of this folder avoid replacing a taken name. Probed with a throw-away file
+    /// the first time it is asked (the engine asks at start, to log it once); a folder never
+    /// asked learns it from its first no-replace rename instead.
+    public var renameMethod: RenameMethod {
+        if let known = knownRenameMethod.withLock({ $0 }) { return known }
+        guard let probed = RenameProbe.run(in: self) else { return .renameNoReplace }
+        knownRenameMethod.withLock { $0 = probed }
+        return probed
+    }
+
+    /// Pins the rename method (tests exercise the link+unlink path on a local disk this way).
+    func setRenameMethod(_ method: RenameMethod) {
+        knownRenameMethod.withLock { $0 = method }
+    }
+
+    /// How data written in this folder is made durable: `syncfs` only on filesystems known to
+    /// honour it (see `SyncMethod`), else `fdatasync` per file.
+    public let syncMethod: SyncMethod
 
     public func path(of name: String) -> String { path + "/" + name }
 
@@ -58,6 +81,8 @@ public final class Directory: @unchecked Sendable {
 
     /// Writes a small file atomically: `.NAME.tmp` created with O_EXCL|O_NOFOLLOW, then renamed
     /// over `name` (or, with `replace: false`, renamed only if `name` does not exist yet).
+    /// With `sync`, the content is `fdatasync`ed before the rename (the folder is the caller's
+    /// to sync once its renames are done).
     public func writeAtomically(_ name: String, _ bytes: [UInt8], replace: Bool = true,
                                 sync: Bool = false) throws(StoreError) {
         let temp = ".\(name).tmp"
@@ -77,14 +102,18 @@ public final class Directory: @unchecked Sendable {
     /// Like `writeAtomically`, but the file is `flock`ed (exclusively) before it appears under
     /// its name, and stays locked for as long as the returned owner lives. Other workers read a
     /// held lock as "its writer is alive" (see `isLockedByAnother`).
-    public func writeAtomicallyLocked(_ name: String, _ bytes: [UInt8]) throws(StoreError) -> HeldLock {
+    /// With `sync`, the content is `fdatasync`ed before the rename and this folder fsynced after
+    /// it, so the file is durable under its name when this returns.
+    public func writeAtomicallyLocked(_ name: String, _ bytes: [UInt8], sync: Bool = false) throws(StoreError) -> HeldLock {
         let temp = ".\(name).tmp"
         let f = try createFresh(temp)
         let held = HeldLock(name: name, fd: f)
         do throws(StoreError) {
             if flock(f, LOCK_EX | LOCK_NB) != 0 { throw StoreError("flock", path(of: temp)) }
             try FileIO.writeAll(f, bytes, path: path(of: temp))
+            if sync && fdatasync(f) != 0 { throw StoreError("fdatasync", path(of: temp)) }
             try rename(temp, to: name, in: self, replace: true)
+            if sync { try self.sync() }
         } catch {
             _ = unlinkat(fd, temp, 0)
             throw error
@@ -127,12 +156,62 @@ public final class Directory: @unchecked Sendable {
     }
 
     /// Renames `name` here to `target` in `other` (same filesystem). Without `replace` the
-    /// rename fails with EEXIST rather than overwrite (renameat2 RENAME_NOREPLACE).
+    /// rename fails with EEXIST rather than overwrite: `renameat2(RENAME_NOREPLACE)`, or, where
+    /// the filesystem takes no rename flags (EINVAL/ENOSYS: NFS, most FUSE), `link` + `unlink`
+    /// (see `RenameMethod`). Of several callers moving the same file at once, exactly one
+    /// succeeds; the others get ENOENT, as from a plain rename whose source is gone.
     public func rename(_ name: String, to target: String, in other: Directory,
                        replace: Bool) throws(StoreError) {
-        let r = replace ? renameat(fd, name, other.fd, target)
-                        : spoolfetch_renameat2(fd, name, other.fd, target, SPOOLFETCH_RENAME_NOREPLACE)
-        if r != 0 { throw StoreError(replace ? "rename" : "renameat2", "\(path(of: name)) → \(other.path(of: target))") }
+        let what = "\(path(of: name)) → \(other.path(of: target))"
+        if replace {
+            if renameat(fd, name, other.fd, target) != 0 { throw StoreError("rename", what) }
+            return
+        }
+        switch knownRenameMethod.withLock({ $0 }) {
+        case .renameNoReplace?:
+            if spoolfetch_renameat2(fd, name, other.fd, target, SPOOLFETCH_RENAME_NOREPLACE) != 0 {
+                throw StoreError("renameat2", what)
+            }
+        case .linkThenUnlink?:
+            try linkThenUnlink(name, to: target, in: other, what: what)
+        case .unsupported?:
+            throw StoreError("renameat2", what, errno: EOPNOTSUPP,
+                             detail: "this filesystem has neither rename flags nor hard links, so a rename cannot refuse to overwrite")
+        case nil:
+            if spoolfetch_renameat2(fd, name, other.fd, target, SPOOLFETCH_RENAME_NOREPLACE) == 0 {
+                knownRenameMethod.withLock { $0 = .renameNoReplace }
+                return
+            }
+            let error = StoreError("renameat2", what)
+            guard RenameProbe.meansNoFlags(error.errno) else { throw error }
+            knownRenameMethod.withLock { $0 = .linkThenUnlink }
+            try linkThenUnlink(name, to: target, in: other, what: what)
+        }
+    }
+
+    /// The no-replace rename where rename takes no flags. `link` is the commit point: it fails
+    /// with EEXIST when the name is taken. Then the old name goes. A crash in between leaves the
+    /// file under both names; a later move of the same file finds its own inode at the target
+    /// and only removes the old name (reporting ENOENT, "moved already").
+    private func linkThenUnlink(_ name: String, to target: String, in other: Directory, what: String) throws(StoreError) {
+        if linkat(fd, name, other.fd, target, 0) != 0 {
+            let error = StoreError("link", what)
+            guard error.errno == EEXIST else { throw error }
+            // Taken — by another file, or by this very file (another mover won, or a crash
+            // stopped a move between its link and its unlink).
+            guard let source = status(of: name), let existing = other.status(of: target) else {
+                throw status(of: name) == nil ? StoreError("link", what, errno: ENOENT) : error
+            }
+            guard source.st_ino == existing.st_ino && source.st_dev == existing.st_dev else { throw error }
+            _ = unlinkat(fd, name, 0)
+            throw StoreError("link", what, errno: ENOENT, detail: "the file was moved there already")
+        }
+        // ENOENT: a racing mover that found this file at the target removed the old name first.
+        if unlinkat(fd, name, 0) != 0 && errno != ENOENT {
+            let error = StoreError("unlink", path(of: name))
+            _ = unlinkat(other.fd, target, 0)
+            throw error
+        }
     }
 
     public func remove(_ name: String) {
@@ -144,7 +223,8 @@ public final class Directory: @unchecked Sendable {
         if fsync(fd) != 0 { throw StoreError("fsync", path) }
     }
 
-    /// syncfs of the filesystem holding this directory: one call commits a whole batch.
+    /// syncfs of the filesystem holding this directory: one call commits a whole batch. Only
+    /// durable where `syncMethod` is `.syncfs`; elsewhere it returns 0 and reaches nothing.
     public func syncFilesystem() throws(StoreError) {
         if spoolfetch_syncfs(fd) != 0 { throw StoreError("syncfs", path) }
     }
@@ -173,11 +253,20 @@ public final class Directory: @unchecked Sendable {
         return try FileIO.readUpTo(f, limit: limit, path: path(of: name))
     }
 
-    /// Free bytes for an unprivileged writer on this directory's filesystem.
+    /// Free bytes for an unprivileged writer on this directory's filesystem; nil when unknown —
+    /// statvfs failed, or the filesystem reports 0 total blocks (many FUSE filesystems: `df`
+    /// shows zeros there, which means "not told", not "full").
     public func freeBytes() -> Int64? {
         var s = statvfs()
-        guard fstatvfs(fd, &s) == 0 else { return nil }
-        return Int64(s.f_bavail) * Int64(s.f_frsize)
+        guard fstatvfs(fd, &s) == 0, s.f_blocks > 0 else { return nil }
+        return Int64(s.f_bavail) * Int64(max(s.f_frsize, 1))
+    }
+
+    /// Whether this filesystem tells its free space (see `freeBytes`). Where it does not, disk
+    /// space cannot be reserved ahead; a full disk still shows as ENOSPC on write.
+    public var spaceIsKnown: Bool {
+        var s = statvfs()
+        return fstatvfs(fd, &s) == 0 && s.f_blocks > 0
     }
 
     /// The filesystem id, to tell whether two folders share one (renames work only within one).

@@ -33,17 +33,23 @@ public struct PublishResult: Sendable {
     public var journal: HeldLock?
 }
 
-/// Commits finished items in batches (docs/ARCHITECTURE.md, "Durability"):
+/// Commits finished items in batches (docs/ARCHITECTURE.md, "Durability order"):
 ///
-/// 1. make the parts durable — `fdatasync` each for one or two files, else one `syncfs`;
-/// 2. rename each part into the final folder, never over an existing name (`renameat2`
-///    RENAME_NOREPLACE; a taken name gets a `-N` suffix before its extension);
-/// 3. write every marker to a temp file; make them durable the same way;
-/// 4. rename each marker into place (the commit point of "published"); fsync the folder once;
-/// Before all this, one journal file records every item's state (phase `ready`, its marker and
-/// the part's inode), so that a crash at any point leaves enough to finish the job. The journal
-/// outlives the batch: until an item's group has ended it is also what tells a worker adopting
-/// the request after a crash that the item is already published (and under which name).
+/// 0. one journal file records every item's state (phase `ready`, its marker, the part's inode),
+///    so that a crash at any later point leaves enough to finish the job;
+/// 1. make the journal and the parts durable (see `makeDurable`);
+/// 2. rename each part into the final folder, never over an existing name (`Directory.rename`
+///    without replace; a taken name gets a `-N` suffix before its extension), or copy it there
+///    and verify the copy when the final folder is on another filesystem;
+/// 3. write every marker to a temp file; make them (and, where `fdatasync` is the method, the
+///    final folder holding the data's new names) durable;
+/// 4. rename each marker into place (the commit point of "published"); fsync the folder once.
+///
+/// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
+/// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
+/// the folder whose names changed. The journal outlives the batch: until an item's group has
+/// ended it is also what tells a worker adopting the request after a crash that the item is
+/// already published (and under which name).
 ///
 /// Runs off the engine thread; one slow disk never stalls the transfers.
 public struct Publisher: Sendable {
@@ -56,28 +62,29 @@ public struct Publisher: Sendable {
         var results = jobs.map { PublishResult(job: $0, base: $0.part.base, finalName: $0.alreadyPublishedAs) }
         let batched = jobs.count > 2
 
-        // 0. One journal for the batch: each item's state (phase `ready`, its marker, the part's
-        //    inode), so that a crash at any later point leaves enough to finish the job. The sync
-        //    below covers it; it is removed once the markers are in place.
+        // 0. One journal for the batch.
         let journaled = jobs.filter { $0.alreadyPublishedAs == nil }.map(\.state)
+        var journal: HeldLock?
         if !journaled.isEmpty {
             do throws(StoreError) {
-                let journal = try store.writeJournal(journaled)
-                for i in results.indices where jobs[i].alreadyPublishedAs == nil { results[i].journal = journal }
+                let held = try store.writeJournal(journaled)
+                journal = held
+                for i in results.indices where jobs[i].alreadyPublishedAs == nil { results[i].journal = held }
             } catch {
                 return results.map { var r = $0; r.error = error; return r }
             }
         }
 
-        // 1. Data durable.
-        if batched {
-            if let error = catching({ () throws(StoreError) in try layout.staging.syncFilesystem() }) {
-                return results.map { var r = $0; r.error = error; return r }
-            }
-        } else {
-            for (i, job) in jobs.enumerated() where job.alreadyPublishedAs == nil {
-                if fdatasync(job.part.fd) != 0 { results[i].error = StoreError("fdatasync", layout.staging.path(of: job.part.base + ".part")) }
-            }
+        // 1. Journal and data durable.
+        var staged: [(index: Int?, target: SyncTarget)] = []
+        if let journal { staged.append((nil, SyncTarget(fd: journal.fd, path: layout.staging.path(of: journal.name)))) }
+        for (i, job) in jobs.enumerated() where job.alreadyPublishedAs == nil {
+            staged.append((i, SyncTarget(fd: job.part.fd, path: layout.staging.path(of: job.part.base + ".part"))))
+        }
+        let stagingErrors = makeDurable(staged.map(\.target), in: layout.staging, batched: batched)
+        for (k, error) in stagingErrors.enumerated() {
+            guard let error else { continue }
+            if let i = staged[k].index { results[i].error = error } else { return results.map { var r = $0; r.error = error; return r } }
         }
 
         // 2. Data into the final folder.
@@ -90,8 +97,8 @@ public struct Publisher: Sendable {
             }
         }
 
-        // 3. Marker temp files, durable.
-        var temps: [Int: String] = [:]
+        // 3. Marker temp files, durable (with the data's new names where the folder needs its own sync).
+        var temps: [Int: (name: String, fd: Int32)] = [:]
         for (i, job) in jobs.enumerated() where results[i].error == nil {
             guard let finalName = results[i].finalName else { continue }
             var marker = job.marker
@@ -101,22 +108,28 @@ public struct Publisher: Sendable {
             do throws(StoreError) { fd = try layout.final.createFresh(temp) } catch { results[i].error = error; continue }
             do throws(StoreError) {
                 try FileIO.writeAll(fd, SpoolJSON.encode(marker: marker), path: layout.final.path(of: temp))
-                if !batched && fdatasync(fd) != 0 { throw StoreError("fdatasync", layout.final.path(of: temp)) }
-                temps[i] = temp
+                temps[i] = (temp, fd)
             } catch {
                 results[i].error = error
+                close(fd)
                 layout.final.remove(temp)
             }
-            close(fd)
         }
-        if batched && !temps.isEmpty,
-           let error = catching({ () throws(StoreError) in try layout.final.syncFilesystem() }) {
-            for i in temps.keys { results[i].error = error; layout.final.remove(temps[i]!) }
-            temps.removeAll()
+        let order = temps.keys.sorted()
+        let markerErrors = makeDurable(order.map { SyncTarget(fd: temps[$0]!.fd, path: layout.final.path(of: temps[$0]!.name)) },
+                                       in: layout.final, batched: batched)
+        for (k, i) in order.enumerated() {
+            close(temps[i]!.fd)
+            if let error = markerErrors[k] {
+                results[i].error = error
+                layout.final.remove(temps[i]!.name)
+                temps.removeValue(forKey: i)
+            }
         }
 
         // 4. Markers into place, then one folder sync.
-        for (i, temp) in temps.sorted(by: { $0.key < $1.key }) {
+        for i in temps.keys.sorted() {
+            let temp = temps[i]!.name
             let markerName = results[i].finalName! + ".done"
             do throws(StoreError) {
                 try layout.final.rename(temp, to: markerName, in: layout.final, replace: false)
@@ -139,6 +152,23 @@ public struct Publisher: Sendable {
         return results
     }
 
+    /// Makes the files durable, with the names just given to them in `folder`: one `syncfs` for
+    /// a batch of more than two where the filesystem honours it (it covers names too), else
+    /// `fdatasync` of each file (a few at once) and one fsync of the folder. The error of each
+    /// file that may not be durable, by index; a failed folder sync counts for all of them.
+    private func makeDurable(_ files: [SyncTarget], in folder: Directory, batched: Bool) -> [StoreError?] {
+        if files.isEmpty { return [] }
+        if batched && folder.syncMethod == .syncfs {
+            let error = catching({ () throws(StoreError) in try folder.syncFilesystem() })
+            return Array(repeating: error, count: files.count)
+        }
+        var errors = FileSync.fdatasyncAll(files)
+        if let error = catching({ () throws(StoreError) in try folder.sync() }) {
+            errors = errors.map { $0 ?? error }
+        }
+        return errors
+    }
+
     /// Renames (or, across filesystems, copies) the part to a free name in the final folder.
     private func moveIntoFinal(_ job: PublishJob, sameFilesystem: Bool) throws(StoreError) -> String {
         let layout = store.layout
@@ -151,37 +181,29 @@ public struct Publisher: Sendable {
                 if sameFilesystem {
                     try layout.staging.rename(partName, to: candidate, in: layout.final, replace: false)
                 } else {
-                    try copyAcross(job.part, to: candidate)
+                    try copyAcross(job, to: candidate)
                 }
                 return candidate
             } catch {
                 if error.errno == EEXIST { continue }
+                // link+unlink stopped by a crash between its two steps: the data is there already.
+                if error.errno == ENOENT, let st = layout.final.status(of: candidate), UInt64(st.st_ino) == job.part.inode {
+                    return candidate
+                }
                 throw error
             }
         }
         throw StoreError("renameat2", layout.final.path(of: wished), errno: EEXIST)
     }
 
-    /// The final folder is on another filesystem: copy to a temp name there, fsync, rename.
-    private func copyAcross(_ part: StagingFile, to name: String) throws(StoreError) {
+    /// The final folder is on another filesystem: a verified copy (see `CrossFilesystemCopy`)
+    /// under a temp name there, then the no-replace rename to `name`.
+    private func copyAcross(_ job: PublishJob, to name: String) throws(StoreError) {
         let final = store.layout.final
         let temp = ".\(name).part.tmp"
-        let out = try final.createFresh(temp)
-        defer { close(out) }
-        var offset: off_t = 0
-        var st = stat()
-        fstat(part.fd, &st)
-        while offset < st.st_size {
-            var inOffset = Int64(offset)
-            let n = spoolfetch_copy_file_range(part.fd, &inOffset, out, UInt(st.st_size - offset))
-            if n < 0 {
-                if errno == EINTR { continue }
-                let e = StoreError("copy_file_range", final.path(of: temp)); final.remove(temp); throw e
-            }
-            if n == 0 { break }
-            offset += off_t(n)
-        }
-        if fsync(out) != 0 { let e = StoreError("fsync", final.path(of: temp)); final.remove(temp); throw e }
+        try CrossFilesystemCopy(part: job.part, partPath: store.layout.staging.path(of: job.part.base + ".part"),
+                                bytes: job.marker.bytes, sha256: job.marker.sha256)
+            .copy(into: final, as: temp)
         do throws(StoreError) {
             try final.rename(temp, to: name, in: final, replace: false)
         } catch {

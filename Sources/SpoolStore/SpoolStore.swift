@@ -44,7 +44,8 @@ public struct SpoolStore: Sendable {
             if let record {
                 var r = record
                 r.request = candidate
-                try target.writeAtomically(candidate + ".error", SpoolJSON.encode(r), replace: false)
+                // Durable before the request moves beside it: the move is the commit point.
+                try target.writeAtomically(candidate + ".error", SpoolJSON.encode(r), replace: false, sync: true)
             }
             do throws(StoreError) {
                 try source.rename(name, to: candidate, in: target, replace: false)
@@ -53,6 +54,8 @@ public struct SpoolStore: Sendable {
                 if error.errno == EEXIST { continue }
                 throw error
             }
+            // The target's sync makes the move durable: one rename is one journal transaction
+            // for both folders (ext4, xfs, btrfs) or one synchronous call (NFS).
             try target.sync()
             return candidate
         }
@@ -82,8 +85,9 @@ public struct SpoolStore: Sendable {
             journal = held
         } else {
             markerName = try chooseGroupMarkerName(marker.group)
+            // Durable before the marker exists, or a crash could leave a marker nobody knows of.
             journal = try layout.staging.writeAtomicallyLocked(
-                journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)))
+                journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)), sync: true)
             try layout.final.writeAtomically(markerName, SpoolJSON.encode(marker), replace: false, sync: true)
             try layout.final.sync()
         }

@@ -87,7 +87,7 @@ final class SecurityTests: SpoolTestCase {
             name: good.txt
             """)
 
-        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--max-items", "5", "--max-bytes", "200k",
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--max-items", "5", "--max-bytes", "200k", "--max-request-bytes", "64k",
                                                                                   "--log-level", "debug"])
         XCTAssertEqual(status, 1)
 

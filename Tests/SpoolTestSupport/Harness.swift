@@ -180,6 +180,19 @@ public final class TempSpool: @unchecked Sendable {
         }
     }
 
+    /// A spool at a given place (on a test filesystem), created with its `incoming/` and `tmp/`.
+    public init(root: String) throws {
+        self.root = root
+        for folder in ["incoming", "tmp"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+        }
+    }
+
+    /// A fresh temp folder (for mounts and other test scaffolding), not removed automatically.
+    public static func makeScratchFolder(prefix: String) throws -> String {
+        try makeTempDirectory(prefix: prefix)
+    }
+
     deinit {
         if ProcessInfo.processInfo.environment["SPOOLFETCH_KEEP_TEST_DIRS"] == nil {
             try? FileManager.default.removeItem(atPath: root)
