@@ -8,21 +8,6 @@ import SpoolTransfer
 import SpoolWatcher
 import SpoolNetwork
 
-/// How a run ended.
-public struct RunSummary: Sendable, Hashable {
-    public var published = 0
-    public var failed = 0
-    public var rejected = 0
-    /// Request files that could not be claimed (a file-system error, logged); they stay in `incoming/`.
-    public var unclaimed = 0
-    /// The watcher stopped (a watched folder could not be made again): the daemon stopped blind.
-    public var watcherFailed = false
-    /// Requests whose group could not be ended for good (`run --once`, a permanent error): they
-    /// stay in `active/` for the next run.
-    public var unended = 0
-    /// Every item published, or an item failed or a request was rejected.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 || unended > 0 || watcherFailed ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
-}
 
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
 /// in-memory record, and sleeps in `curl_multi_poll` until a socket, a timer or the inbox needs
@@ -65,7 +50,7 @@ public final class Engine {
     var stopping = false
     var summary = RunSummary()
     /// The deadline a drain last said it waits for.
-    private var lastDrainWait: Date?
+    var lastDrainWait: Date?
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
@@ -175,51 +160,6 @@ public final class Engine {
         }
     }
 
-    private func shouldExit() -> Bool {
-        // Hooks count: a drain that has ended its items waits for them, and shows them in status.
-        let quiet = io.outstanding == 0 && !publishing.inFlight && hooks.groupHooksOutstanding == 0
-            && hooks.running == 0 && hooks.waiting == 0
-        if stopping { return quiet }
-        guard configuration.once || configuration.due, initialScanDone,
-              quiet, publishing.isIdle else { return false }
-        if table.isEmpty { return true }
-        return configuration.due && !configuration.once && dueDrainIsDone(now: Date())
-    }
-
-    /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
-    /// item is not due yet (a future earliest start, or discretionary outside the window). Those
-    /// stay claimed and are picked up by the next run. O(items), and only asked once all is quiet.
-    private func dueDrainIsDone(now: Date) -> Bool {
-        var left = 0
-        for record in table.items.values {
-            switch record.phase {
-            case .running, .retrying, .waitingForSpace, .publishing:
-                return false
-            case .queued:
-                let started = record.item.earliestStart.map { $0 <= now } ?? true
-                let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
-                if started && (!record.item.discretionary || windowOpen) { return false }
-                left += 1
-            case .paused, .published, .failed:
-                continue
-            }
-        }
-        logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: [
-            "left": "\(left)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"])
-        return true
-    }
-
-    /// A drain with nothing running and nothing to publish waits only for items that are not due
-    /// (earliest start, window, back-off): say so once per new deadline, so a drain that does not
-    /// end says why.
-    private func reportDrainWait() {
-        guard driver.running.isEmpty, publishing.isIdle, io.outstanding == 0, !table.isEmpty,
-              let next = scheduler.nextWakeup(now: Date()), next != lastDrainWait else { return }
-        lastDrainWait = next
-        logger.notice("drain is waiting for items that are not due yet", metadata: [
-            "waiting": "\(scheduler.queuedCount)", "next-due": "\(RFC3339.format(next))"])
-    }
-
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
     /// check, the adoption scan, the status report); "forever" when there is none.
     private func sleepMilliseconds() -> Int32 {
@@ -312,32 +252,5 @@ public final class Engine {
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble)
-    }
-}
-
-/// The transfer session's waker, set once the session exists (the watcher starts first and may
-/// post before that; such messages wait in the inbox for the first loop turn).
-final class WakeTarget: Sendable {
-    private let waker = Mutex<TransferWaker?>(nil)
-    func set(_ w: TransferWaker) { waker.withLock { $0 = w } }
-    func wake() { waker.withLock { $0 }?.wake() }
-}
-
-/// Why the daemon could not start.
-public enum DaemonError: Error, CustomStringConvertible {
-    case spool(StoreError)
-    case watcher(WatcherError)
-    case transfer(TransferSetupError)
-    case configuration(ConfigurationError)
-    case signals(SignalSetupError)
-
-    public var description: String {
-        switch self {
-        case .spool(let e): return "cannot use the spool: \(e)"
-        case .watcher(let e): return "cannot watch incoming/: \(e)"
-        case .transfer(let e): return "cannot set up libcurl: \(e)"
-        case .configuration(let e): return "bad configuration: \(e)"
-        case .signals(let e): return "cannot install the stop signal handlers: \(e)"
-        }
     }
 }

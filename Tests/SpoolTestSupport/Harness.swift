@@ -93,12 +93,19 @@ public final class DaemonProcess: @unchecked Sendable {
 
     private init(outputDir: String) { self.outputDir = outputDir }
 
-    public static func launch(_ arguments: [String], environment: [String: String] = [:]) throws -> DaemonProcess {
+    /// Runs the daemon inside a network namespace the test made (`ip netns exec NS spoolfetch …`;
+    /// `ip` execs the daemon, so the process is the daemon itself).
+    public static func launch(inNetworkNamespace namespace: String, _ arguments: [String]) throws -> DaemonProcess {
+        try launch(["netns", "exec", namespace, executablePath] + arguments, executable: "/usr/sbin/ip")
+    }
+
+    public static func launch(_ arguments: [String], environment: [String: String] = [:],
+                              executable: String? = nil) throws -> DaemonProcess {
         let dir = try makeTempDirectory(prefix: "spoolfetch-proc")
         let daemon = DaemonProcess(outputDir: dir)
         _ = FileManager.default.createFile(atPath: dir + "/stdout", contents: nil)
         _ = FileManager.default.createFile(atPath: dir + "/stderr", contents: nil)
-        daemon.process.executableURL = URL(fileURLWithPath: executablePath)
+        daemon.process.executableURL = URL(fileURLWithPath: executable ?? executablePath)
         daemon.process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "SPOOLFETCH_SPOOL")

@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+import SpoolRequest
+
+/// When a run ends: a stop ends once the I/O queue, the publisher and the hooks are quiet; a
+/// drain (`run --once`) when nothing is left; a due drain (`run --due`) when nothing left is due.
+extension Engine {
+    func shouldExit() -> Bool {
+        // Hooks count: a drain that has ended its items waits for them, and shows them in status.
+        let quiet = io.outstanding == 0 && !publishing.inFlight && hooks.groupHooksOutstanding == 0
+            && hooks.running == 0 && hooks.waiting == 0
+        if stopping { return quiet }
+        guard configuration.once || configuration.due, initialScanDone,
+              quiet, publishing.isIdle else { return false }
+        if table.isEmpty { return true }
+        return configuration.due && !configuration.once && dueDrainIsDone(now: Date())
+    }
+
+    /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
+    /// item is not due yet (a future earliest start, or discretionary outside the window). Those
+    /// stay claimed and are picked up by the next run. O(items), and only asked once all is quiet.
+    private func dueDrainIsDone(now: Date) -> Bool {
+        var left = 0
+        // Items of a host that cannot be reached are not fetchable now either: they wait for a
+        // later run rather than keep a nightly drain going for as long as the outage lasts.
+        let unreachable = Set(scheduler.hostOutages.map(\.hostKey))
+        for record in table.items.values {
+            switch record.phase {
+            case .running, .retrying, .waitingForSpace, .publishing:
+                return false
+            case .queued:
+                let started = record.item.earliestStart.map { $0 <= now } ?? true
+                let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
+                if started && (!record.item.discretionary || windowOpen)
+                    && !unreachable.contains(record.item.url.hostKey) { return false }
+                left += 1
+            case .paused, .published, .failed:
+                continue
+            }
+        }
+        logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: [
+            "left": "\(left)", "unreachable-hosts": "\(unreachable.count)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"])
+        return true
+    }
+
+    /// A drain with nothing running and nothing to publish waits only for items that are not due
+    /// (earliest start, window, back-off): say so once per new deadline, so a drain that does not
+    /// end says why.
+    func reportDrainWait() {
+        guard driver.running.isEmpty, publishing.isIdle, io.outstanding == 0, !table.isEmpty,
+              let next = scheduler.nextWakeup(now: Date()), next != lastDrainWait else { return }
+        lastDrainWait = next
+        logger.notice("drain is waiting for items that are not due yet", metadata: [
+            "waiting": "\(scheduler.queuedCount)", "next-due": "\(RFC3339.format(next))"])
+    }
+}
