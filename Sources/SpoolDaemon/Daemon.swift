@@ -35,9 +35,10 @@ public enum Daemon {
         if configuration.due && !configuration.once {
             // Until the engine knows due-drains, --due drains like --once (it waits for items
             // that are not due yet) rather than running as a daemon.
-            logger.warning("--due drains like --once in this build: items not due yet are waited for")
+            logger.notice("--due drains like --once in this build: items not due yet are waited for")
             configuration.once = true
         }
+        HookRunner.Limits.configured = .init(timeout: configuration.hookTimeout, maxRunning: configuration.maxHooks)
         do {
             let engine = try Engine(configuration: configuration, logger: logger)
             let summary = try engine.run()

@@ -44,9 +44,30 @@ final class HookRunner: Sendable {
     private let outstanding = DispatchGroup()
     private let logger: Logger
 
-    init(logger: Logger, timeout: Double = 300, maxRunning: Int = 4) {
+    init(logger: Logger, timeout: Double, maxRunning: Int) {
         self.logger = logger
         state = Mutex(State(timeout: timeout, maxRunning: max(1, maxRunning)))
+    }
+
+    /// A runner with the process's configured limits (`Limits.configured`, which `Daemon.run`
+    /// sets from `--hook-timeout` and `--max-hooks`). Interim: lets the engine's existing
+    /// `HookRunner(logger:)` honour the settings; once the engine passes
+    /// `configuration.hookTimeout` / `configuration.maxHooks` itself, this and `Limits` go.
+    convenience init(logger: Logger) {
+        let limits = Limits.configured
+        self.init(logger: logger, timeout: limits.timeout, maxRunning: limits.maxRunning)
+    }
+
+    /// The limits `init(logger:)` uses.
+    struct Limits: Sendable {
+        var timeout: Double
+        var maxRunning: Int
+
+        private static let current = Mutex(Limits(timeout: 300, maxRunning: 4))
+        static var configured: Limits {
+            get { current.withLock { $0 } }
+            set { current.withLock { $0 = newValue } }
+        }
     }
 
     /// Hooks running now.
