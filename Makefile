@@ -1,16 +1,40 @@
-# spoolfetch — the two commands of the README:
-#   make run    installs missing system packages, builds, runs the daemon on ./spool
-#   make test   installs what the tests need, runs the whole suite
+# spoolfetch — the commands of the README:
+#   make run        installs missing system packages, builds, runs the daemon on ./spool
+#   make test       installs what the tests need, runs the whole suite (and the install test)
+#   make install    release binary (Swift runtime linked in), man page, completions, unit, config
+#   make uninstall  removes what make install put there (a config file you changed stays)
 SHELL := /bin/bash
 SPOOL ?= spool
 SWIFT ?= swift
 # System packages: the build needs the first two; the tests also start nginx, use curl, create
-# network namespaces with iproute2's `ip`, and mount a FUSE test filesystem written with pyfuse3
-# (Tests/FUSE/powercutfs.py).
+# network namespaces with iproute2's `ip`, mount a FUSE test filesystem written with pyfuse3
+# (Tests/FUSE/powercutfs.py), and the install test uses python3's http.server and unshare/mount.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3
 
-.PHONY: run test build release deps test-deps clean
+# Install locations (GNU conventions). The unit and the cron example get these paths written in.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/spoolfetch
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
+# The release binary links the Swift runtime and Foundation statically, so it runs on a Debian
+# machine without the toolchain; libcurl, libinotifytools, glibc and libstdc++ stay shared
+# system libraries.
+# SwiftPM caches its build manifest and does not notice a changed --static-swift-stdlib: a
+# release binary linked without it (swift build -c release, a plugin's build) stays as it was.
+# So the manifest is rebuilt, and the binary removed so that it is linked again.
+RELEASE_FLAGS := -c release --static-swift-stdlib --disable-build-manifest-caching
+RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path)/spoolfetch
+DIST := .build/dist
+
+.PHONY: run test test-unit test-install build release dist deps test-deps install uninstall clean
 
 run: deps build
 	$(SWIFT) run spoolfetch run --spool $(SPOOL)
@@ -18,12 +42,61 @@ run: deps build
 build:
 	$(SWIFT) build
 
-release:
-	$(SWIFT) build -c release
+release: deps
+	rm -f "$(RELEASE_BIN)"
+	$(SWIFT) build $(RELEASE_FLAGS) --product spoolfetch
 
-test: test-deps
+test: test-unit test-install
+
+test-unit: test-deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+# Installs into a throw-away DESTDIR and runs the installed binary with /opt/swift (the
+# toolchain) hidden; see scripts/test-installed.
+test-install: test-deps
+	./scripts/test-installed
+
+# Everything make install copies, built under .build/dist: the man page from the command's own
+# help (scripts/make-manpage) and the completion scripts the binary prints.
+dist: release
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	./scripts/make-manpage "$(RELEASE_BIN)" $(DIST)/spoolfetch.1
+	"$(RELEASE_BIN)" --generate-completion-script bash > $(DIST)/spoolfetch.bash
+	"$(RELEASE_BIN)" --generate-completion-script zsh > $(DIST)/_spoolfetch
+	"$(RELEASE_BIN)" --generate-completion-script fish > $(DIST)/spoolfetch.fish
+	sed -e 's|/usr/local/bin/spoolfetch|$(BINDIR)/spoolfetch|g' \
+	    -e 's|/etc/spoolfetch.conf|$(SYSCONFDIR)/spoolfetch.conf|g' \
+	    -e 's|/usr/share/doc/spoolfetch|$(DOCDIR)|g' contrib/spoolfetch.service > $(DIST)/spoolfetch.service
+	sed -e 's|/usr/local/bin/spoolfetch|$(BINDIR)/spoolfetch|g' contrib/spoolfetch.cron > $(DIST)/spoolfetch.cron
+
+install: dist
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR) \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 755 -s "$(RELEASE_BIN)" $(DESTDIR)$(BINDIR)/spoolfetch
+	install -m 644 $(DIST)/spoolfetch.1 $(DESTDIR)$(MANDIR)/man1/spoolfetch.1
+	install -m 644 $(DIST)/spoolfetch.bash $(DESTDIR)$(BASHCOMPDIR)/spoolfetch
+	install -m 644 $(DIST)/_spoolfetch $(DESTDIR)$(ZSHCOMPDIR)/_spoolfetch
+	install -m 644 $(DIST)/spoolfetch.fish $(DESTDIR)$(FISHCOMPDIR)/spoolfetch.fish
+	install -m 644 $(DIST)/spoolfetch.service $(DESTDIR)$(UNITDIR)/spoolfetch.service
+	install -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron $(DESTDIR)$(DOCDIR)/examples/
+	@# A config file already there is the administrator's: never overwritten.
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf (the example is in $(DOCDIR)/examples)"; \
+	else install -m 644 contrib/spoolfetch.conf $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/spoolfetch $(DESTDIR)$(MANDIR)/man1/spoolfetch.1 \
+		$(DESTDIR)$(BASHCOMPDIR)/spoolfetch $(DESTDIR)$(ZSHCOMPDIR)/_spoolfetch \
+		$(DESTDIR)$(FISHCOMPDIR)/spoolfetch.fish $(DESTDIR)$(UNITDIR)/spoolfetch.service
+	rm -rf $(DESTDIR)$(DOCDIR)
+	@# The config file goes only if it is still the shipped example.
+	@if cmp -s contrib/spoolfetch.conf $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf (changed since install)"; fi
 
 deps:
 	@./scripts/ensure-packages $(BUILD_PACKAGES)

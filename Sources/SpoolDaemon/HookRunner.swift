@@ -44,7 +44,7 @@ final class HookRunner: Sendable {
     private let outstanding = DispatchGroup()
     private let logger: Logger
 
-    init(logger: Logger, timeout: Double = 300, maxRunning: Int = 4) {
+    init(logger: Logger, timeout: Double, maxRunning: Int) {
         self.logger = logger
         state = Mutex(State(timeout: timeout, maxRunning: max(1, maxRunning)))
     }

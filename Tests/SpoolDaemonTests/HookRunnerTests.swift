@@ -109,7 +109,7 @@ final class HookRunnerTests: XCTestCase {
 
     func testTheFirstFormTakesTheItemFromTheEnvironment() throws {
         let log = LogCapture()
-        let runner = HookRunner(logger: log.logger())
+        let runner = HookRunner(logger: log.logger(), timeout: 300, maxRunning: 4)
         let done = DispatchSemaphore(value: 0)
         runner.run("exit 1", environment: ["SPOOLFETCH_ID": "legacy#0"]) { done.signal() }
         XCTAssertEqual(done.wait(timeout: .now() + 20), .success)
