@@ -40,4 +40,57 @@ final class LargeBatchTests: SpoolTestCase {
         daemon.signal(SIGTERM)
         XCTAssertEqual(try daemon.waitForExit(timeout: 60), 0, daemon.stderrText)
     }
+
+    private func rfc3339(_ date: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime]
+        return f.string(from: date)
+    }
+
+    func testADueRequestDroppedBehindManyWaitingOnesIsPublishedPromptly() throws {
+        server.serve("/due", body: Array("due".utf8))
+        let later = rfc3339(Date().addingTimeInterval(3600))
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try daemon.waitForStderr(containing: "spoolfetch running", timeout: 30)
+        for i in 0..<300 { try spool.drop("later\(i)", "url: \(server.url("/later\(i)"))\nearliest-start: \(later)\n") }
+        try spool.drop("now", "url: \(server.url("/due"))\n")
+        let dropped = Date()
+        try DirectoryWaiter.waitForFile("now.group.done", in: spool.path("done"), timeout: 30)
+        print("due request behind 300 waiting ones: published \(String(format: "%.2f", Date().timeIntervalSince(dropped))) s after its drop")
+        XCTAssertEqual(spool.files(in: "incoming"), [], "every request was claimed on arrival")
+        XCTAssertEqual(spool.claimed().count, 300, "the waiting ones stay claimed")
+        XCTAssertTrue(server.allRequests.allSatisfy { $0.path == "/due" })
+    }
+
+    func testKillNineOfAWorkerHoldingManyClaimsAnotherAdoptsAllAndPublishesEachOnce() throws {
+        let count = 300
+        for i in 0..<count { server.serve("/k\(i)", body: Array("k\(i)".utf8)) }
+        // Due a few seconds from now: the first worker claims them all and fetches none.
+        let soon = Date().addingTimeInterval(6)
+        for i in 0..<count {
+            try spool.drop("req\(i)", "url: \(server.url("/k\(i)"))\nearliest-start: \(rfc3339(soon))\n")
+        }
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root])
+        try DirectoryWaiter.wait(in: spool.path("incoming"), timeout: 60, what: "every request claimed") {
+            self.spool.files(in: "incoming").isEmpty && self.spool.claimed().count == count
+        }
+        first.signal(SIGKILL)
+        _ = try first.waitForExit(timeout: 10)
+        XCTAssertTrue(server.allRequests.isEmpty)
+
+        let second = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { second.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "every group ended") {
+            let done = Set(self.spool.files(in: "done"))
+            return (0..<count).allSatisfy { done.contains("req\($0).group.done") }
+        }
+        XCTAssertTrue(second.stderrText.contains("adopting"), second.stderrText)
+        for i in 0..<count {
+            XCTAssertEqual(server.requests(for: "/k\(i)").count, 1, "k\(i) fetched once")
+            XCTAssertEqual(try spool.read("done", "k\(i)"), Array("k\(i)".utf8))
+        }
+        XCTAssertFalse(spool.files(in: "done").contains { $0.hasSuffix("-1") }, "nothing published twice")
+        XCTAssertEqual(spool.claimed(), [])
+    }
 }

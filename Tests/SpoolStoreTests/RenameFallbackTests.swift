@@ -108,7 +108,11 @@ final class RenameFallbackTests: XCTestCase {
         let a = Set(claims[0].names), b = Set(claims[1].names)
         XCTAssertEqual(a.intersection(b), [], "no request is claimed by both")
         XCTAssertEqual(a.union(b).count, count, "and every one by one of them")
-        XCTAssertEqual(files("active").sorted(), (0..<count).map { "r\($0)" }.sorted(), "under its own name: no ~N twins")
+        // Each claim lands in its worker's folder (active/W/R), under its own name: no ~N twins.
+        let claimed = files("active").filter { !$0.hasPrefix(".") }.flatMap { folder in
+            files("active/" + folder).filter { !$0.hasPrefix(".") }
+        }
+        XCTAssertEqual(claimed.sorted(), (0..<count).map { "r\($0)" }.sorted(), "under its own name: no ~N twins")
         XCTAssertEqual(files("incoming"), [])
     }
 
