@@ -12,7 +12,16 @@ final class Transfer {
     let easy: EasyHandle
     let request: TransferRequest
     var facts = ResponseFacts()
+    /// The running hash while it is computed here, on the receiving thread (small bodies).
     var hasher: SHA256
+    /// Once a body is large, the hash runs on its own thread behind the writes (see `BodyHasher`);
+    /// `hasher` is then stale until `settleHash` takes the state back.
+    private var background: BodyHasher?
+    /// How far `background` was told the file is written (it is told every `BodyHasher.chunk`).
+    private var backgroundTold: Int64 = 0
+    /// A body that reaches this many bytes in one attempt is hashed on a thread of its own; below
+    /// it, a thread costs more than hashing inline.
+    static let backgroundHashThreshold: Int64 = 4 << 20
     /// Bytes of content in the destination file (prefix + written).
     var bytesOnDisk: Int64
     var bytesReceived: Int64 = 0
@@ -137,8 +146,17 @@ final class Transfer {
             }
             offset += n
         }
-        hasher.update(bufferPointer: bytes)
+        if background == nil && bytesReceived >= Self.backgroundHashThreshold {
+            // Everything up to here is hashed; from now on the hash thread reads the file back.
+            background = BodyHasher(fd: request.destination, sha: hasher, from: bytesOnDisk)
+            backgroundTold = bytesOnDisk
+        }
+        if background == nil { hasher.update(bufferPointer: bytes) }
         bytesOnDisk += Int64(bytes.count)
+        if let background, bytesOnDisk - backgroundTold >= Int64(BodyHasher.chunk) {
+            background.advance(to: bytesOnDisk)
+            backgroundTold = bytesOnDisk
+        }
         if bytesOnDisk - writebackStart >= Self.writebackChunk {
             // Errors are ignored: it is only a hint, and the final fdatasync reports real ones.
             _ = spoolfetch_start_writeback(request.destination, writebackStart, bytesOnDisk - writebackStart)
@@ -186,8 +204,28 @@ final class Transfer {
         return text
     }
 
+    /// Waits for the hash thread (if any) to catch up with the bytes on disk and takes its state
+    /// back into `hasher`. Returns the errno of a failed read-back (the state then covers fewer
+    /// bytes, and `bytesOnDisk` is cut to what it covers, so a resume stays consistent).
+    private func settleHash() -> Int32 {
+        guard let background else { return 0 }
+        background.advance(to: bytesOnDisk)
+        let (sha, hashed, error) = background.finish()
+        self.background = nil
+        hasher = sha
+        if error != 0 { bytesOnDisk = hashed }
+        return error
+    }
+
+    deinit {
+        // Removed without an outcome (session teardown): stop the thread before the caller
+        // closes the file it reads.
+        _ = settleHash()
+    }
+
     /// The outcome once libcurl reports the transfer done with `code`.
     func outcome(curlCode code: CURLcode) -> TransferOutcome {
+        let hashError = settleHash()
         facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         if facts.httpStatus == 0 { facts.httpStatus = easy.long(CURLINFO_RESPONSE_CODE) }
         if facts.retryAfter == nil {
@@ -197,6 +235,8 @@ final class Transfer {
         var failure: TransferFailure? = nil
         if let reason = abortReason {
             failure = reason
+        } else if hashError != 0 {
+            failure = .write(errno: hashError)
         } else if code != CURLE_OK {
             if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
                 failure = .tooLarge(limit: limit)
