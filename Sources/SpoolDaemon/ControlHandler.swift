@@ -63,9 +63,13 @@ final class ControlHandler {
             if apply(record, command.verb) { acted.append(record.id) } else { states.append("\(record.id) is \(before)") }
         }
         let verb = command.verb.rawValue
+        // The state the command left the item in (for one item, or a request whose items agree).
+        let labels = Set(targets.map(\.phase.label))
+        let state = labels.count == 1 ? labels.first : nil
         if acted.isEmpty {
-            return ControlResult(ok: false, message: "nothing to \(verb): " + states.joined(separator: ", "), items: [])
+            return ControlResult(ok: false, message: "nothing to \(verb): " + states.joined(separator: ", "), items: [],
+                                 state: state)
         }
-        return ControlResult(ok: true, message: "\(verb): \(acted.count) item(s)", items: acted)
+        return ControlResult(ok: true, message: "\(verb): \(acted.count) item(s)", items: acted, state: state)
     }
 }

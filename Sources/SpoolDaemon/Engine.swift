@@ -184,7 +184,9 @@ public final class Engine {
             if initial { initialScanDone = true }
         case .watcher(.control(let name)):
             control.handle(name, request: table.request(named:)) { record, verb in
-                !send(.operatorCommand(verb), to: record).isEmpty
+                // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
+                if verb == .retry, record.phase == .retrying { scheduler.releaseHold(record.item.url.hostKey) }
+                return !send(.operatorCommand(verb), to: record).isEmpty
             }
             status.markDirty()
         case .watcher(.rescanned(let names)):

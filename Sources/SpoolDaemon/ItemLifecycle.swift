@@ -229,7 +229,7 @@ struct ItemLifecycle {
 
         case (.publishing, .publishFailed(let partGone, let permanent, let message)):
             if partGone || permanent {
-                let why = partGone ? "publishing failed and the staged file is gone: " : "publishing failed: "
+                let why = partGone ? "publishing failed and the staged file is gone: " : "publishing failed and cannot succeed by retrying: "
                 return fail("publish", why + message)
             }
             return [.retryPublish(at: context.now.addingTimeInterval(policy.publishRetryDelay))]

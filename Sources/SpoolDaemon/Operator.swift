@@ -139,6 +139,19 @@ public enum ControlClient {
         }
         let items = file.items.filter { indices.contains($0.index) }
         guard !items.isEmpty else { throw .refused("\(request) has no failed item to retry") }
+        // Idempotent: `failed/R.retried` (or `.retried-INDEX` for one item), created exclusively,
+        // names the request that queued them again; a second retry answers with it instead of
+        // fetching everything twice.
+        let one = (try? ControlID(parsing: id))?.index
+        let note = failedDir + request + (one.map { ".retried-\($0)" } ?? ".retried")
+        let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if noteFD < 0 {
+            guard errno == EEXIST else { throw .io("cannot write \(note): \(String(cString: strerror(errno)))") }
+            let earlier = FileManager.default.contents(atPath: note).map { String(decoding: $0, as: UTF8.self) }?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+            return ControlResult(ok: true, message: "\(id) was already queued again as \(earlier); not queued twice",
+                                 items: [], state: "retried")
+        }
         var lines = ["# retry of failed/\(request)", "group: \(file.group)"]
         for item in items {
             lines.append("url: \(item.url.string)")
@@ -156,7 +169,13 @@ public enum ControlClient {
             let layout = try SpoolLayout(root: spool)
             try layout.tmp.writeAtomically(name, Array((lines.joined(separator: "\n") + "\n").utf8), sync: true)
             try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
+            let text = Array("incoming/\(name)\n".utf8)
+            _ = text.withUnsafeBytes { write(noteFD, $0.baseAddress, $0.count) }
+            _ = fsync(noteFD)
+            close(noteFD)
         } catch {
+            close(noteFD)
+            unlink(note)
             throw .io("cannot queue the retry: \(error)")
         }
         return ControlResult(ok: true, message: "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)",

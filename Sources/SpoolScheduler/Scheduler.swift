@@ -162,6 +162,11 @@ public struct Scheduler: Sendable {
         hostHolds[hostKey] = max(hostHolds[hostKey] ?? 0, t)
     }
 
+    /// Lifts a host's back-off (an operator's `retry`: the operator wins over a `Retry-After`).
+    public mutating func releaseHold(_ hostKey: String) {
+        hostHolds.removeValue(forKey: hostKey)
+    }
+
     // MARK: Decisions
 
     /// Everything the engine should do at `now`: starts for free slots, pauses for preemption or

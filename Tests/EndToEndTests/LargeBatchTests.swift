@@ -57,6 +57,8 @@ final class LargeBatchTests: SpoolTestCase {
         try spool.drop("now", "url: \(server.url("/due"))\n")
         let dropped = Date()
         try DirectoryWaiter.waitForFile("now.group.done", in: spool.path("done"), timeout: 30)
+        // The request file itself moves into done/ right after its group marker: the last step.
+        try DirectoryWaiter.waitForFile("now", in: spool.path("done"), timeout: 30)
         print("due request behind 300 waiting ones: published \(String(format: "%.2f", Date().timeIntervalSince(dropped))) s after its drop")
         XCTAssertEqual(spool.files(in: "incoming"), [], "every request was claimed on arrival")
         XCTAssertEqual(spool.claimed().count, 300, "the waiting ones stay claimed")

@@ -188,4 +188,32 @@ final class OperatorTests: SpoolTestCase {
         XCTAssertEqual(receive(), "STOPPING=1")
         XCTAssertEqual(try daemon.waitForExit(timeout: 10), 0)
     }
+
+    func testRetryStartsAnItemWaitingOutA503NowAndRetryOfAFailedRequestIsIdempotent() throws {
+        // A 503 asking for an hour's pause: without the operator the item would wait that long.
+        server.serve("/busy", body: Array("busy".utf8), script: [.status(503, [("Retry-After", "3600")]), .normal])
+        server.serve("/gone", body: Array("back".utf8), script: [.status(404), .normal])
+        try spool.drop("busy", "url: \(server.url("/busy"))\n")
+        try spool.drop("lost", "url: \(server.url("/gone"))\nname: gone.txt\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try waitForState("busy#0", "retrying")
+        let retried = try cli(["retry", "busy#0", "--spool", spool.root])
+        XCTAssertEqual(retried.status, 0, retried.err)
+        XCTAssertTrue(retried.out.contains("retry: 1 item"), retried.out)
+        try DirectoryWaiter.waitForFile("busy.group.done", in: spool.path("done"), timeout: 20)
+        XCTAssertEqual(server.requests(for: "/busy").count, 2, "started at once, not after the hour")
+
+        try DirectoryWaiter.waitForFile("lost.error", in: spool.path("failed"), timeout: 30)
+        let first = try cli(["retry", "lost", "--spool", spool.root])
+        XCTAssertEqual(first.status, 0, first.err)
+        let second = try cli(["retry", "lost", "--spool", spool.root])
+        XCTAssertEqual(second.status, 0, second.err)
+        XCTAssertTrue((second.out + second.err).contains("not queued twice"), second.out + second.err)
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "the retried item published") {
+            self.spool.files(in: "done").contains("gone.txt.done")
+        }
+        XCTAssertEqual(server.requests(for: "/gone").count, 2, "the failed item was fetched once more, not twice more")
+        XCTAssertFalse(spool.files(in: "done").contains("gone-1.txt"))
+    }
 }

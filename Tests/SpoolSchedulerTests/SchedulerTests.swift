@@ -213,4 +213,13 @@ final class SchedulerRemovalTests: XCTestCase {
         XCTAssertEqual(s.nextActions(now: now.addingTimeInterval(20)), [], "the stale timer entry does not start it again")
         XCTAssertEqual(s.queuedCount, 0)
     }
+
+    func testReleasedHoldLetsTheHostStartAtOnce() {
+        var s = Scheduler(configuration: .init(), timeZone: utc)
+        s.holdHost("a:80", until: t0.addingTimeInterval(3600))
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [])
+        s.releaseHold("a:80")
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [1])
+    }
 }
