@@ -161,6 +161,7 @@ public final class Engine {
         }
         hooks.waitForAll()
         layout.status.remove(statusFileName)
+        store.releaseWorkerFolder()     // its folder in active/ goes when empty; the rest is adopted later
         logger.info("spoolfetch stopped", metadata: [
             "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)"])
         return summary
