@@ -80,7 +80,7 @@ public enum ControlClient {
         // The folders are the truth (a status report may be up to a second old): a request in
         // failed/ and no longer active has ended.
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),
-           !FileManager.default.fileExists(atPath: spool + "/active/" + request) {
+           !isClaimed(request, spool: spool) {
             return try retryFailed(request: request, id: id, spool: spool)
         }
         guard let daemon = owner else { throw ended(id: id, request: request, verb: verb, spool: spool) }
@@ -104,6 +104,15 @@ public enum ControlClient {
         } catch {
             throw .io("\(error)")
         }
+    }
+
+    /// Whether a worker holds a request of that name: `active/W/R` in any worker's folder (or
+    /// `active/R`, the layout of older versions).
+    static func isClaimed(_ request: String, spool: String) -> Bool {
+        let active = spool + "/active/"
+        if FileManager.default.fileExists(atPath: active + request) { return true }
+        let folders = (try? FileManager.default.contentsOfDirectory(atPath: active)) ?? []
+        return folders.contains { !$0.hasPrefix(".") && FileManager.default.fileExists(atPath: active + $0 + "/" + request) }
     }
 
     /// Why no daemon holds `request`, from the folder it is in.

@@ -96,7 +96,7 @@ final class OperatorTests: SpoolTestCase {
             self.spool.files(in: "done").contains("c")
         }
         XCTAssertEqual(try spool.read("done", "c"), body)
-        XCTAssertEqual(spool.files(in: "failed"), ["doomed", "doomed.error"], "the failure record stays")
+        XCTAssertEqual(spool.files(in: "failed"), ["doomed", "doomed.error", "doomed.retried"], "the failure record stays, with the name of its retry")
 
         let unknown = try cli(["pause", "no-such-request#4", "--spool", spool.root])
         XCTAssertEqual(unknown.status, 2)

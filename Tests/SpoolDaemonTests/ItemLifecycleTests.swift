@@ -315,4 +315,51 @@ final class ItemLifecycleTests: XCTestCase {
         }
         XCTAssertEqual(l.phase, .published(file: "f", marker: "m"))
     }
+
+    private func outage(_ failure: TransferFailure) -> ItemEvent {
+        .transferEnded(TransferEnd(failure: failure, sha256: nil, retryAfter: nil, hasPartial: false, outage: true))
+    }
+
+    func testOutageUsesNoAttemptAndHoldsTheHost() {
+        var l = running()
+        let actions = l.handle(outage(.curl(code: 7, text: "Couldn't connect to server")), policy: policy, context: context)
+        XCTAssertEqual(actions, [.hostUnreachable(error: "curl error 7: Couldn't connect to server"), .saveResumeState])
+        XCTAssertEqual(l.phase, .queued)
+        XCTAssertEqual(l.attempts, 0, "an outage uses up no attempt")
+        // However many outages: never fails for running out of attempts.
+        for _ in 0..<20 {
+            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+            _ = l.handle(outage(.curl(code: 7, text: "x")), policy: policy, context: context)
+        }
+        XCTAssertEqual(l.phase, .queued)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
+    func testOutagePastTheResourceTimeoutFails() {
+        var l = running()
+        let late = LifecycleContext(now: t0.addingTimeInterval(3601), stopping: false, jitter: 1)
+        let actions = l.handle(outage(.curl(code: 7, text: "x")), policy: policy, context: late)
+        guard case .fail(_, let message) = actions.last else { return XCTFail("\(actions)") }
+        XCTAssertTrue(message.contains("resource timeout"), message)
+    }
+
+    func testOutageWhileStoppingKeepsTheItemForTheNextRun() {
+        var l = running()
+        let stopping = LifecycleContext(now: t0, stopping: true, jitter: 1)
+        XCTAssertEqual(l.handle(outage(.curl(code: 7, text: "x")), policy: policy, context: stopping),
+                       [.releaseSlot, .saveResumeState])
+        XCTAssertFalse(l.phase.hasEnded)
+    }
+
+    func testDeadlineCheckEndsOnlyAWaitingItemPastItsResourceTimeout() {
+        var l = lifecycle()
+        _ = l.handle(.submitted, policy: policy, context: context)
+        XCTAssertEqual(l.handle(.deadlineCheck, policy: policy, context: context), [], "within its time: nothing")
+        let late = LifecycleContext(now: t0.addingTimeInterval(3600), stopping: false, jitter: 1)
+        let actions = l.handle(.deadlineCheck, policy: policy, context: late)
+        XCTAssertEqual(actions.first, .unschedule)
+        XCTAssertEqual(failCode(actions), "timeout")
+        var run = running()
+        XCTAssertEqual(run.handle(.deadlineCheck, policy: policy, context: late), [], "a running item is judged by its transfer")
+    }
 }
