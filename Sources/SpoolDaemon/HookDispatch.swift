@@ -56,8 +56,10 @@ final class HookDispatch {
         case .published(let file, let marker):
             environment["SPOOLFETCH_STATUS"] = "published"
             environment["SPOOLFETCH_PATH"] = store.publishedPath(file)
+            // Empty under `markers: group`: the file has no marker of its own, and the group
+            // marker does not exist yet (the group hook gets its path).
             environment["SPOOLFETCH_MARKER"] = marker
-            if let hash = record.hash { environment["SPOOLFETCH_SHA256"] = hash.hexDigest }
+            if let sha256 = record.publishedMarker?.sha256 ?? record.hash?.hexDigest { environment["SPOOLFETCH_SHA256"] = sha256 }
         case .failed(let failure):
             environment["SPOOLFETCH_STATUS"] = "failed"
             environment["SPOOLFETCH_REASON"] = "\(failure.code): \(failure.message)"

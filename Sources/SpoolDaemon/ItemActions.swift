@@ -172,7 +172,7 @@ extension Engine {
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
                               marker: marker)
-        let job = PublishJob(part: part, state: state, marker: marker)
+        let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker)
         record.publishJob = job
         table.awaitPublish(record)
         publishing.enqueue(job)
@@ -181,11 +181,15 @@ extension Engine {
     /// One item's result from a publish batch.
     func published(_ result: PublishResult) {
         guard let record = table.item(forBase: result.base) else { return }
-        if let markerPath = result.markerPath, let file = result.finalName {
+        if result.isPublished, let file = result.finalName {
+            var facts = result.job.marker
+            facts.name = file
+            record.publishedMarker = facts
             record.part = nil
             table.publishOver(record)
             record.publishJob = nil
-            send(.publishSucceeded(file: file, marker: markerPath), to: record)
+            // Under `markers: group` there is no per-file marker: the item's marker path is empty.
+            send(.publishSucceeded(file: file, marker: result.markerPath ?? ""), to: record)
             return
         }
         var job = result.job

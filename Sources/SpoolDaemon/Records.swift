@@ -43,6 +43,9 @@ final class ItemTransfer {
     var lastFacts: ResponseFacts?
     /// What the publisher was (or will be) given for it; kept to try again after a failed batch.
     var publishJob: PublishJob?
+    /// The facts of the published file (its marker's content, `name` the final name): what the
+    /// group marker lists for it under `markers: group`.
+    var publishedMarker: ItemMarker?
     /// Byte counts at recent status reports, for the rate and ETA.
     var rateWindow = RateWindow()
     /// When this item last failed to reach its host, until it reaches it again; and the seconds
@@ -120,6 +123,12 @@ final class ItemRecord {
         get { transferState?.publishJob }
         set { if newValue != nil || transferState != nil { transfer.publishJob = newValue } }
     }
+    var publishedMarker: ItemMarker? {
+        get { transferState?.publishedMarker }
+        set { if newValue != nil || transferState != nil { transfer.publishedMarker = newValue } }
+    }
+    /// `markers: item` (the default): each published file gets its `NAME.done`.
+    var writesItemMarker: Bool { request.file.markers == .item }
     var rateWindow: RateWindow {
         get { transferState?.rateWindow ?? RateWindow() }
         set { transfer.rateWindow = newValue }

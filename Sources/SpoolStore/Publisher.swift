@@ -9,12 +9,18 @@ public struct PublishJob: Sendable {
     public var marker: ItemMarker
     /// Set when an earlier attempt already renamed the data (its marker failed): only the marker remains.
     public var alreadyPublishedAs: String?
+    /// false for a request with `markers: group`: no `NAME.done` is written; the item counts as
+    /// published once its data is durable under its final name (the group marker, written by the
+    /// group end, lists it).
+    public var writesMarker: Bool
 
-    public init(part: StagingFile, state: ItemState, marker: ItemMarker, alreadyPublishedAs: String? = nil) {
+    public init(part: StagingFile, state: ItemState, marker: ItemMarker, alreadyPublishedAs: String? = nil,
+                writesMarker: Bool = true) {
         self.part = part
         self.state = state
         self.marker = marker
         self.alreadyPublishedAs = alreadyPublishedAs
+        self.writesMarker = writesMarker
     }
 }
 
@@ -25,8 +31,11 @@ public struct PublishResult: Sendable {
     public var base: String
     /// The data file's name in the final folder, once renamed there.
     public var finalName: String?
-    /// Full path of the marker, when published.
+    /// Full path of the marker, when published with one.
     public var markerPath: String?
+    /// The item is published: its marker is in place, or (a job without a marker) its data is
+    /// durable under `finalName`, the final folder's names synced.
+    public var isPublished = false
     public var error: StoreError?
     /// The batch journal that records this item (nil for a marker-only retry): still locked,
     /// and left on disk for the caller to remove once the item's group has ended.
@@ -44,6 +53,9 @@ public struct PublishResult: Sendable {
 /// 3. write every marker to a temp file; make them (and, where `fdatasync` is the method, the
 ///    final folder holding the data's new names) durable;
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once.
+///    A job without a marker (`markers: group`) skips 3 and the first half of 4: its data was
+///    made durable in 1, and the one folder fsync of 4 makes its final name durable — the commit
+///    point of its "published"; the group marker comes later, from the group end.
 ///
 /// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
 /// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
@@ -99,7 +111,7 @@ public struct Publisher: Sendable {
 
         // 3. Marker temp files, durable (with the data's new names where the folder needs its own sync).
         var temps: [Int: (name: String, fd: Int32)] = [:]
-        for (i, job) in jobs.enumerated() where results[i].error == nil {
+        for (i, job) in jobs.enumerated() where results[i].error == nil && job.writesMarker {
             guard let finalName = results[i].finalName else { continue }
             var marker = job.marker
             marker.name = finalName
@@ -134,18 +146,26 @@ public struct Publisher: Sendable {
             do throws(StoreError) {
                 try layout.final.rename(temp, to: markerName, in: layout.final, replace: false)
                 results[i].markerPath = layout.final.path(of: markerName)
+                results[i].isPublished = true
             } catch {
                 results[i].error = error
                 layout.final.remove(temp)
             }
         }
+        for (i, job) in jobs.enumerated() where !job.writesMarker && results[i].error == nil && results[i].finalName != nil {
+            results[i].isPublished = true
+        }
         if let error = catching({ () throws(StoreError) in try layout.final.sync() }) {
-            for i in results.indices where results[i].markerPath != nil { results[i].error = error; results[i].markerPath = nil }
+            for i in results.indices where results[i].isPublished {
+                results[i].error = error
+                results[i].markerPath = nil
+                results[i].isPublished = false
+            }
         }
 
         // 5. A copy across filesystems leaves the part behind; the published copy replaces it.
         if !sameFilesystem {
-            for (i, job) in jobs.enumerated() where results[i].markerPath != nil {
+            for (i, job) in jobs.enumerated() where results[i].isPublished {
                 layout.staging.remove(job.part.base + ".part")
             }
         }

@@ -71,11 +71,25 @@ public struct GroupItem: Codable, Sendable, Hashable {
     public var marker: String?
     public var code: String?
     public var message: String?
+    /// A published file's facts, given only under `markers: group` (no per-file marker carries
+    /// them there); absent, and so absent from the JSON, with per-file markers.
+    public var bytes: Int64?
+    public var sha256: String?
+    public var finalURL: String?
+    public var httpStatus: Int?
 
     public init(index: Int, url: String, outcome: String, file: String? = nil, marker: String? = nil,
                 code: String? = nil, message: String? = nil) {
         self.index = index; self.url = url; self.outcome = outcome; self.file = file
         self.marker = marker; self.code = code; self.message = message
+    }
+
+    /// Copies a published file's facts from what would have been its marker.
+    public mutating func describe(_ marker: ItemMarker) {
+        bytes = marker.bytes
+        sha256 = marker.sha256
+        finalURL = marker.finalURL
+        httpStatus = marker.httpStatus
     }
 }
 

@@ -108,6 +108,22 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertEqual(store.readJournals().files, [], "a live worker's journal is not another worker's to recover from")
     }
 
+    func testPublishWithoutMarkersLeavesOnlyTheDataAndReportsItPublished() throws {
+        var jobs = try (0..<4).map { try job("r.\($0)", name: "g\($0).txt", content: "group \($0)") }
+        for i in jobs.indices { jobs[i].writesMarker = false }
+        write("done", "g0.txt", "an older file")
+        let results = Publisher(store: store).publish(jobs)
+        XCTAssertEqual(results.compactMap(\.error).count, 0)
+        XCTAssertTrue(results.allSatisfy(\.isPublished))
+        XCTAssertTrue(results.allSatisfy { $0.markerPath == nil }, "no per-file marker path")
+        XCTAssertEqual(results.map(\.finalName), ["g0-1.txt", "g1.txt", "g2.txt", "g3.txt"], "a taken name still gets a suffix")
+        XCTAssertEqual(files("done"), ["g0-1.txt", "g0.txt", "g1.txt", "g2.txt", "g3.txt"], "no marker, no temp file")
+        XCTAssertEqual(read("done", "g0-1.txt"), "group 0")
+        XCTAssertEqual(read("done", "g0.txt"), "an older file")
+        XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
+        XCTAssertNotNil(results[0].journal, "the journal still records each item for recovery")
+    }
+
     func testJournalOfAnInterruptedBatchIsReadBack() throws {
         let j = try job("r.0", name: "x.bin", content: "abc")
         var journal: HeldLock? = try store.writeJournal([j.state])
