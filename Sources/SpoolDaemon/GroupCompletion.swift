@@ -36,7 +36,8 @@ final class GroupCompletion {
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):
-                var line = GroupItem(index: record.item.index, url: record.item.url.string, outcome: "published",
+                var line = GroupItem(index: record.item.index, url: record.item.url.string,
+                                     outcome: record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
                 // Without per-file markers the group marker carries each file's facts.
                 if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }

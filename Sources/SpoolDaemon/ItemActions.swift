@@ -172,7 +172,8 @@ extension Engine {
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
                               marker: marker)
-        let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker)
+        let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
+                             replacesExisting: record.replacesExisting)
         record.publishJob = job
         table.awaitPublish(record)
         publishing.enqueue(job)
@@ -238,7 +239,8 @@ extension Engine {
         switch record.phase {
         case .published(let file, _):
             summary.published += 1
-            logger.debug("published", metadata: ["item": "\(record.id)", "file": "\(file)"])
+            logger.debug(record.endedUnchanged ? "unchanged (304): nothing published" : "published",
+                         metadata: ["item": "\(record.id)", "file": "\(file)"])
         case .failed:
             summary.failed += 1
         default: break
@@ -258,6 +260,18 @@ extension Engine {
         guard let markerPath, let journal else { return }
         hooks.groupEnded(journal: journal, markerPath: markerPath, group: request.group, request: request.name,
                          items: request.items.count, failed: failed)
+    }
+}
+
+extension ItemRecord {
+    /// `on-exists: replace`, and `skip-unchanged` when the resource changed: the new file takes
+    /// the final name in place of the old one (never a `-N` name).
+    var replacesExisting: Bool { item.onExists != .keepBoth }
+
+    /// Ended with the file already published, a 304 having confirmed it (`skip-unchanged`).
+    var endedUnchanged: Bool {
+        guard case .published = phase else { return false }
+        return lastFacts?.httpStatus == 304
     }
 }
 

@@ -46,6 +46,9 @@ final class ItemTransfer {
     /// The facts of the published file (its marker's content, `name` the final name): what the
     /// group marker lists for it under `markers: group`.
     var publishedMarker: ItemMarker?
+    /// `on-exists: skip-unchanged`: the existing file's marker whose validators the transfer
+    /// sent (`If-None-Match`/`If-Modified-Since`); a 304 ends the item with that file.
+    var previousMarker: ItemMarker?
     /// Byte counts at recent status reports, for the rate and ETA.
     var rateWindow = RateWindow()
     /// When this item last failed to reach its host, until it reaches it again; and the seconds
@@ -126,6 +129,10 @@ final class ItemRecord {
     var publishedMarker: ItemMarker? {
         get { transferState?.publishedMarker }
         set { if newValue != nil || transferState != nil { transfer.publishedMarker = newValue } }
+    }
+    var previousMarker: ItemMarker? {
+        get { transferState?.previousMarker }
+        set { if newValue != nil || transferState != nil { transfer.previousMarker = newValue } }
     }
     /// `markers: item` (the default): each published file gets its `NAME.done`.
     var writesItemMarker: Bool { request.file.markers == .item }

@@ -58,7 +58,7 @@ struct Recovery {
             record.part = part
             record.lifecycle.recoveredForPublishing(attempts: attempts)
             return .publish(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
-                                       writesMarker: record.writesItemMarker))
+                                       writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting))
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else {
                 store.removeStaging(record.base)
@@ -68,7 +68,8 @@ struct Recovery {
             record.part = part
             record.bytesOnDisk = part.size
             record.lifecycle.recoveredForPublishing(attempts: attempts)
-            return .publish(PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker))
+            return .publish(PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
+                                       replacesExisting: record.replacesExisting))
         }
     }
 

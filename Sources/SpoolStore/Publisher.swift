@@ -13,14 +13,19 @@ public struct PublishJob: Sendable {
     /// published once its data is durable under its final name (the group marker, written by the
     /// group end, lists it).
     public var writesMarker: Bool
+    /// `on-exists: replace` (and a changed resource under `skip-unchanged`): the file takes the
+    /// wished-for name whatever was there — the old marker is removed first, the data renamed
+    /// over the old data, then the new marker put in place — instead of a free `-N` name.
+    public var replacesExisting: Bool
 
     public init(part: StagingFile, state: ItemState, marker: ItemMarker, alreadyPublishedAs: String? = nil,
-                writesMarker: Bool = true) {
+                writesMarker: Bool = true, replacesExisting: Bool = false) {
         self.part = part
         self.state = state
         self.marker = marker
         self.alreadyPublishedAs = alreadyPublishedAs
         self.writesMarker = writesMarker
+        self.replacesExisting = replacesExisting
     }
 }
 
@@ -49,7 +54,11 @@ public struct PublishResult: Sendable {
 /// 1. make the journal and the parts durable (see `makeDurable`);
 /// 2. rename each part into the final folder, never over an existing name (`Directory.rename`
 ///    without replace; a taken name gets a `-N` suffix before its extension), or copy it there
-///    and verify the copy when the final folder is on another filesystem;
+///    and verify the copy when the final folder is on another filesystem. A job that replaces
+///    (`replacesExisting`) first removes the old `NAME.done` (folder fsynced), then renames over
+///    the old `NAME`: a consumer sees the old file with its marker, then the old file without a
+///    marker, then the new file without, then the new file with its marker — the name always
+///    holds a complete file, and a marker never describes the other file;
 /// 3. write every marker to a temp file; make them (and, where `fdatasync` is the method, the
 ///    final folder holding the data's new names) durable;
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once.
@@ -144,7 +153,7 @@ public struct Publisher: Sendable {
             let temp = temps[i]!.name
             let markerName = results[i].finalName! + ".done"
             do throws(StoreError) {
-                try layout.final.rename(temp, to: markerName, in: layout.final, replace: false)
+                try layout.final.rename(temp, to: markerName, in: layout.final, replace: jobs[i].replacesExisting)
                 results[i].markerPath = layout.final.path(of: markerName)
                 results[i].isPublished = true
             } catch {
@@ -194,6 +203,10 @@ public struct Publisher: Sendable {
         let layout = store.layout
         let wished = job.marker.name
         let partName = job.part.base + ".part"
+        if job.replacesExisting {
+            try replaceInFinal(job, sameFilesystem: sameFilesystem)
+            return wished
+        }
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
             if layout.final.exists(candidate + ".done") { continue }
@@ -216,16 +229,35 @@ public struct Publisher: Sendable {
         throw StoreError("renameat2", layout.final.path(of: wished), errno: EEXIST)
     }
 
+    /// `on-exists: replace`: the old marker goes first (and that is made durable), so that no
+    /// marker ever stands beside data it does not describe; then the data is renamed over the
+    /// old data, so the name never stands empty. Step 4 puts the new marker in place.
+    private func replaceInFinal(_ job: PublishJob, sameFilesystem: Bool) throws(StoreError) {
+        let final = store.layout.final
+        let name = job.marker.name
+        if final.exists(name + ".done") {
+            if unlinkat(final.fd, name + ".done", 0) != 0 && errno != ENOENT {
+                throw StoreError("unlinkat", final.path(of: name + ".done"))
+            }
+            try final.sync()
+        }
+        if sameFilesystem {
+            try store.layout.staging.rename(job.part.base + ".part", to: name, in: final, replace: true)
+        } else {
+            try copyAcross(job, to: name, replace: true)
+        }
+    }
+
     /// The final folder is on another filesystem: a verified copy (see `CrossFilesystemCopy`)
-    /// under a temp name there, then the no-replace rename to `name`.
-    private func copyAcross(_ job: PublishJob, to name: String) throws(StoreError) {
+    /// under a temp name there, then the rename to `name` (no-replace unless `replace`).
+    private func copyAcross(_ job: PublishJob, to name: String, replace: Bool = false) throws(StoreError) {
         let final = store.layout.final
         let temp = ".\(name).part.tmp"
         try CrossFilesystemCopy(part: job.part, partPath: store.layout.staging.path(of: job.part.base + ".part"),
                                 bytes: job.marker.bytes, sha256: job.marker.sha256)
             .copy(into: final, as: temp)
         do throws(StoreError) {
-            try final.rename(temp, to: name, in: final, replace: false)
+            try final.rename(temp, to: name, in: final, replace: replace)
         } catch {
             final.remove(temp)
             throw error

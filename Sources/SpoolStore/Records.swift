@@ -64,7 +64,8 @@ public struct ItemFailure: Codable, Sendable, Hashable {
 public struct GroupItem: Codable, Sendable, Hashable {
     public var index: Int
     public var url: String
-    /// `published` or `failed`.
+    /// `published`, `failed`, or `unchanged` (`on-exists: skip-unchanged`: a 304 confirmed the
+    /// file already published under `file`; nothing new was published).
     public var outcome: String
     /// The published file's name in the final folder (may carry a collision suffix).
     public var file: String?
@@ -100,12 +101,16 @@ public struct GroupMarker: Codable, Sendable, Hashable {
     public var finishedAt: String
     public var published: Int
     public var failed: Int
+    /// Items a 304 confirmed as already published (absent when none).
+    public var unchanged: Int?
     public var items: [GroupItem]
 
     public init(group: String, request: String, finishedAt: String, items: [GroupItem]) {
         self.group = group; self.request = request; self.finishedAt = finishedAt; self.items = items
         published = items.filter { $0.outcome == "published" }.count
-        failed = items.count - published
+        failed = items.filter { $0.outcome == "failed" }.count
+        let unchanged = items.filter { $0.outcome == "unchanged" }.count
+        self.unchanged = unchanged > 0 ? unchanged : nil
     }
 }
 
