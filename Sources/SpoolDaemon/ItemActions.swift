@@ -183,9 +183,12 @@ extension Engine {
     func published(_ result: PublishResult) {
         guard let record = table.item(forBase: result.base) else { return }
         if result.isPublished, let file = result.finalName {
-            var facts = result.job.marker
-            facts.name = file
-            record.publishedMarker = facts
+            if !record.writesItemMarker {
+                // Kept for the group marker (only there: a per-file marker already holds them).
+                var facts = result.job.marker
+                facts.name = file
+                record.publishedMarker = facts
+            }
             record.part = nil
             table.publishOver(record)
             record.publishJob = nil

@@ -44,7 +44,8 @@ final class ItemTransfer {
     /// What the publisher was (or will be) given for it; kept to try again after a failed batch.
     var publishJob: PublishJob?
     /// The facts of the published file (its marker's content, `name` the final name): what the
-    /// group marker lists for it under `markers: group`.
+    /// group marker lists for it under `markers: group`; for an item a 304 ended, the existing
+    /// file's marker. nil otherwise (a per-file marker holds them; a large batch keeps none).
     var publishedMarker: ItemMarker?
     /// `on-exists: skip-unchanged`: the existing file's marker whose validators the transfer
     /// sent (`If-None-Match`/`If-Modified-Since`); a 304 ends the item with that file.

@@ -41,7 +41,7 @@ struct Recovery {
             record.lifecycle.recovered(as: .failed(failure), attempts: attempts)
             return .ended
         case .published(let file):
-            if var facts = facts.facts.state?.marker {
+            if !record.writesItemMarker, var facts = facts.facts.state?.marker {
                 facts.name = file
                 record.publishedMarker = facts
             }

@@ -124,6 +124,32 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertNotNil(results[0].journal, "the journal still records each item for recovery")
     }
 
+    func testReplacingPublishTakesTheOldNameAndMarkerAndLeavesNoSuffix() throws {
+        _ = Publisher(store: store).publish([try job("r.0", name: "nightly.csv", content: "old")])
+        var oldStat = stat()
+        XCTAssertEqual(stat("\(root!)/done/nightly.csv", &oldStat), 0)
+        var replacing = try job("r.1", name: "nightly.csv", content: "the new one")
+        replacing.replacesExisting = true
+        let results = Publisher(store: store).publish([replacing])
+        XCTAssertNil(results[0].error)
+        XCTAssertEqual(results[0].finalName, "nightly.csv")
+        XCTAssertEqual(files("done"), ["nightly.csv", "nightly.csv.done"], "no -N name, no temp file")
+        XCTAssertEqual(read("done", "nightly.csv"), "the new one")
+        var newStat = stat()
+        XCTAssertEqual(stat("\(root!)/done/nightly.csv", &newStat), 0)
+        XCTAssertEqual(UInt64(newStat.st_ino), replacing.part.inode, "the new part renamed over the old file")
+        XCTAssertNotEqual(newStat.st_ino, oldStat.st_ino)
+        let marker = try JSONSerialization.jsonObject(with: Data(read("done", "nightly.csv.done")!.utf8)) as? [String: Any]
+        XCTAssertEqual(marker?["bytes"] as? Int, "the new one".utf8.count, "the marker describes the new file")
+
+        // A retry that finds the data already replaced (its marker failed) writes the marker over any left.
+        var retry = try job("r.2", name: "nightly.csv", content: "x")
+        retry.replacesExisting = true
+        retry.alreadyPublishedAs = "nightly.csv"
+        XCTAssertNil(Publisher(store: store).publish([retry])[0].error)
+        XCTAssertEqual(files("done"), ["nightly.csv", "nightly.csv.done"])
+    }
+
     func testJournalOfAnInterruptedBatchIsReadBack() throws {
         let j = try job("r.0", name: "x.bin", content: "abc")
         var journal: HeldLock? = try store.writeJournal([j.state])
