@@ -36,8 +36,12 @@ final class GroupCompletion {
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):
-                groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "published",
-                                            file: file, marker: (marker as NSString).lastPathComponent))
+                var line = GroupItem(index: record.item.index, url: record.item.url.string,
+                                     outcome: record.endedUnchanged ? "unchanged" : "published",
+                                     file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
+                // Without per-file markers the group marker carries each file's facts.
+                if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
+                groupItems.append(line)
             case .failed(let failure):
                 failures.append(failure)
                 groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "failed",

@@ -54,10 +54,13 @@ final class HookDispatch {
         if let finalURL = record.lastFacts?.finalURL { environment["SPOOLFETCH_FINAL_URL"] = finalURL }
         switch record.phase {
         case .published(let file, let marker):
-            environment["SPOOLFETCH_STATUS"] = "published"
+            // `unchanged`: a 304 confirmed the file already published (`skip-unchanged`).
+            environment["SPOOLFETCH_STATUS"] = record.endedUnchanged ? "unchanged" : "published"
             environment["SPOOLFETCH_PATH"] = store.publishedPath(file)
+            // Empty under `markers: group`: the file has no marker of its own, and the group
+            // marker does not exist yet (the group hook gets its path).
             environment["SPOOLFETCH_MARKER"] = marker
-            if let hash = record.hash { environment["SPOOLFETCH_SHA256"] = hash.hexDigest }
+            if let sha256 = record.publishedMarker?.sha256 ?? record.hash?.hexDigest { environment["SPOOLFETCH_SHA256"] = sha256 }
         case .failed(let failure):
             environment["SPOOLFETCH_STATUS"] = "failed"
             environment["SPOOLFETCH_REASON"] = "\(failure.code): \(failure.message)"

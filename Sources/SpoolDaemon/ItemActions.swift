@@ -172,7 +172,8 @@ extension Engine {
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
                               marker: marker)
-        let job = PublishJob(part: part, state: state, marker: marker)
+        let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
+                             replacesExisting: record.replacesExisting)
         record.publishJob = job
         table.awaitPublish(record)
         publishing.enqueue(job)
@@ -181,11 +182,18 @@ extension Engine {
     /// One item's result from a publish batch.
     func published(_ result: PublishResult) {
         guard let record = table.item(forBase: result.base) else { return }
-        if let markerPath = result.markerPath, let file = result.finalName {
+        if result.isPublished, let file = result.finalName {
+            if !record.writesItemMarker {
+                // Kept for the group marker (only there: a per-file marker already holds them).
+                var facts = result.job.marker
+                facts.name = file
+                record.publishedMarker = facts
+            }
             record.part = nil
             table.publishOver(record)
             record.publishJob = nil
-            send(.publishSucceeded(file: file, marker: markerPath), to: record)
+            // Under `markers: group` there is no per-file marker: the item's marker path is empty.
+            send(.publishSucceeded(file: file, marker: result.markerPath ?? ""), to: record)
             return
         }
         var job = result.job
@@ -234,7 +242,8 @@ extension Engine {
         switch record.phase {
         case .published(let file, _):
             summary.published += 1
-            logger.debug("published", metadata: ["item": "\(record.id)", "file": "\(file)"])
+            logger.debug(record.endedUnchanged ? "unchanged (304): nothing published" : "published",
+                         metadata: ["item": "\(record.id)", "file": "\(file)"])
         case .failed:
             summary.failed += 1
         default: break
@@ -254,6 +263,18 @@ extension Engine {
         guard let markerPath, let journal else { return }
         hooks.groupEnded(journal: journal, markerPath: markerPath, group: request.group, request: request.name,
                          items: request.items.count, failed: failed)
+    }
+}
+
+extension ItemRecord {
+    /// `on-exists: replace`, and `skip-unchanged` when the resource changed: the new file takes
+    /// the final name in place of the old one (never a `-N` name).
+    var replacesExisting: Bool { item.onExists != .keepBoth }
+
+    /// Ended with the file already published, a 304 having confirmed it (`skip-unchanged`).
+    var endedUnchanged: Bool {
+        guard case .published = phase else { return false }
+        return lastFacts?.httpStatus == 304
     }
 }
 

@@ -91,6 +91,15 @@ struct TransferEnd: Equatable {
     /// The server was never reached (`TransferFailureKind.outage`): name resolution, connect,
     /// network or host unreachable, a TLS handshake cut, a reset before any response byte.
     var outage = false
+    /// A 304 to a conditional request (`on-exists: skip-unchanged`): the existing file, still
+    /// current, and its marker's path. The item ends published with it; nothing is published.
+    var notModified: UnchangedFile?
+}
+
+/// The already published file a 304 confirmed as current.
+struct UnchangedFile: Equatable {
+    var file: String
+    var marker: String
 }
 
 /// The decision's inputs that are not the item's own: the clock, the stop flag, a random jitter.
@@ -148,6 +157,7 @@ enum ItemAction: Equatable {
 /// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
+/// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
 /// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
 /// | running | transferEnded | complete, sha256 differs | failed | releaseSlot, fail(sha256-mismatch) |
 /// | running | transferEnded | 416, the partial is the whole file | publishing | releaseSlot, publish |
@@ -251,6 +261,10 @@ struct ItemLifecycle {
     }
 
     private mutating func transferEnded(_ end: TransferEnd, policy: RetryPolicy, context: LifecycleContext) -> [ItemAction] {
+        if let unchanged = end.notModified {
+            phase = .published(file: unchanged.file, marker: unchanged.marker)
+            return [.releaseSlot, .ended]
+        }
         guard let failure = end.failure else {
             let digest = end.sha256 ?? ""
             if let wanted = end.wantedSHA256, wanted != digest {

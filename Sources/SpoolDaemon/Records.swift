@@ -43,6 +43,13 @@ final class ItemTransfer {
     var lastFacts: ResponseFacts?
     /// What the publisher was (or will be) given for it; kept to try again after a failed batch.
     var publishJob: PublishJob?
+    /// The facts of the published file (its marker's content, `name` the final name): what the
+    /// group marker lists for it under `markers: group`; for an item a 304 ended, the existing
+    /// file's marker. nil otherwise (a per-file marker holds them; a large batch keeps none).
+    var publishedMarker: ItemMarker?
+    /// `on-exists: skip-unchanged`: the existing file's marker whose validators the transfer
+    /// sent (`If-None-Match`/`If-Modified-Since`); a 304 ends the item with that file.
+    var previousMarker: ItemMarker?
     /// Byte counts at recent status reports, for the rate and ETA.
     var rateWindow = RateWindow()
     /// When this item last failed to reach its host, until it reaches it again; and the seconds
@@ -120,6 +127,16 @@ final class ItemRecord {
         get { transferState?.publishJob }
         set { if newValue != nil || transferState != nil { transfer.publishJob = newValue } }
     }
+    var publishedMarker: ItemMarker? {
+        get { transferState?.publishedMarker }
+        set { if newValue != nil || transferState != nil { transfer.publishedMarker = newValue } }
+    }
+    var previousMarker: ItemMarker? {
+        get { transferState?.previousMarker }
+        set { if newValue != nil || transferState != nil { transfer.previousMarker = newValue } }
+    }
+    /// `markers: item` (the default): each published file gets its `NAME.done`.
+    var writesItemMarker: Bool { request.file.markers == .item }
     var rateWindow: RateWindow {
         get { transferState?.rateWindow ?? RateWindow() }
         set { transfer.rateWindow = newValue }

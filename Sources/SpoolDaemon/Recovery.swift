@@ -41,8 +41,12 @@ struct Recovery {
             record.lifecycle.recovered(as: .failed(failure), attempts: attempts)
             return .ended
         case .published(let file):
-            record.lifecycle.recovered(as: .published(file: file, marker: store.markerPath(ofPublished: file)),
-                                       attempts: attempts)
+            if !record.writesItemMarker, var facts = facts.facts.state?.marker {
+                facts.name = file
+                record.publishedMarker = facts
+            }
+            let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
+            record.lifecycle.recovered(as: .published(file: file, marker: marker), attempts: attempts)
             return .ended
         case .writeMarker(let file, let marker):
             // The job needs a staging file to carry; the data itself is already in place.
@@ -53,7 +57,8 @@ struct Recovery {
             }
             record.part = part
             record.lifecycle.recoveredForPublishing(attempts: attempts)
-            return .publish(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file))
+            return .publish(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
+                                       writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting))
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else {
                 store.removeStaging(record.base)
@@ -63,7 +68,8 @@ struct Recovery {
             record.part = part
             record.bytesOnDisk = part.size
             record.lifecycle.recoveredForPublishing(attempts: attempts)
-            return .publish(PublishJob(part: part, state: state, marker: marker))
+            return .publish(PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
+                                       replacesExisting: record.replacesExisting))
         }
     }
 
@@ -80,6 +86,6 @@ struct Recovery {
         }
         let markerExists = publishedFile.map { store.hasMarker(ofPublished: $0) } ?? false
         return (RecoveryFacts(state: state, partSize: part?.size, publishedFile: publishedFile,
-                              publishedMarkerExists: markerExists), part)
+                              publishedMarkerExists: markerExists, markersPerItem: record.writesItemMarker), part)
     }
 }

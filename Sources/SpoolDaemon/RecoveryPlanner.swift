@@ -14,6 +14,10 @@ struct RecoveryFacts: Equatable {
     var publishedFile: String?
     /// `FINAL/publishedFile.done` exists.
     var publishedMarkerExists: Bool
+    /// The request writes per-file markers (`markers: item`). Under `markers: group` the data
+    /// file found under its final name (by the journal's `finalName` or the part's inode) is
+    /// itself the proof of publication: its data was durable before it was renamed there.
+    var markersPerItem = true
 }
 
 /// How to pick an adopted item up again (the "after a crash" column of the state table).
@@ -42,6 +46,7 @@ enum RecoveryPlan: Equatable {
 /// | failed | no failure recorded | startOver |
 /// | ready / published | no marker facts | startOver |
 /// | ready / published | data file found, its marker exists | published |
+/// | ready / published | `markers: group`, data file found | published |
 /// | ready / published | data file found, no marker | writeMarker |
 /// | ready / published | no data file, part as large as the marker says | publishPart |
 /// | ready / published | no data file, part missing or of another size | startOver |
@@ -59,7 +64,8 @@ enum RecoveryPlanner {
         case .ready, .published:
             guard let marker = state.marker else { return .startOver }
             if let file = facts.publishedFile {
-                return facts.publishedMarkerExists ? .published(file: file) : .writeMarker(file: file, marker: marker)
+                if facts.publishedMarkerExists || !facts.markersPerItem { return .published(file: file) }
+                return .writeMarker(file: file, marker: marker)
             }
             if let size = facts.partSize, size == marker.bytes { return .publishPart(marker: marker) }
             return .startOver

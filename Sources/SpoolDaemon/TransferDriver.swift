@@ -10,7 +10,7 @@ import SpoolTransfer
 /// session.
 final class TransferDriver {
     let session: TransferSession
-    private let store: SpoolStore
+    let store: SpoolStore
     /// Read for limits and rates at each start; a reload replaces it (`update`).
     private var configuration: DaemonConfiguration
     private let logger: Logger
@@ -52,7 +52,8 @@ final class TransferDriver {
             record.hash = nil
         }
         let request = TransferRequest(
-            url: record.item.url.string, headers: record.item.headers.map(\.line), destination: part.fd,
+            url: record.item.url.string, headers: record.item.headers.map(\.line) + conditionalHeaders(record, resumeFrom: resumeFrom),
+            destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
             ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(record.item))
         do {
@@ -79,6 +80,9 @@ final class TransferDriver {
         guard let record = running.removeValue(forKey: outcome.key) else { return nil }
         keepPartial(record, outcome)
         record.lastFacts = outcome.facts
+        if let unchanged = notModified(record, outcome) {
+            return (record, TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false, notModified: unchanged))
+        }
         if outcome.failure == nil, let digest = outcome.sha256 {
             return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true,
                                         wantedSHA256: record.item.sha256))

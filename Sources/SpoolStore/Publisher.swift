@@ -9,12 +9,23 @@ public struct PublishJob: Sendable {
     public var marker: ItemMarker
     /// Set when an earlier attempt already renamed the data (its marker failed): only the marker remains.
     public var alreadyPublishedAs: String?
+    /// false for a request with `markers: group`: no `NAME.done` is written; the item counts as
+    /// published once its data is durable under its final name (the group marker, written by the
+    /// group end, lists it).
+    public var writesMarker: Bool
+    /// `on-exists: replace` (and a changed resource under `skip-unchanged`): the file takes the
+    /// wished-for name whatever was there — the old marker is removed first, the data renamed
+    /// over the old data, then the new marker put in place — instead of a free `-N` name.
+    public var replacesExisting: Bool
 
-    public init(part: StagingFile, state: ItemState, marker: ItemMarker, alreadyPublishedAs: String? = nil) {
+    public init(part: StagingFile, state: ItemState, marker: ItemMarker, alreadyPublishedAs: String? = nil,
+                writesMarker: Bool = true, replacesExisting: Bool = false) {
         self.part = part
         self.state = state
         self.marker = marker
         self.alreadyPublishedAs = alreadyPublishedAs
+        self.writesMarker = writesMarker
+        self.replacesExisting = replacesExisting
     }
 }
 
@@ -25,8 +36,11 @@ public struct PublishResult: Sendable {
     public var base: String
     /// The data file's name in the final folder, once renamed there.
     public var finalName: String?
-    /// Full path of the marker, when published.
+    /// Full path of the marker, when published with one.
     public var markerPath: String?
+    /// The item is published: its marker is in place, or (a job without a marker) its data is
+    /// durable under `finalName`, the final folder's names synced.
+    public var isPublished = false
     public var error: StoreError?
     /// The batch journal that records this item (nil for a marker-only retry): still locked,
     /// and left on disk for the caller to remove once the item's group has ended.
@@ -40,10 +54,17 @@ public struct PublishResult: Sendable {
 /// 1. make the journal and the parts durable (see `makeDurable`);
 /// 2. rename each part into the final folder, never over an existing name (`Directory.rename`
 ///    without replace; a taken name gets a `-N` suffix before its extension), or copy it there
-///    and verify the copy when the final folder is on another filesystem;
+///    and verify the copy when the final folder is on another filesystem. A job that replaces
+///    (`replacesExisting`) first removes the old `NAME.done` (folder fsynced), then renames over
+///    the old `NAME`: a consumer sees the old file with its marker, then the old file without a
+///    marker, then the new file without, then the new file with its marker — the name always
+///    holds a complete file, and a marker never describes the other file;
 /// 3. write every marker to a temp file; make them (and, where `fdatasync` is the method, the
 ///    final folder holding the data's new names) durable;
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once.
+///    A job without a marker (`markers: group`) skips 3 and the first half of 4: its data was
+///    made durable in 1, and the one folder fsync of 4 makes its final name durable — the commit
+///    point of its "published"; the group marker comes later, from the group end.
 ///
 /// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
 /// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
@@ -99,7 +120,7 @@ public struct Publisher: Sendable {
 
         // 3. Marker temp files, durable (with the data's new names where the folder needs its own sync).
         var temps: [Int: (name: String, fd: Int32)] = [:]
-        for (i, job) in jobs.enumerated() where results[i].error == nil {
+        for (i, job) in jobs.enumerated() where results[i].error == nil && job.writesMarker {
             guard let finalName = results[i].finalName else { continue }
             var marker = job.marker
             marker.name = finalName
@@ -132,20 +153,28 @@ public struct Publisher: Sendable {
             let temp = temps[i]!.name
             let markerName = results[i].finalName! + ".done"
             do throws(StoreError) {
-                try layout.final.rename(temp, to: markerName, in: layout.final, replace: false)
+                try layout.final.rename(temp, to: markerName, in: layout.final, replace: jobs[i].replacesExisting)
                 results[i].markerPath = layout.final.path(of: markerName)
+                results[i].isPublished = true
             } catch {
                 results[i].error = error
                 layout.final.remove(temp)
             }
         }
+        for (i, job) in jobs.enumerated() where !job.writesMarker && results[i].error == nil && results[i].finalName != nil {
+            results[i].isPublished = true
+        }
         if let error = catching({ () throws(StoreError) in try layout.final.sync() }) {
-            for i in results.indices where results[i].markerPath != nil { results[i].error = error; results[i].markerPath = nil }
+            for i in results.indices where results[i].isPublished {
+                results[i].error = error
+                results[i].markerPath = nil
+                results[i].isPublished = false
+            }
         }
 
         // 5. A copy across filesystems leaves the part behind; the published copy replaces it.
         if !sameFilesystem {
-            for (i, job) in jobs.enumerated() where results[i].markerPath != nil {
+            for (i, job) in jobs.enumerated() where results[i].isPublished {
                 layout.staging.remove(job.part.base + ".part")
             }
         }
@@ -174,6 +203,10 @@ public struct Publisher: Sendable {
         let layout = store.layout
         let wished = job.marker.name
         let partName = job.part.base + ".part"
+        if job.replacesExisting {
+            try replaceInFinal(job, sameFilesystem: sameFilesystem)
+            return wished
+        }
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
             if layout.final.exists(candidate + ".done") { continue }
@@ -196,16 +229,35 @@ public struct Publisher: Sendable {
         throw StoreError("renameat2", layout.final.path(of: wished), errno: EEXIST)
     }
 
+    /// `on-exists: replace`: the old marker goes first (and that is made durable), so that no
+    /// marker ever stands beside data it does not describe; then the data is renamed over the
+    /// old data, so the name never stands empty. Step 4 puts the new marker in place.
+    private func replaceInFinal(_ job: PublishJob, sameFilesystem: Bool) throws(StoreError) {
+        let final = store.layout.final
+        let name = job.marker.name
+        if final.exists(name + ".done") {
+            if unlinkat(final.fd, name + ".done", 0) != 0 && errno != ENOENT {
+                throw StoreError("unlinkat", final.path(of: name + ".done"))
+            }
+            try final.sync()
+        }
+        if sameFilesystem {
+            try store.layout.staging.rename(job.part.base + ".part", to: name, in: final, replace: true)
+        } else {
+            try copyAcross(job, to: name, replace: true)
+        }
+    }
+
     /// The final folder is on another filesystem: a verified copy (see `CrossFilesystemCopy`)
-    /// under a temp name there, then the no-replace rename to `name`.
-    private func copyAcross(_ job: PublishJob, to name: String) throws(StoreError) {
+    /// under a temp name there, then the rename to `name` (no-replace unless `replace`).
+    private func copyAcross(_ job: PublishJob, to name: String, replace: Bool = false) throws(StoreError) {
         let final = store.layout.final
         let temp = ".\(name).part.tmp"
         try CrossFilesystemCopy(part: job.part, partPath: store.layout.staging.path(of: job.part.base + ".part"),
                                 bytes: job.marker.bytes, sha256: job.marker.sha256)
             .copy(into: final, as: temp)
         do throws(StoreError) {
-            try final.rename(temp, to: name, in: final, replace: false)
+            try final.rename(temp, to: name, in: final, replace: replace)
         } catch {
             final.remove(temp)
             throw error

@@ -64,18 +64,33 @@ public struct ItemFailure: Codable, Sendable, Hashable {
 public struct GroupItem: Codable, Sendable, Hashable {
     public var index: Int
     public var url: String
-    /// `published` or `failed`.
+    /// `published`, `failed`, or `unchanged` (`on-exists: skip-unchanged`: a 304 confirmed the
+    /// file already published under `file`; nothing new was published).
     public var outcome: String
     /// The published file's name in the final folder (may carry a collision suffix).
     public var file: String?
     public var marker: String?
     public var code: String?
     public var message: String?
+    /// A published file's facts, given only under `markers: group` (no per-file marker carries
+    /// them there); absent, and so absent from the JSON, with per-file markers.
+    public var bytes: Int64?
+    public var sha256: String?
+    public var finalURL: String?
+    public var httpStatus: Int?
 
     public init(index: Int, url: String, outcome: String, file: String? = nil, marker: String? = nil,
                 code: String? = nil, message: String? = nil) {
         self.index = index; self.url = url; self.outcome = outcome; self.file = file
         self.marker = marker; self.code = code; self.message = message
+    }
+
+    /// Copies a published file's facts from what would have been its marker.
+    public mutating func describe(_ marker: ItemMarker) {
+        bytes = marker.bytes
+        sha256 = marker.sha256
+        finalURL = marker.finalURL
+        httpStatus = marker.httpStatus
     }
 }
 
@@ -86,12 +101,16 @@ public struct GroupMarker: Codable, Sendable, Hashable {
     public var finishedAt: String
     public var published: Int
     public var failed: Int
+    /// Items a 304 confirmed as already published (absent when none).
+    public var unchanged: Int?
     public var items: [GroupItem]
 
     public init(group: String, request: String, finishedAt: String, items: [GroupItem]) {
         self.group = group; self.request = request; self.finishedAt = finishedAt; self.items = items
         published = items.filter { $0.outcome == "published" }.count
-        failed = items.count - published
+        failed = items.filter { $0.outcome == "failed" }.count
+        let unchanged = items.filter { $0.outcome == "unchanged" }.count
+        self.unchanged = unchanged > 0 ? unchanged : nil
     }
 }
 

@@ -224,6 +224,13 @@ public struct SpoolStore: Sendable {
         layout.final.path(of: file + ".done")
     }
 
+    /// The marker of the data file published as `file`, when both are in the final folder and the
+    /// marker reads as one (what `on-exists: skip-unchanged` takes its validators from).
+    public func readMarker(ofPublished file: String) -> ItemMarker? {
+        guard layout.final.exists(file), let bytes = try? layout.final.read(file + ".done") else { return nil }
+        return SpoolJSON.decode(ItemMarker.self, bytes)
+    }
+
     /// Whether the data file published as `file` has its marker.
     public func hasMarker(ofPublished file: String) -> Bool {
         layout.final.exists(file + ".done")

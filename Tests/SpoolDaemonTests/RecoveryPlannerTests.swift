@@ -16,9 +16,10 @@ final class RecoveryPlannerTests: XCTestCase {
                   lastModified: lastModified, attempts: 2, marker: marker, failure: failure)
     }
 
-    private func plan(_ state: ItemState?, part: Int64? = nil, file: String? = nil, markerExists: Bool = false) -> RecoveryPlan {
+    private func plan(_ state: ItemState?, part: Int64? = nil, file: String? = nil, markerExists: Bool = false,
+                      groupMarker: Bool = false) -> RecoveryPlan {
         RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, publishedFile: file,
-                                           publishedMarkerExists: markerExists))
+                                           publishedMarkerExists: markerExists, markersPerItem: !groupMarker))
     }
 
     func testNoStateStartsOver() {
@@ -71,5 +72,22 @@ final class RecoveryPlannerTests: XCTestCase {
         XCTAssertEqual(plan(state(.running), part: 4096), .startOver, "no validator: If-Range impossible")
         XCTAssertEqual(plan(state(.running, etag: "\"e\"")), .startOver, "no part")
         XCTAssertEqual(plan(state(.running, etag: "\"e\""), part: 0), .startOver, "empty part")
+    }
+
+    // MARK: markers: group
+
+    func testGroupMarkerModeDataInPlaceIsPublishedWithoutAMarker() {
+        for phase in [ItemState.Phase.ready, .published] {
+            XCTAssertEqual(plan(state(phase, marker: marker), file: "f-1", groupMarker: true), .published(file: "f-1"),
+                           "no per-file marker in this mode: the data file under its final name is the proof")
+            XCTAssertEqual(plan(state(phase, marker: marker), part: 100, file: "f", groupMarker: true), .published(file: "f"),
+                           "a part left beside it is not published a second time")
+        }
+    }
+
+    func testGroupMarkerModeWithoutDataFilePublishesThePartOrStartsOver() {
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, groupMarker: true), .publishPart(marker: marker))
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 99, groupMarker: true), .startOver)
+        XCTAssertEqual(plan(state(.ready), part: 100, file: "f", groupMarker: true), .startOver, "no marker facts")
     }
 }

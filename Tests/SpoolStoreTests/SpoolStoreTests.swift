@@ -108,6 +108,48 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertEqual(store.readJournals().files, [], "a live worker's journal is not another worker's to recover from")
     }
 
+    func testPublishWithoutMarkersLeavesOnlyTheDataAndReportsItPublished() throws {
+        var jobs = try (0..<4).map { try job("r.\($0)", name: "g\($0).txt", content: "group \($0)") }
+        for i in jobs.indices { jobs[i].writesMarker = false }
+        write("done", "g0.txt", "an older file")
+        let results = Publisher(store: store).publish(jobs)
+        XCTAssertEqual(results.compactMap(\.error).count, 0)
+        XCTAssertTrue(results.allSatisfy(\.isPublished))
+        XCTAssertTrue(results.allSatisfy { $0.markerPath == nil }, "no per-file marker path")
+        XCTAssertEqual(results.map(\.finalName), ["g0-1.txt", "g1.txt", "g2.txt", "g3.txt"], "a taken name still gets a suffix")
+        XCTAssertEqual(files("done"), ["g0-1.txt", "g0.txt", "g1.txt", "g2.txt", "g3.txt"], "no marker, no temp file")
+        XCTAssertEqual(read("done", "g0-1.txt"), "group 0")
+        XCTAssertEqual(read("done", "g0.txt"), "an older file")
+        XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
+        XCTAssertNotNil(results[0].journal, "the journal still records each item for recovery")
+    }
+
+    func testReplacingPublishTakesTheOldNameAndMarkerAndLeavesNoSuffix() throws {
+        _ = Publisher(store: store).publish([try job("r.0", name: "nightly.csv", content: "old")])
+        var oldStat = stat()
+        XCTAssertEqual(stat("\(root!)/done/nightly.csv", &oldStat), 0)
+        var replacing = try job("r.1", name: "nightly.csv", content: "the new one")
+        replacing.replacesExisting = true
+        let results = Publisher(store: store).publish([replacing])
+        XCTAssertNil(results[0].error)
+        XCTAssertEqual(results[0].finalName, "nightly.csv")
+        XCTAssertEqual(files("done"), ["nightly.csv", "nightly.csv.done"], "no -N name, no temp file")
+        XCTAssertEqual(read("done", "nightly.csv"), "the new one")
+        var newStat = stat()
+        XCTAssertEqual(stat("\(root!)/done/nightly.csv", &newStat), 0)
+        XCTAssertEqual(UInt64(newStat.st_ino), replacing.part.inode, "the new part renamed over the old file")
+        XCTAssertNotEqual(newStat.st_ino, oldStat.st_ino)
+        let marker = try JSONSerialization.jsonObject(with: Data(read("done", "nightly.csv.done")!.utf8)) as? [String: Any]
+        XCTAssertEqual(marker?["bytes"] as? Int, "the new one".utf8.count, "the marker describes the new file")
+
+        // A retry that finds the data already replaced (its marker failed) writes the marker over any left.
+        var retry = try job("r.2", name: "nightly.csv", content: "x")
+        retry.replacesExisting = true
+        retry.alreadyPublishedAs = "nightly.csv"
+        XCTAssertNil(Publisher(store: store).publish([retry])[0].error)
+        XCTAssertEqual(files("done"), ["nightly.csv", "nightly.csv.done"])
+    }
+
     func testJournalOfAnInterruptedBatchIsReadBack() throws {
         let j = try job("r.0", name: "x.bin", content: "abc")
         var journal: HeldLock? = try store.writeJournal([j.state])

@@ -1,0 +1,37 @@
+import Foundation
+import SpoolStore
+import SpoolTransfer
+
+/// `on-exists: skip-unchanged`: a fresh transfer asks with the existing file's validators, and a
+/// 304 ends the item with that file instead of publishing a new one.
+extension TransferDriver {
+    /// `If-None-Match` (the previous marker's ETag) and `If-Modified-Since` (its Last-Modified)
+    /// for an item under `skip-unchanged` whose final name already holds a file with a marker;
+    /// none for a resumed transfer (its `If-Range` asks another question) or without validators.
+    func conditionalHeaders(_ record: ItemRecord, resumeFrom: Int64) -> [String] {
+        record.previousMarker = nil
+        guard record.item.onExists == .skipUnchanged, resumeFrom == 0,
+              let previous = store.readMarker(ofPublished: record.item.name) else { return [] }
+        // A marker is the daemon's own file, but a header value must never carry a line break.
+        func usable(_ value: String?) -> String? {
+            guard let value, !value.isEmpty, !value.contains(where: { $0 == "\r" || $0 == "\n" }) else { return nil }
+            return value
+        }
+        var headers: [String] = []
+        if let etag = usable(previous.etag) { headers.append("If-None-Match: \(etag)") }
+        if let lastModified = usable(previous.lastModified) { headers.append("If-Modified-Since: \(lastModified)") }
+        if !headers.isEmpty { record.previousMarker = previous }
+        return headers
+    }
+
+    /// The existing file, when the transfer asked conditionally and the server answered 304; the
+    /// empty part is removed then (there is nothing to publish).
+    func notModified(_ record: ItemRecord, _ outcome: TransferOutcome) -> UnchangedFile? {
+        guard let previous = record.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
+        record.part = nil
+        record.discardPartial()
+        store.removePart(record.base)
+        record.publishedMarker = previous
+        return UnchangedFile(file: previous.name, marker: store.markerPath(ofPublished: previous.name))
+    }
+}
