@@ -5,8 +5,9 @@ import SpoolStore
 
 /// Ends a request's group once every item has ended: the group marker, then the request file
 /// into `done/` or `failed/` (with `R.error`), on the I/O queue. A group end that fails keeps the
-/// claim and is tried again — letting go would leave the request in `active/`, where a worker
-/// would adopt it and fetch everything again.
+/// claim and is tried again — letting go would leave the request in this worker's folder with
+/// nobody working on it, until a later worker adopted it and fetched everything again. Only a
+/// drain lets go, of an error retrying cannot fix (`Result.abandoned`).
 final class GroupCompletion {
     private let store: SpoolStore
     private let io: IOQueue

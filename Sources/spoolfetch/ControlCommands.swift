@@ -56,7 +56,8 @@ struct Retry: ControlVerbCommand {
         abstract: "Retry now: a task waiting to retry starts at once; a failed request's failed items are queued again.",
         discussion: """
         For a request in failed/, its failed items (or just REQUEST#INDEX) go back into incoming/ as a new
-        request REQUEST-retry-STAMP with the same group and options; failed/REQUEST and its .error stay as the record.
+        request REQUEST-retry-STAMP with the same group and options; failed/REQUEST and its .error stay as the record,
+        and failed/REQUEST.retried names the new request, so a second retry queues nothing twice.
         Example: spoolfetch retry nightly
         """)
     @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly", valueName: "id")) var id: String
