@@ -113,6 +113,23 @@ extension ConfigurationKey {
                          })
     }
 
+    /// `yes` or `no` (also `true`/`false`, `on`/`off`, `1`/`0`); printed as `yes`/`no`.
+    static func yesNo(_ name: String, _ path: WritableKeyPath<DaemonConfiguration, Bool> & Sendable,
+                      reload: Bool, example: String, _ summary: String) -> ConfigurationKey {
+        ConfigurationKey(name: name, valueName: "yes|no", summary: summary, example: example, reloadable: reload,
+                         copy: { $0[keyPath: path] = $1[keyPath: path] },
+                         parse: { c, text in
+                             switch text.lowercased() {
+                             case "yes", "true", "on", "1": c[keyPath: path] = true
+                             case "no", "false", "off", "0": c[keyPath: path] = false
+                             default: return "\(name) must be yes or no, got '\(text)'"
+                             }
+                             return nil
+                         },
+                         format: { $0[keyPath: path] ? "yes" : "no" },
+                         check: { _ in nil })
+    }
+
     /// A byte count with the request files' `k`/`M`/`G`/`T` suffixes (powers of 1024).
     static func bytes(_ name: String, _ path: WritableKeyPath<DaemonConfiguration, Int64> & Sendable, value: String = "bytes",
                       positive: Bool = false, reload: Bool, example: String, _ summary: String) -> ConfigurationKey {

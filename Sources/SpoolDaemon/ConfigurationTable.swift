@@ -45,6 +45,8 @@ extension ConfigurationKey {
                  "Seconds between looks for requests whose worker died; 0 = only at start"),
         .seconds("rescan-interval", \.rescanInterval, positive: false, reload: true, example: "600",
                  "Seconds between full scans of incoming/ besides inotify (for filesystems whose events can be missed); 0 = off"),
+        .yesNo("inotify", \.inotify, reload: false, example: "no",
+               "Watch incoming/ with inotify; no: only rescans see new requests (a spool on NFS or another shared filesystem written from other machines; needs --rescan-interval)"),
         .optionalText("ca-file", \.caFile, value: "file", reload: false, example: "/etc/ssl/private-ca.pem",
                       "Extra CA certificates (PEM) to trust, besides the system's"),
         .optionalText("ca-path", \.caPath, value: "dir", reload: false, example: "/etc/ssl/extra",

@@ -50,6 +50,10 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var adoptInterval: Double = 30
     /// Seconds between full scans of `incoming/` besides inotify (0: none).
     public var rescanInterval: Double = 0
+    /// Whether `incoming/` and `control/` are watched with inotify. Off for a spool written from
+    /// other machines (NFS, CIFS, most FUSE): inotify sees only this kernel's changes there, so
+    /// rescans are the only source of new names.
+    public var inotify: Bool = true
     public var caFile: String?
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).
@@ -75,6 +79,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
             throw .init("--retry-base (\(ConfigurationKey.formatNumber(retryBase))) must be at most --retry-cap (\(ConfigurationKey.formatNumber(retryCap)))")
         }
         if once && due { throw .init("--once and --due are two drain modes; give one") }
+        if !inotify && rescanInterval <= 0 {
+            throw .init("--inotify no needs --rescan-interval (seconds between scans of incoming/), or no new request would ever be seen")
+        }
     }
 
     /// The log level as swift-log's type (validated, so never nil after `validate()`).

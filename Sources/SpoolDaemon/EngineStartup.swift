@@ -18,7 +18,8 @@ extension Engine {
     func startUp() throws(DaemonError) -> DirectoryWatcher {
         let inbox = self.inbox
         let watcher = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path,
-                                       rescanInterval: configuration.rescanInterval > 0 ? configuration.rescanInterval : nil) {
+                                       rescanInterval: configuration.rescanInterval > 0 ? configuration.rescanInterval : nil,
+                                       usesInotify: configuration.inotify) {
             inbox.post(.watcher($0))
         }
         do { try watcher.start() } catch { throw .watcher(error) }

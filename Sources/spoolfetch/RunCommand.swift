@@ -53,6 +53,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("max-request-bytes"), help: .setting("max-request-bytes")) var maxRequestBytes: String?
     @Option(name: .customLong("adopt-interval"), help: .setting("adopt-interval")) var adoptInterval: String?
     @Option(name: .customLong("rescan-interval"), help: .setting("rescan-interval")) var rescanInterval: String?
+    @Option(help: .setting("inotify")) var inotify: String?
     @Option(name: .customLong("ca-file"), help: .setting("ca-file")) var caFile: String?
     @Option(name: .customLong("ca-path"), help: .setting("ca-path")) var caPath: String?
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?
