@@ -47,6 +47,8 @@ public final class Engine {
     /// When to look for requests in `active/` whose worker died.
     var nextAdoptionScan: Date?
     var initialScanDone = false
+    /// Listed and adopted request files not taken in yet (see `IntakeBacklog`).
+    var backlog = IntakeBacklog()
     var stopping = false
     var summary = RunSummary()
     /// The deadline a drain last said it waits for.
@@ -138,6 +140,7 @@ public final class Engine {
             nextAdoptionScan = now.addingTimeInterval(configuration.adoptInterval)
             adoptOrphans(alone: false)
         }
+        takeInBacklog()
         let actions = scheduler.nextActions(now: now)
         for action in actions {
             switch action {
@@ -161,8 +164,10 @@ public final class Engine {
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
-    /// check, the adoption scan, the status report); "forever" when there is none.
+    /// check, the adoption scan, the status report); "forever" when there is none, and not at all
+    /// while the intake backlog holds request files.
     private func sleepMilliseconds() -> Int32 {
+        if !backlog.isEmpty && !stopping { return 0 }
         let now = Date()
         let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(),
                          publishing.nextRetry, groups.nextRetry, space.checkAt,
@@ -180,7 +185,7 @@ public final class Engine {
             claim(name)
         case .watcher(.listing(let names, let initial)):
             if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
-            for name in names { claim(name) }
+            listed(names)
             if initial { initialScanDone = true }
         case .watcher(.control(let name)):
             control.handle(name, request: table.request(named:)) { record, verb in
@@ -190,7 +195,7 @@ public final class Engine {
             }
             status.markDirty()
         case .watcher(.rescanned(let names)):
-            for name in names { claim(name) }
+            listed(names)
         case .watcher(.folderLost(let folder, let reason)):
             logger.error("watched folder lost; made again and watched again: \(reason)", metadata: ["folder": "\(folder)"])
             watcherTrouble = "\(folder) was lost (\(reason)); made again"

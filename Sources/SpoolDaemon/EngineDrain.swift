@@ -10,7 +10,7 @@ extension Engine {
         let quiet = io.outstanding == 0 && !publishing.inFlight && hooks.groupHooksOutstanding == 0
             && hooks.running == 0 && hooks.waiting == 0
         if stopping { return quiet }
-        guard configuration.once || configuration.due, initialScanDone,
+        guard configuration.once || configuration.due, initialScanDone, backlog.isEmpty,
               quiet, publishing.isIdle else { return false }
         if table.isEmpty { return true }
         return configuration.due && !configuration.once && dueDrainIsDone(now: Date())

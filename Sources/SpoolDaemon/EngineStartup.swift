@@ -88,20 +88,4 @@ extension Engine {
             }
         }
     }
-
-    /// Takes over the requests in `active/` whose worker is gone. Their publish journals are read
-    /// after the claims: a worker that died before the scan has released every lock it held, so
-    /// all of its journals are readable by then.
-    func adoptOrphans(alone: Bool) {
-        let claims = store.adoptOrphans()
-        if !claims.isEmpty || alone {
-            let (states, files) = store.readJournals()
-            ledger.learn(states: states, files: files)
-        }
-        for claim in claims {
-            logger.notice("adopting a request whose worker is gone", metadata: ["request": "\(claim.name)"])
-            accept(claim, adopted: true)
-        }
-        ledger.forgetDeadIfSpent()
-    }
 }

@@ -128,6 +128,7 @@ extension Engine {
     func accept(_ claim: ClaimedRequest, adopted: Bool) {
         guard let file = intake.parse(claim) else {
             summary.rejected += 1
+            if adopted { ledger.adoptionDropped() }
             return
         }
         let now = Date()

@@ -30,9 +30,17 @@ final class JournalLedger {
         for file in files where !deadFiles.contains(file) { deadFiles.append(file) }
     }
 
-    func adopted(_ request: RequestRecord) {
-        request.adopted = true
-        adoptedOpen += 1
+    /// `count` requests were adopted (their names are known; they are read and parsed later):
+    /// the dead journals stay until each of them has ended or was dropped.
+    func expectAdoptions(_ count: Int) { adoptedOpen += count }
+
+    /// An adopted request was taken in (counted already by `expectAdoptions`).
+    func adopted(_ request: RequestRecord) { request.adopted = true }
+
+    /// An adopted request could not be taken in (unreadable, rejected): it needs no journal.
+    func adoptionDropped() {
+        adoptedOpen -= 1
+        forgetDeadIfSpent()
     }
 
     /// Ties each batch journal to the requests whose items it records.

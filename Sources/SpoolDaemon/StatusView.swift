@@ -10,6 +10,22 @@ extension SpoolOverview {
         return String(decoding: SpoolJSON.encode(Shape(daemons: daemons, tasks: tasks, morePending: morePending)), as: UTF8.self)
     }
 
+    /// `--all --json`: the same document as `json()`, written as it goes — the daemons and the
+    /// live tasks, then each task `more` emits, then the closing brackets — so a million waiting
+    /// items are never held as one string. `write` gets each piece.
+    public func streamJSON(write: (String) -> Void, more: ((TaskStatus) -> Void) -> Void) {
+        func encoded<T: Encodable>(_ value: T) -> String { String(decoding: SpoolJSON.encode(value), as: UTF8.self) }
+        write("{\"daemons\":" + encoded(daemons) + ",\"morePending\":0,\"tasks\":[")
+        var first = true
+        let emit = { (t: TaskStatus) in
+            write((first ? "" : ",") + encoded(t))
+            first = false
+        }
+        tasks.forEach(emit)
+        more(emit)
+        write("]}\n")
+    }
+
     /// The columns of `plainLines()`, in order.
     public static let plainHeader = ["ID", "STATE", "NAME", "URL", "BYTES", "EXPECTED", "RATE", "ETA", "ATTEMPTS", "ERROR"]
 
@@ -17,20 +33,24 @@ extension SpoolOverview {
     /// second, ETA in seconds, `-` when unknown). Tabs and newlines inside a field become spaces.
     public func plainLines() -> String {
         var out = Self.plainHeader.joined(separator: "\t") + "\n"
-        for t in tasks {
-            let fields = [t.id, t.state, t.name, t.url, "\(t.bytes)", t.expected.map(String.init) ?? "-",
-                          t.rate.map { String(Int($0)) } ?? "-", t.eta.map { String(Int($0.rounded())) } ?? "-",
-                          "\(t.attempts)", t.error ?? ""]
-            out += fields.map { $0.map { $0 == "\t" || $0.isNewline ? " " : $0 }.reduce(into: "") { $0.append($1) } }
-                .joined(separator: "\t") + "\n"
-        }
+        for t in tasks { out += Self.plainLine(t) }
         return out
+    }
+
+    /// One task as `plainLines()` prints it, newline included.
+    public static func plainLine(_ t: TaskStatus) -> String {
+        let fields = [t.id, t.state, t.name, t.url, "\(t.bytes)", t.expected.map(String.init) ?? "-",
+                      t.rate.map { String(Int($0)) } ?? "-", t.eta.map { String(Int($0.rounded())) } ?? "-",
+                      "\(t.attempts)", t.error ?? ""]
+        return fields.map { $0.map { $0 == "\t" || $0.isNewline ? " " : $0 }.reduce(into: "") { $0.append($1) } }
+            .joined(separator: "\t") + "\n"
     }
 
     /// A table for a terminal `columns` wide. IDs are never shortened (two ids that differ only
     /// at the end must stay tellable apart); the NAME column takes what is left, and goes when
-    /// nothing is left. Sizes and rates use K/M/G (powers of 1024).
-    public func table(columns: Int = 80) -> String {
+    /// nothing is left. Sizes and rates use K/M/G (powers of 1024). `withMore`: end with the
+    /// "… and N more pending" line (`status --all` lists them instead).
+    public func table(columns: Int = 80, withMore: Bool = true) -> String {
         var out = ""
         for d in daemons {
             out += "daemon \(d.host) pid \(d.pid), up since \(d.startedAt)\n"
@@ -48,35 +68,53 @@ extension SpoolOverview {
             }
         }
         if daemons.isEmpty { out += "no daemon is running on this spool\n" }
-        // Columns after the id: STATE, PROGRESS, RATE, ETA, TRY and their separators; NAME
-        // takes what is left. Ids too long to leave room for a name go on a line of their own.
-        let idWidth = max(2, tasks.map(\.id.count).max() ?? 2)
-        let after = Self.stateWidth + 1 + Self.progressWidth + 1 + Self.rateWidth + 1 + Self.etaWidth + 1 + 3
-        let idInline = columns - (idWidth + 1) - after - 1 >= Self.minimumName
-        let lead = idInline ? idWidth + 1 : 2
-        let nameWidth = columns - lead - after - 1
-        let showName = nameWidth >= Self.minimumName
-        func row(_ id: String, _ state: String, _ name: String, _ progress: String, _ rate: String, _ eta: String,
-                 _ tries: String) -> String {
-            var line = idInline ? pad(id, idWidth) + " " : id + "\n  "
-            line += pad(state, Self.stateWidth) + " "
-            if showName { line += pad(name, nameWidth, cut: true) + " " }
-            return line + pad(progress, Self.progressWidth) + " " + padLeft(rate, Self.rateWidth) + " "
-                + padLeft(eta, Self.etaWidth) + " " + padLeft(tries, 3)
-        }
-        out += row("ID", "STATE", "NAME", "PROGRESS", "RATE", "ETA", "TRY") + "\n"
-        for t in tasks {
-            var line = row(t.id, t.state, t.name, Self.progress(t), t.rate.map { Self.human(Int64($0)) + "/s" } ?? "",
-                           t.eta.map { Self.duration($0) } ?? "", "\(t.attempts)")
-            if let error = t.error, t.state == "failed" || t.state == "retrying" {
-                let lastLine = line.split(separator: "\n").last.map(String.init) ?? line
-                let room = columns - lastLine.count - 2
-                if room >= 8 { line += "  " + pad(error, room, cut: true).trimmingCharacters(in: .whitespaces) }
-            }
-            out += line + "\n"
-        }
-        if morePending > 0 { out += "… and \(morePending) more pending\n" }
+        let layout = TableLayout(columns: columns, idWidth: max(2, tasks.map(\.id.count).max() ?? 2))
+        out += layout.header
+        for t in tasks { out += layout.row(t) }
+        if withMore && morePending > 0 { out += "… and \(morePending) more pending\n" }
         return out
+    }
+
+    /// The table's columns for one terminal width: STATE, PROGRESS, RATE, ETA and TRY after the
+    /// id; NAME takes what is left. Ids too long to leave room for a name go on a line of their own.
+    public struct TableLayout: Sendable {
+        let columns: Int
+        let idWidth: Int
+        let idInline: Bool
+        let nameWidth: Int
+        var showName: Bool { nameWidth >= SpoolOverview.minimumName }
+
+        public init(columns: Int, idWidth: Int) {
+            self.columns = columns
+            self.idWidth = idWidth
+            let after = SpoolOverview.stateWidth + 1 + SpoolOverview.progressWidth + 1 + SpoolOverview.rateWidth + 1
+                + SpoolOverview.etaWidth + 1 + 3
+            idInline = columns - (idWidth + 1) - after - 1 >= SpoolOverview.minimumName
+            nameWidth = columns - (idInline ? idWidth + 1 : 2) - after - 1
+        }
+
+        public var header: String { line("ID", "STATE", "NAME", "PROGRESS", "RATE", "ETA", "TRY") + "\n" }
+
+        /// One task's row (two lines when the id does not fit inline), newline included.
+        public func row(_ t: TaskStatus) -> String {
+            var text = line(t.id, t.state, t.name, SpoolOverview.progress(t), t.rate.map { SpoolOverview.human(Int64($0)) + "/s" } ?? "",
+                            t.eta.map { SpoolOverview.duration($0) } ?? "", "\(t.attempts)")
+            if let error = t.error, t.state == "failed" || t.state == "retrying" {
+                let lastLine = text.split(separator: "\n").last.map(String.init) ?? text
+                let room = columns - lastLine.count - 2
+                if room >= 8 { text += "  " + pad(error, room, cut: true).trimmingCharacters(in: .whitespaces) }
+            }
+            return text + "\n"
+        }
+
+        private func line(_ id: String, _ state: String, _ name: String, _ progress: String, _ rate: String, _ eta: String,
+                          _ tries: String) -> String {
+            var text = idInline ? pad(id, idWidth) + " " : id + "\n  "
+            text += pad(state, SpoolOverview.stateWidth) + " "
+            if showName { text += pad(name, nameWidth, cut: true) + " " }
+            return text + pad(progress, SpoolOverview.progressWidth) + " " + padLeft(rate, SpoolOverview.rateWidth) + " "
+                + padLeft(eta, SpoolOverview.etaWidth) + " " + padLeft(tries, 3)
+        }
     }
 
     static let minimumName = 6
@@ -94,14 +132,6 @@ extension SpoolOverview {
             + String(format: "%3d%%", Int(fraction * 100))
     }
 
-    private func pad(_ s: String, _ width: Int, cut: Bool = false) -> String {
-        if s.count > width && cut { return String(s.prefix(max(0, width - 1))) + "…" }
-        return s.count >= width ? s : s + String(repeating: " ", count: width - s.count)
-    }
-
-    private func padLeft(_ s: String, _ width: Int) -> String {
-        s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
-    }
 
     /// `512B`, `1.5K`, `12M`, `3.2G`: at most 5 characters below 1,000 TiB.
     public static func human(_ bytes: Int64) -> String {
@@ -121,4 +151,13 @@ extension SpoolOverview {
         if s >= 60 { return "\(s / 60)m" + String(format: "%02ds", s % 60) }
         return "\(s)s"
     }
+}
+
+private func pad(_ s: String, _ width: Int, cut: Bool = false) -> String {
+    if s.count > width && cut { return String(s.prefix(max(0, width - 1))) + "…" }
+    return s.count >= width ? s : s + String(repeating: " ", count: width - s.count)
+}
+
+private func padLeft(_ s: String, _ width: Int) -> String {
+    s.count >= width ? s : String(repeating: " ", count: width - s.count) + s
 }

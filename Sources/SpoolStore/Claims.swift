@@ -62,6 +62,13 @@ public final class ClaimedRequest: Sendable {
     }
 }
 
+/// A request taken over from a dead worker (`SpoolStore.adoptOrphans`), not read yet: `folder`
+/// is the dead worker's folder, now this worker's, or this worker's own.
+public struct AdoptedClaim: Sendable {
+    public let name: String
+    public let folder: Directory
+}
+
 /// What became of an attempt to claim `incoming/R`.
 public enum ClaimResult: Sendable {
     case claimed(ClaimedRequest)
@@ -141,65 +148,66 @@ extension SpoolStore {
         }
         // The name was taken by another file between the open and the rename (a producer
         // replaced it): what was moved in is that file, read afresh.
-        if let claim = readClaim(claimed, in: worker) { return .claimed(claim) }
+        if let claim = readClaim(claimed, in: worker.directory) { return .claimed(claim) }
         let record = ErrorRecord(request: claimed, code: "not-regular-file", message: "the request file is not a regular file")
         try file(claimed, from: worker.directory, into: layout.rejected, record: record)
         return .gone
     }
 
-    /// Requests whose worker is gone, moved into this worker's folder and read: every request
-    /// in a worker folder whose `.lock` this worker can take (its owner is dead), and request
-    /// files of the old layout lying directly in `active/` that no one has `flock`ed. Each
-    /// request is moved by one rename while the spool-wide claim lock is held, so two adopters
-    /// never both take one.
-    public func adoptOrphans() -> [ClaimedRequest] {
+    /// Requests whose worker is gone, now this worker's: every request in a worker folder whose
+    /// `.lock` this worker can take (its owner is dead) — the folder is taken over whole, its lock
+    /// kept, and its requests stay where they are — and request files of the old layout lying
+    /// directly in `active/` that no one has `flock`ed, moved into this worker's folder under the
+    /// spool-wide claim lock. Two adopters never both take one: a folder's lock, or a loose file's
+    /// rename, goes to one of them. Only names are returned: `readAdopted` reads each when the
+    /// engine gets to it, so a worker is ready before it has read a million claims.
+    public func adoptOrphans() -> [AdoptedClaim] {
         guard let worker = try? workerFolder(), !worker.isReleased else { return [] }
-        let moved = (try? worker.names.withLock { folders throws(StoreError) -> [String] in
-            var moved: [String] = []
-            for entry in layout.active.entries() where !entry.name.hasPrefix(".") && entry.name != worker.name {
-                if entry.isDirectory {
-                    moved += adoptFolder(entry.name, into: worker, folders: folders)
-                } else if entry.isRegular, let name = adoptLoose(entry.name, into: worker, folders: folders) {
-                    moved.append(name)
-                }
+        var adopted: [AdoptedClaim] = []
+        var loose: [String] = []
+        for entry in layout.active.entries() where !entry.name.hasPrefix(".") && entry.name != worker.name {
+            if entry.isDirectory {
+                guard !worker.hasInherited(entry.name) else { continue }
+                adopted += takeOver(entry.name, into: worker)
+            } else if entry.isRegular {
+                loose.append(entry.name)
             }
-            return moved
-        }) ?? []
-        guard !moved.isEmpty else { return [] }
-        try? worker.directory.sync()
-        return moved.compactMap { readClaim($0, in: worker) }
+        }
+        if !loose.isEmpty {
+            let moved = (try? worker.names.withLock { folders throws(StoreError) -> [String] in
+                loose.compactMap { adoptLoose($0, into: worker, folders: folders) }
+            }) ?? []
+            if !moved.isEmpty { try? worker.directory.sync() }
+            adopted += moved.map { AdoptedClaim(name: $0, folder: worker.directory) }
+        }
+        return adopted
     }
 
-    /// The requests of dead worker `folder`, moved into `worker`'s folder (under the claim lock).
-    private func adoptFolder(_ folder: String, into worker: WorkerFolder, folders: [String]) -> [String] {
+    /// Takes over dead worker `folder` when its lock can be had: the lock is kept (it now says
+    /// this worker is alive) and the folder's requests are returned where they lie.
+    private func takeOver(_ folder: String, into worker: WorkerFolder) -> [AdoptedClaim] {
         let active = layout.active
         let lockFD = openat(active.fd, folder + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard lockFD >= 0 else {
             if errno == ENOENT { removeAbandoned(folder) }
             return []
         }
-        defer { close(lockFD) }
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0,          // held: its worker lives
-              let dead = try? Directory(in: active, name: folder) else { return [] }
-        var moved: [String] = []
-        var left = false
-        for entry in dead.entries() where !entry.name.hasPrefix(".") {
-            guard entry.isRegular else { left = true; continue }
-            do throws(StoreError) {
-                if let name = try worker.names.moveIn(entry.name, from: dead, at: folder, into: worker, folders: folders) {
-                    moved.append(name)
-                }
-            } catch {
-                left = true
-            }
+              let dead = try? Directory(in: active, name: folder),
+              worker.inherit(.init(name: folder, directory: dead, lockFD: lockFD)) else {
+            close(lockFD)
+            return []
         }
-        if !left {
-            // `.lock` goes first: a folder without it is skipped by other adopters.
-            _ = unlinkat(dead.fd, WorkerFolder.newLockName, 0)
-            _ = unlinkat(dead.fd, WorkerFolder.lockName, 0)
-            _ = unlinkat(active.fd, folder, AT_REMOVEDIR)
+        var claims: [AdoptedClaim] = []
+        for entry in dead.entries() where !entry.name.hasPrefix(".") && entry.isRegular {
+            claims.append(AdoptedClaim(name: entry.name, folder: dead))
         }
-        return moved
+        return claims
+    }
+
+    /// Reads an adopted request file as a claim; nil when it is no longer a readable regular file.
+    public func readAdopted(_ adopted: AdoptedClaim) -> ClaimedRequest? {
+        readClaim(adopted.name, in: adopted.folder)
     }
 
     /// A worker folder without `.lock` is a worker starting, or one that died starting. Removed
@@ -226,9 +234,8 @@ extension SpoolStore {
         return try? worker.names.moveIn(name, from: active, at: "", into: worker, folders: folders)
     }
 
-    /// Reads `name` in `worker`'s folder as a claim; nil when it is not a readable regular file.
-    private func readClaim(_ name: String, in worker: WorkerFolder) -> ClaimedRequest? {
-        let folder = worker.directory
+    /// Reads `name` in `folder` as a claim; nil when it is not a readable regular file.
+    private func readClaim(_ name: String, in folder: Directory) -> ClaimedRequest? {
         let fd = openat(folder.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -9,6 +9,10 @@ struct Status: ParsableCommand {
         On a terminal: a table that fits its width. Otherwise: a header line, then one tab-separated line
         per task (id, state, name, url, bytes, expected, rate, eta, attempts, error). --json prints
         {"daemons": [...], "tasks": [...], "morePending": N} on one line.
+        A daemon's report lists its running, retrying, paused and publishing items, the next 20 due and
+        the recently ended; --all adds every other waiting item, read from the claimed request files and
+        printed as it is read (with --json: one document, written as it goes), so a queue of a million
+        items starts printing at once.
         Exit status: 0 when a daemon runs on the spool; 1 when none does (the tasks still queued in
         incoming/ are listed, and a line on stderr says so); 2 when the spool cannot be read.
         --watch prints a new snapshot every second until interrupted: the table redrawn on a terminal,
@@ -20,6 +24,9 @@ struct Status: ParsableCommand {
 
     @Flag(help: "Print JSON.")
     var json = false
+
+    @Flag(help: "List every waiting item, not only the next 20 due (read from the spool, printed as it is read).")
+    var all = false
 
     @Flag(help: "Print a new snapshot every second until interrupted (works into a pipe or file too).")
     var watch = false
@@ -38,7 +45,10 @@ struct Status: ParsableCommand {
                 FileHandle.standardError.write(Data("spoolfetch status: no daemon is running on \(spool.resolved)\n".utf8))
             }
             hadDaemon = hasDaemon
-            if json {
+            if all {
+                printAll(overview, terminal: terminal)
+                if watch { print("") }
+            } else if json {
                 print(overview.json(), terminator: "")
             } else if terminal {
                 if watch { print("\u{1B}[H\u{1B}[2J", terminator: "") }
@@ -52,6 +62,25 @@ struct Status: ParsableCommand {
             sleep(1)   // a viewer's refresh interval, not a synchronisation
         }
         if hadDaemon == false { throw ExitCode(1) }
+    }
+
+    /// `--all`: the report's tasks, then every other waiting item as `QueueListing` reads it.
+    private func printAll(_ overview: SpoolOverview, terminal: Bool) {
+        let live = Set(overview.tasks.map(\.id))
+        let stream = { (emit: (TaskStatus) -> Void) in
+            QueueListing.stream(spool: spool.resolved, skipping: live, emit: emit)
+        }
+        if json {
+            overview.streamJSON(write: { print($0, terminator: "") }, more: stream)
+        } else if terminal {
+            print(overview.table(columns: Self.terminalColumns(), withMore: false), terminator: "")
+            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(),
+                                                   idWidth: max(2, overview.tasks.map(\.id.count).max() ?? 2))
+            stream { print(layout.row($0), terminator: "") }
+        } else {
+            print(overview.plainLines(), terminator: "")
+            stream { print(SpoolOverview.plainLine($0), terminator: "") }
+        }
     }
 
     static func terminalColumns() -> Int {
