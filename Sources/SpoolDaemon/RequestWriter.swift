@@ -71,7 +71,7 @@ public enum RequestWriter {
         } catch {
             throw .invalid(error)
         }
-        do {
+        do throws(StoreError) {
             let layout = try SpoolLayout(root: spool)
             // The name is unique to this process and second; a taken name (a clock set back, a
             // pid reused within the second) takes the next counter value rather than failing.
