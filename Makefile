@@ -18,7 +18,9 @@ DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/spoolfetch
-SYSCONFDIR ?= /etc
+# The config file goes to /etc for a system prefix (/usr, /usr/local), else beside the rest
+# (PREFIX/etc): `make install PREFIX=$$HOME/opt` or a trial prefix never writes into /etc.
+SYSCONFDIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions

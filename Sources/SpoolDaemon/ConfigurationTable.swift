@@ -10,7 +10,7 @@ extension ConfigurationKey {
         .text("spool", \.spool, value: "dir", reload: false, example: "/var/spool/spoolfetch",
               "The spool root; $SPOOLFETCH_SPOOL when not given", rule: { $0.isEmpty ? "must not be empty" : nil }),
         .optionalText("final-folder", \.finalFolder, value: "dir", reload: false, example: "/srv/data/in",
-                      "Where published files and markers go (none: SPOOL/done)"),
+                      "Where published files and markers go (none: SPOOL/final)"),
         .int("concurrency", \.concurrency, atLeast: 1, reload: true, example: "32",
              "Transfers at once"),
         .int("per-host", \.perHost, atLeast: 1, reload: true, example: "4",

@@ -11,7 +11,7 @@ import SpoolScheduler
 public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// The spool root.
     public var spool: String = "spool"
-    /// Where published files and markers go (default: `SPOOL/done`).
+    /// Where published files and markers go (default: `SPOOL/final`).
     public var finalFolder: String?
     /// Drain mode: exit when nothing is pending or running.
     public var once: Bool = false

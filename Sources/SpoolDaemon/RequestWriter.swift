@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SpoolRequest
 import SpoolStore
 
@@ -64,28 +65,47 @@ public enum RequestWriter {
         for (field, value) in fields {
             if let value, value.contains(where: { $0 == "\n" || $0 == "\r" }) { throw .lineBreak(field: field) }
         }
-        let name = uniqueName()
         let text = request.text
         do {
-            _ = try RequestParser.parse(fileName: name, bytes: Array(text.utf8))
+            _ = try RequestParser.parse(fileName: "add", bytes: Array(text.utf8))
         } catch {
             throw .invalid(error)
         }
-        do {
+        do throws(StoreError) {
             let layout = try SpoolLayout(root: spool)
-            try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
-            try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
-            try layout.incoming.sync()
+            // The name is unique to this process and second; a taken name (a clock set back, a
+            // pid reused within the second) takes the next counter value rather than failing.
+            for _ in 0..<100 {
+                let name = uniqueName()
+                try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+                do throws(StoreError) {
+                    try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
+                } catch {
+                    layout.tmp.remove(name)
+                    if error.errno == EEXIST { continue }
+                    throw error
+                }
+                try layout.incoming.sync()
+                return name
+            }
+            throw StoreError("rename", layout.incoming.path(of: uniqueName()), errno: EEXIST)
         } catch {
             throw .spool(error)
         }
-        return name
     }
 
-    /// `add-20261122T091500Z-<pid>-<random>`: sortable, unique across processes.
-    static func uniqueName() -> String {
-        let stamp = RFC3339.format(Date()).replacingOccurrences(of: "-", with: "")
-            .replacingOccurrences(of: ":", with: "").prefix(16)
-        return "add-\(stamp)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
+    /// Counts the names this process made, so two `add`s in one second never share one.
+    private static let made = Mutex(0)
+
+    /// `add-20261122T091500Z-<pid>-<n>`: readable, sortable by time, unique per host (pid and a
+    /// per-process counter within the second).
+    static func uniqueName(at date: Date = Date()) -> String {
+        let second = Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
+        let stamp = RFC3339.format(second).replacingOccurrences(of: "-", with: "").replacingOccurrences(of: ":", with: "")
+        let n = made.withLock { count in
+            count += 1
+            return count
+        }
+        return "add-\(stamp)-\(getpid())-\(n)"
     }
 }

@@ -20,7 +20,7 @@ extension SpoolLayout {
     /// (markers). Probing each costs a create, a rename and an unlink of a dotfile.
     public func folderTraits() -> [FolderTraits] {
         var folders: [(String, Directory)] = [("incoming/", incoming), ("active/", active), ("staging/", staging)]
-        if final !== done { folders.append(("final", final)) } else { folders.append(("final (done/)", final)) }
+        folders.append(("final", final))
         return folders.map { role, folder in
             FolderTraits(role: role, path: folder.path, renameMethod: folder.renameMethod,
                          syncMethod: folder.syncMethod, spaceIsKnown: folder.spaceIsKnown)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `done/NAME.done`: the marker whose presence means `done/NAME` is complete and final.
+/// `final/NAME.done`: the marker whose presence means `final/NAME` is complete and final.
 public struct ItemMarker: Codable, Sendable, Hashable {
     public var request: String
     public var group: String
@@ -94,7 +94,7 @@ public struct GroupItem: Codable, Sendable, Hashable {
     }
 }
 
-/// `done/GROUP.group.done`: written once, when every item of a request file has ended.
+/// `final/GROUP.group.done`: written once, when every item of a request file has ended.
 public struct GroupMarker: Codable, Sendable, Hashable {
     public var group: String
     public var request: String

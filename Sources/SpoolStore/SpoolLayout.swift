@@ -8,13 +8,14 @@ import Foundation
 /// | tmp | producers | scratch space for write-then-rename |
 /// | active | daemon | claimed requests, one folder per worker (`active/W/R`, see `WorkerFolder`) |
 /// | staging | daemon | partial downloads (`B.part`) and their state (`B.state`) |
-/// | done | daemon | published files + `NAME.done` markers, group markers, finished requests |
+/// | final | daemon | published files, `NAME.done` markers, group markers (`--final-folder` moves it) |
+/// | done | daemon | finished requests |
 /// | failed | daemon | requests with a failed item + `R.error` |
 /// | rejected | daemon | unparsable or refused requests + `R.error` |
 /// | control | `spoolfetch cancel/pause/resume` | command files, answered with `.result` files |
 /// | status | daemon | one live status file per daemon (`HOST-PID.json`) |
 public final class SpoolLayout: Sendable {
-    public static let folderNames = ["incoming", "tmp", "active", "staging", "done", "failed", "rejected",
+    public static let folderNames = ["incoming", "tmp", "active", "staging", "final", "done", "failed", "rejected",
                                      "control", "status"]
 
     public let root: String
@@ -22,7 +23,9 @@ public final class SpoolLayout: Sendable {
     public let tmp: Directory
     public let active: Directory
     public let staging: Directory
-    /// The final folder: `done/` unless configured otherwise.
+    /// The final folder: `final/` unless configured otherwise. Apart from `done/` by default so a
+    /// request named `report` and a published file `report` never take each other's name;
+    /// `--final-folder SPOOL/done` gives the old shared layout.
     public let final: Directory
     public let done: Directory
     public let failed: Directory
@@ -36,7 +39,8 @@ public final class SpoolLayout: Sendable {
         guard stat(root, &rootStat) == 0 else { throw StoreError("stat", root) }
         guard (rootStat.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("stat", root, errno: ENOTDIR) }
         let mode = rootStat.st_mode & 0o7777
-        for name in Self.folderNames {
+        // An overridden final folder is created below; `SPOOL/final` is then left alone.
+        for name in Self.folderNames where !(name == "final" && finalFolder != nil) {
             let path = root + "/" + name
             if mkdir(path, mode) == 0 {
                 _ = chmod(path, mode)      // mkdir applies the umask; the contract says "the root's permissions"
@@ -62,7 +66,7 @@ public final class SpoolLayout: Sendable {
             if mkdir(finalFolder, mode) != 0 && errno != EEXIST { throw StoreError("mkdir", finalFolder) }
             final = try Directory(opening: finalFolder)
         } else {
-            final = done
+            final = try Directory(opening: root + "/final")
         }
     }
 }

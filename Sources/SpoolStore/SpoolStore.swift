@@ -270,7 +270,7 @@ public struct SpoolStore: Sendable {
     public func sweepTemporaries(olderThan age: TimeInterval? = nil) -> Int {
         var removed = 0
         var folders = [layout.staging, layout.done, layout.failed, layout.rejected]
-        if layout.final !== layout.done { folders.append(layout.final) }
+        if layout.final.path != layout.done.path { folders.append(layout.final) }
         let cutoff = age.map { Date().timeIntervalSince1970 - $0 }
         for folder in folders {
             for name in folder.list() where name.hasPrefix(".") && name.hasSuffix(".tmp") {

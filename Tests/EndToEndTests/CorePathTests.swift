@@ -27,8 +27,8 @@ final class CorePathTests: SpoolTestCase {
         XCTAssertEqual(status, 0, stderr)
 
         for (name, body) in bodies {
-            XCTAssertEqual(try spool.read("done", name), body, "\(name) must be byte-identical")
-            let marker = try json("done", name + ".done")
+            XCTAssertEqual(try spool.read("final", name), body, "\(name) must be byte-identical")
+            let marker = try json("final", name + ".done")
             XCTAssertEqual(marker["request"] as? String, "list")
             XCTAssertEqual(marker["bytes"] as? Int, body.count)
             XCTAssertEqual(marker["sha256"] as? String, TestBody.sha256Hex(body))
@@ -37,14 +37,14 @@ final class CorePathTests: SpoolTestCase {
             XCTAssertNotNil(marker["startedAt"] as? String)
             XCTAssertEqual(marker["attempts"] as? Int, 1)
         }
-        XCTAssertEqual(try spool.read("done", "special.dat"), special)
-        XCTAssertEqual(try json("done", "special.dat.done")["sha256"] as? String, TestBody.sha256Hex(special))
+        XCTAssertEqual(try spool.read("final", "special.dat"), special)
+        XCTAssertEqual(try json("final", "special.dat.done")["sha256"] as? String, TestBody.sha256Hex(special))
 
-        let listGroup = try json("done", "list.group.done")
+        let listGroup = try json("final", "list.group.done")
         XCTAssertEqual(listGroup["published"] as? Int, 5)
         XCTAssertEqual(listGroup["failed"] as? Int, 0)
         XCTAssertEqual((listGroup["items"] as? [[String: Any]])?.count, 5)
-        XCTAssertEqual(try json("done", "one.group.done")["published"] as? Int, 1)
+        XCTAssertEqual(try json("final", "one.group.done")["published"] as? Int, 1)
 
         XCTAssertEqual(spool.files(in: "incoming"), [])
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
@@ -52,6 +52,7 @@ final class CorePathTests: SpoolTestCase {
         XCTAssertTrue(spool.files(in: "done").contains("list"), "the request file ends in done/")
         XCTAssertTrue(spool.files(in: "done").contains("one"))
         XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix(".") }, [], "no temp files left")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix(".") }, [], "no temp files left")
     }
 
     func testDefaultsBeforeTheFirstURLApplyToEveryItemAndItemsOverride() throws {
@@ -70,9 +71,9 @@ final class CorePathTests: SpoolTestCase {
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(server.requests(for: "/a").first?.header("X-Token"), "shared")
         XCTAssertEqual(server.requests(for: "/b").first?.header("X-Token"), "own")
-        XCTAssertEqual(try spool.read("done", "a"), Array("alpha".utf8))
-        XCTAssertEqual(try spool.read("done", "b.txt"), Array("beta".utf8))
-        let group = try json("done", "batch7.group.done")
+        XCTAssertEqual(try spool.read("final", "a"), Array("alpha".utf8))
+        XCTAssertEqual(try spool.read("final", "b.txt"), Array("beta".utf8))
+        let group = try json("final", "batch7.group.done")
         XCTAssertEqual(group["group"] as? String, "batch7")
         XCTAssertEqual(group["published"] as? Int, 2)
     }
@@ -89,15 +90,15 @@ final class CorePathTests: SpoolTestCase {
             """)
         let (status, _) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 1, "a failed item makes the drain exit 1")
-        XCTAssertEqual(try spool.read("done", "good"), body)
-        XCTAssertFalse(spool.files(in: "done").contains("bad"), "a mismatching body is never published")
+        XCTAssertEqual(try spool.read("final", "good"), body)
+        XCTAssertFalse(spool.files(in: "final").contains("bad"), "a mismatching body is never published")
         XCTAssertEqual(spool.files(in: "failed"), ["check", "check.error"])
         let error = try json("failed", "check.error")
         let items = try XCTUnwrap(error["items"] as? [[String: Any]])
         XCTAssertEqual(items.count, 1)
         XCTAssertEqual(items[0]["code"] as? String, "sha256-mismatch")
         XCTAssertEqual(items[0]["url"] as? String, server.url("/bad"))
-        let group = try json("done", "check.group.done")
+        let group = try json("final", "check.group.done")
         XCTAssertEqual(group["published"] as? Int, 1)
         XCTAssertEqual(group["failed"] as? Int, 1)
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
@@ -124,8 +125,8 @@ final class CorePathTests: SpoolTestCase {
         try spool.drop("redir", "url: \(server.url("/start"))\nname: r.bin\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "r.bin"), body)
-        let marker = try json("done", "r.bin.done")
+        XCTAssertEqual(try spool.read("final", "r.bin"), body)
+        let marker = try json("final", "r.bin.done")
         XCTAssertEqual(marker["url"] as? String, server.url("/start"))
         XCTAssertEqual(marker["finalURL"] as? String, server.url("/final/file.bin"))
     }
@@ -147,15 +148,15 @@ final class CorePathTests: SpoolTestCase {
         // A complete request dropped after it: once its marker exists, the daemon has seen every
         // event that came before, and must still not have touched the open file.
         try spool.drop("probe", server.url("/probe") + "\n")
-        try DirectoryWaiter.waitForFile("probe.group.done", in: spool.path("done"), timeout: 30)
+        try DirectoryWaiter.waitForFile("probe.group.done", in: spool.path("final"), timeout: 30)
         XCTAssertEqual(spool.files(in: "incoming"), ["slow"], "an open file is never claimed")
         XCTAssertEqual(server.requests(for: "/slow1").count, 0)
 
         handle.write(Data((server.url("/slow2") + "\n").utf8))
         try handle.close()
-        try DirectoryWaiter.waitForFile("slow.group.done", in: spool.path("done"), timeout: 30)
-        XCTAssertEqual(try spool.read("done", "slow1"), Array("one".utf8))
-        XCTAssertEqual(try spool.read("done", "slow2"), Array("two".utf8), "both lines were read: the file was read after close")
+        try DirectoryWaiter.waitForFile("slow.group.done", in: spool.path("final"), timeout: 30)
+        XCTAssertEqual(try spool.read("final", "slow1"), Array("one".utf8))
+        XCTAssertEqual(try spool.read("final", "slow2"), Array("two".utf8), "both lines were read: the file was read after close")
 
         daemon.signal(SIGTERM)
         XCTAssertEqual(try daemon.waitForExit(timeout: 10), 0, "SIGTERM stops the daemon cleanly")
@@ -176,13 +177,41 @@ final class CorePathTests: SpoolTestCase {
         let error = try json("rejected", "typo.error")
         XCTAssertEqual(error["code"] as? String, "unknown-key")
         XCTAssertEqual(error["line"] as? Int, 2)
-        XCTAssertEqual(try spool.read("done", "ok"), Array("ok".utf8), "a bad request never blocks a good one")
+        XCTAssertEqual(try spool.read("final", "ok"), Array("ok".utf8), "a bad request never blocks a good one")
+    }
+
+    func testRequestAndPublishedFileOfTheSameNameNeverCollide() throws {
+        // Request files end in done/, published files in final/: a request named `report`
+        // publishing a file named `report` keeps both names as they are.
+        server.serve("/report", body: Array("the report".utf8))
+        try spool.drop("report", "url: \(server.url("/report"))\nname: report\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(spool.files(in: "final"), ["report", "report.done", "report.group.done"], "no -1 suffix")
+        XCTAssertEqual(try spool.read("final", "report"), Array("the report".utf8))
+        XCTAssertEqual(try json("final", "report.done")["name"] as? String, "report")
+        XCTAssertEqual(spool.files(in: "done"), ["report"])
+        XCTAssertEqual(String(decoding: try spool.read("done", "report"), as: UTF8.self),
+                       "url: \(server.url("/report"))\nname: report\n", "the request file, intact")
+    }
+
+    func testFinalFolderInsideTheSpoolGivesTheOldSharedLayout() throws {
+        server.serve("/old", body: Array("old layout".utf8))
+        try spool.drop("old", "url: \(server.url("/old"))\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--final-folder", spool.path("done")])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(spool.files(in: "done"), ["old", "old-1", "old.done", "old.group.done"],
+                       "the upgrade path: one shared folder, where names collide as before")
+        XCTAssertEqual(try spool.read("done", "old"), Array("old layout".utf8), "the file is published first")
+        XCTAssertEqual(String(decoding: try spool.read("done", "old-1"), as: UTF8.self), "url: \(server.url("/old"))\n",
+                       "the request file moves in last and takes the suffix")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: spool.path("final")), "final/ is not created when another folder is configured")
     }
 
     func testDrainWithNothingToDoExitsZero() throws {
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        for folder in ["incoming", "tmp", "active", "staging", "done", "failed", "rejected"] {
+        for folder in ["incoming", "tmp", "active", "staging", "final", "done", "failed", "rejected"] {
             var isDir: ObjCBool = false
             XCTAssertTrue(FileManager.default.fileExists(atPath: spool.path(folder), isDirectory: &isDir) && isDir.boolValue,
                           "\(folder)/ is created at start")
@@ -197,6 +226,7 @@ final class CorePathTests: SpoolTestCase {
         let written = add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         XCTAssertEqual(spool.files(in: "incoming"), [written])
         XCTAssertEqual(spool.files(in: "tmp"), [])
+        XCTAssertNotNil(written.wholeMatch(of: /add-[0-9]{8}T[0-9]{6}Z-[0-9]+-1/), "a readable name, no stray '.': \(written)")
 
         for bad in [["ftp://127.0.0.1/x"], ["not a url"], [server.url("/x"), "--sha256", "nothex"],
                     [server.url("/x"), "--name", "../escape"]] {
@@ -208,7 +238,24 @@ final class CorePathTests: SpoolTestCase {
 
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "a.txt"), Array("added".utf8))
+        XCTAssertEqual(try spool.read("final", "a.txt"), Array("added".utf8))
+    }
+
+    func testAddNamesAreReadableAndUniqueWhenManyAddAtOnce() throws {
+        let adders = try (0..<8).map { i in
+            try DaemonProcess.launch(["add", server.url("/n\(i)"), "--spool", spool.root])
+        }
+        var names: [String] = []
+        for add in adders {
+            XCTAssertEqual(try add.waitForExit(timeout: 30), 0, add.stderrText)
+            names.append(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        XCTAssertEqual(Set(names).count, 8, "eight adds, eight names: \(names)")
+        XCTAssertEqual(spool.files(in: "incoming"), names.sorted())
+        for name in names {
+            XCTAssertNotNil(name.wholeMatch(of: /add-[0-9]{8}T[0-9]{6}Z-[0-9]+-[0-9]+/), name)
+            XCTAssertFalse(name.contains("."), name)
+        }
     }
 
     func testSpoolDefaultsToTheEnvironmentVariable() throws {
@@ -216,6 +263,6 @@ final class CorePathTests: SpoolTestCase {
         try spool.drop("env", server.url("/env") + "\n")
         let daemon = try DaemonProcess.launch(["run", "--once"], environment: ["SPOOLFETCH_SPOOL": spool.root])
         XCTAssertEqual(try daemon.waitForExit(timeout: 60), 0, daemon.stderrText)
-        XCTAssertEqual(try spool.read("done", "env"), Array("env".utf8))
+        XCTAssertEqual(try spool.read("final", "env"), Array("env".utf8))
     }
 }

@@ -17,7 +17,7 @@ final class DrainTests: SpoolTestCase {
         try spool.drop("future", "url: \(server.url("/later"))\nearliest-start: 2030-01-01T02:00:00Z\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, mode: "--due", timeout: 30)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "now"), Array("now".utf8))
+        XCTAssertEqual(try spool.read("final", "now"), Array("now".utf8))
         XCTAssertTrue(server.requests(for: "/later").isEmpty, "an item that is not due is never requested")
         XCTAssertTrue(stderr.contains("due drain done"), stderr)
         XCTAssertTrue(stderr.contains("2030-01-01T02:00:00"), "the log says when the next item is due: \(stderr)")
@@ -39,7 +39,7 @@ final class DrainTests: SpoolTestCase {
         XCTAssertEqual(status, 0, stderr)
         XCTAssertTrue(stderr.contains("drain is waiting for items that are not due yet"), stderr)
         XCTAssertTrue(stderr.contains(rfc3339(soon).prefix(19)), "names the time it waits for: \(stderr)")
-        XCTAssertEqual(try spool.read("done", "soon"), Array("soon".utf8))
+        XCTAssertEqual(try spool.read("final", "soon"), Array("soon".utf8))
     }
 
     func testSIGHUPReloadsTheConfigurationFileAndNeverKills() throws {
@@ -60,7 +60,7 @@ final class DrainTests: SpoolTestCase {
         // Still alive and working.
         server.serve("/after", body: Array("after".utf8))
         try spool.drop("after", "url: \(server.url("/after"))\n")
-        try DirectoryWaiter.waitForFile("after.group.done", in: spool.path("done"), timeout: 30)
+        try DirectoryWaiter.waitForFile("after.group.done", in: spool.path("final"), timeout: 30)
         daemon.signal(SIGTERM)
         XCTAssertEqual(try daemon.waitForExit(timeout: 30), 0, daemon.stderrText)
     }

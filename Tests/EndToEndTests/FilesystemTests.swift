@@ -30,7 +30,7 @@ final class FilesystemTests: SpoolTestCase {
     /// state table relies on is empty; every request file is in done/ with its text.
     private func assertEverythingPublished(_ spool: TempSpool, final: String? = nil, _ context: String,
                                            file: StaticString = #filePath, line: UInt = #line) throws {
-        let finalFolder = final ?? spool.path("done")
+        let finalFolder = final ?? spool.path("final")
         for (name, body) in expected.sorted(by: { $0.key < $1.key }) {
             let markerData = try XCTUnwrap(FileManager.default.contents(atPath: finalFolder + "/" + name + ".done"),
                                            "\(context): \(name).done is missing", file: file, line: line)
@@ -107,11 +107,11 @@ final class FilesystemTests: SpoolTestCase {
         try drop(fuseSpool, "late", item("l0.bin", size: 3_000, seed: 50) + item("l1.bin", size: 4_000, seed: 51)
                  + item("lslow.bin", size: 3 << 19, seed: 52, script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(30)), .normal]))
         let daemon = try DaemonProcess.launch(["run", "--spool", fuseSpool.root, "--log-level", "info"] + hook)
-        try DirectoryWaiter.wait(in: fuseSpool.path("done"), timeout: 60, what: "l0 and l1 published") {
-            FileManager.default.fileExists(atPath: fuseSpool.path("done", "l0.bin.done"))
-                && FileManager.default.fileExists(atPath: fuseSpool.path("done", "l1.bin.done"))
+        try DirectoryWaiter.wait(in: fuseSpool.path("final"), timeout: 60, what: "l0 and l1 published") {
+            FileManager.default.fileExists(atPath: fuseSpool.path("final", "l0.bin.done"))
+                && FileManager.default.fileExists(atPath: fuseSpool.path("final", "l1.bin.done"))
         }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: fuseSpool.path("done", "lslow.bin.done")), "the slow one is still running")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: fuseSpool.path("final", "lslow.bin.done")), "the slow one is still running")
         daemon.signal(SIGKILL)
         XCTAssertEqual(try daemon.waitForExit(timeout: 10), 128 + SIGKILL)
         try fs.powerCut()
@@ -119,7 +119,7 @@ final class FilesystemTests: SpoolTestCase {
         XCTAssertEqual(restart.status, 0, "the restart only finishes the late request:\n\(restart.stderr)")
         try assertEverythingPublished(fuseSpool, "after the restart")
         XCTAssertEqual(server.requests(for: "/f/l0.bin").count, 1, "a file published before the cut is not fetched again")
-        XCTAssertEqual(fuseSpool.files(in: "done").filter { $0.hasPrefix("l0") || $0.hasPrefix("lslow") },
+        XCTAssertEqual(fuseSpool.files(in: "final").filter { $0.hasPrefix("l0") || $0.hasPrefix("lslow") },
                        ["l0.bin", "l0.bin.done", "lslow.bin", "lslow.bin.done"], "and nothing is published twice")
         try fs.powerCut()
         try assertEverythingPublished(fuseSpool, "after a second power cut")

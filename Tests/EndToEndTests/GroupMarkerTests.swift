@@ -22,13 +22,13 @@ final class GroupMarkerTests: SpoolTestCase {
         XCTAssertEqual(status, 0, stderr)
 
         for (name, body) in bodies {
-            XCTAssertEqual(try spool.read("done", name), body, "\(name) must be byte-identical")
+            XCTAssertEqual(try spool.read("final", name), body, "\(name) must be byte-identical")
         }
-        let markers = spool.files(in: "done").filter { $0.hasSuffix(".done") }
+        let markers = spool.files(in: "final").filter { $0.hasSuffix(".done") }
         XCTAssertEqual(markers, ["fifty.group.done"], "no per-file marker")
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix(".") }, [], "no temp files left")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix(".") }, [], "no temp files left")
 
-        let group = try json("done", "fifty.group.done")
+        let group = try json("final", "fifty.group.done")
         XCTAssertEqual(group["published"] as? Int, 50)
         XCTAssertEqual(group["failed"] as? Int, 0)
         let items = try XCTUnwrap(group["items"] as? [[String: Any]])
@@ -36,7 +36,7 @@ final class GroupMarkerTests: SpoolTestCase {
         for item in items {
             let file = try XCTUnwrap(item["file"] as? String)
             let body = try XCTUnwrap(bodies[file], "listed file \(file) is one of the request's")
-            XCTAssertEqual(item["sha256"] as? String, TestBody.sha256Hex(try spool.read("done", file)))
+            XCTAssertEqual(item["sha256"] as? String, TestBody.sha256Hex(try spool.read("final", file)))
             XCTAssertEqual(item["sha256"] as? String, TestBody.sha256Hex(body))
             XCTAssertEqual(item["bytes"] as? Int, body.count)
             XCTAssertEqual(item["httpStatus"] as? Int, 200)
@@ -46,11 +46,11 @@ final class GroupMarkerTests: SpoolTestCase {
         }
 
         let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
-        XCTAssertEqual(lines.filter { $0.hasPrefix("group|") }, ["group|\(spool.path("done", "fifty.group.done"))"])
+        XCTAssertEqual(lines.filter { $0.hasPrefix("group|") }, ["group|\(spool.path("final", "fifty.group.done"))"])
         let itemLines = lines.filter { !$0.hasPrefix("group|") }
         XCTAssertEqual(itemLines.count, 50)
         let body7 = try XCTUnwrap(bodies["f7.bin"])
-        XCTAssertTrue(itemLines.contains("published|\(spool.path("done", "f7.bin"))|[]|\(TestBody.sha256Hex(body7))"),
+        XCTAssertTrue(itemLines.contains("published|\(spool.path("final", "f7.bin"))|[]|\(TestBody.sha256Hex(body7))"),
                       "the item hook gets the file's path and an empty marker:\n" + itemLines.joined(separator: "\n"))
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
     }
@@ -60,7 +60,7 @@ final class GroupMarkerTests: SpoolTestCase {
         try spool.drop("plain", server.url("/p") + "\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        let items = try XCTUnwrap(try json("done", "plain.group.done")["items"] as? [[String: Any]])
+        let items = try XCTUnwrap(try json("final", "plain.group.done")["items"] as? [[String: Any]])
         XCTAssertEqual(items.count, 1)
         XCTAssertEqual(Set(items[0].keys), ["index", "url", "outcome", "file", "marker"],
                        "per-file mode lists no facts its markers already hold")
@@ -76,8 +76,8 @@ final class GroupMarkerTests: SpoolTestCase {
         try spool.drop("pair", "markers: group\n" + server.url("/first") + "\nname: one.txt\n"
                        + server.url("/second") + "\nname: two.bin\n")
         let doomed = try DaemonProcess.launch(["run", "--spool", spool.root])
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "the first item's file") {
-            self.spool.files(in: "done").contains("one.txt")
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "the first item's file") {
+            self.spool.files(in: "final").contains("one.txt")
         }
         doomed.signal(SIGKILL)
         XCTAssertEqual(try doomed.waitForExit(timeout: 10), 128 + SIGKILL)
@@ -86,10 +86,10 @@ final class GroupMarkerTests: SpoolTestCase {
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(server.requests(for: "/first").count, 1, "the published item is not fetched again")
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("one") }, ["one.txt"],
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("one") }, ["one.txt"],
                        "nor published twice, and no per-file marker written by the recovery")
-        XCTAssertEqual(try spool.read("done", "two.bin"), second)
-        let items = try XCTUnwrap(try json("done", "pair.group.done")["items"] as? [[String: Any]])
+        XCTAssertEqual(try spool.read("final", "two.bin"), second)
+        let items = try XCTUnwrap(try json("final", "pair.group.done")["items"] as? [[String: Any]])
         XCTAssertEqual(items.map { $0["file"] as? String }, ["one.txt", "two.bin"])
         XCTAssertEqual(items.map { $0["sha256"] as? String }, [TestBody.sha256Hex(first), TestBody.sha256Hex(second)],
                        "the recovered item's facts come from the journal")

@@ -56,7 +56,7 @@ final class LargeBatchTests: SpoolTestCase {
         for i in 0..<300 { try spool.drop("later\(i)", "url: \(server.url("/later\(i)"))\nearliest-start: \(later)\n") }
         try spool.drop("now", "url: \(server.url("/due"))\n")
         let dropped = Date()
-        try DirectoryWaiter.waitForFile("now.group.done", in: spool.path("done"), timeout: 30)
+        try DirectoryWaiter.waitForFile("now.group.done", in: spool.path("final"), timeout: 30)
         // The request file itself moves into done/ right after its group marker: the last step.
         try DirectoryWaiter.waitForFile("now", in: spool.path("done"), timeout: 30)
         print("due request behind 300 waiting ones: published \(String(format: "%.2f", Date().timeIntervalSince(dropped))) s after its drop")
@@ -83,16 +83,19 @@ final class LargeBatchTests: SpoolTestCase {
 
         let second = try DaemonProcess.launch(["run", "--spool", spool.root])
         defer { second.terminate() }
+        // A request file moves into done/ after its group marker in final/: its group's last step.
         try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "every group ended") {
             let done = Set(self.spool.files(in: "done"))
-            return (0..<count).allSatisfy { done.contains("req\($0).group.done") }
+            return (0..<count).allSatisfy { done.contains("req\($0)") }
         }
+        let final = Set(spool.files(in: "final"))
+        XCTAssertTrue((0..<count).allSatisfy { final.contains("req\($0).group.done") }, "every group marker is in final/")
         XCTAssertTrue(second.stderrText.contains("adopting"), second.stderrText)
         for i in 0..<count {
             XCTAssertEqual(server.requests(for: "/k\(i)").count, 1, "k\(i) fetched once")
-            XCTAssertEqual(try spool.read("done", "k\(i)"), Array("k\(i)".utf8))
+            XCTAssertEqual(try spool.read("final", "k\(i)"), Array("k\(i)".utf8))
         }
-        XCTAssertFalse(spool.files(in: "done").contains { $0.hasSuffix("-1") }, "nothing published twice")
+        XCTAssertFalse(spool.files(in: "final").contains { $0.hasSuffix("-1") }, "nothing published twice")
         XCTAssertEqual(spool.claimed(), [])
     }
 }

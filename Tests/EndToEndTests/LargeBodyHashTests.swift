@@ -29,8 +29,8 @@ final class LargeBodyHashTests: SpoolTestCase {
         try spool.drop("big", "url: \(server.url("/big"))\nname: big.bin\nsha256: \(TestBody.sha256Hex(body))\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "big.bin"), body)
-        XCTAssertEqual(try json("done", "big.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
+        XCTAssertEqual(try spool.read("final", "big.bin"), body)
+        XCTAssertEqual(try json("final", "big.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
         let range = try XCTUnwrap(server.requests(for: "/big").last?.header("Range"), "the retry resumes with a range")
         let offset = Int(range.dropFirst(6).dropLast()) ?? -1
         XCTAssertGreaterThanOrEqual(offset, 4 << 20, "resumed past the point where hashing left the receiving thread")
@@ -52,9 +52,9 @@ final class LargeBodyHashTests: SpoolTestCase {
         }
         let resumed = try cli(["resume", "pausable#0", "--spool", spool.root])
         XCTAssertEqual(resumed.status, 0, resumed.err)
-        try DirectoryWaiter.waitForFile("pausable.group.done", in: spool.path("done"), timeout: 60)
-        XCTAssertEqual(try spool.read("done", "p.bin"), body)
-        XCTAssertEqual(try json("done", "p.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
+        try DirectoryWaiter.waitForFile("pausable.group.done", in: spool.path("final"), timeout: 60)
+        XCTAssertEqual(try spool.read("final", "p.bin"), body)
+        XCTAssertEqual(try json("final", "p.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
         let range = try XCTUnwrap(server.requests(for: "/p").last?.header("Range"), "resume continues from the kept partial")
         XCTAssertGreaterThanOrEqual(Int(range.dropFirst(6).dropLast()) ?? -1, 4 << 20)
     }

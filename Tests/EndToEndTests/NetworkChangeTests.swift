@@ -48,12 +48,12 @@ final class NetworkChangeTests: SpoolTestCase {
         }
         let appeared = Date()
         try run("/usr/sbin/ip", ["-n", namespace, "addr", "add", "\(address)/32", "dev", "lo"])
-        try DirectoryWaiter.waitForFile("f.done", in: spool.path("done"), timeout: 30)
+        try DirectoryWaiter.waitForFile("f.done", in: spool.path("final"), timeout: 30)
         let took = Date().timeIntervalSince(appeared)
         print("address appeared → published in \(String(format: "%.2f", took)) s")
         XCTAssertTrue(daemon.stderrText.contains("the network changed; probing unreachable hosts now"), daemon.stderrText)
         XCTAssertLessThan(took, 3.5, "probed at once, not at the next back-off step (≥ 4 s away)")
-        XCTAssertEqual(try spool.read("done", "f"), Array("back".utf8))
+        XCTAssertEqual(try spool.read("final", "f"), Array("back".utf8))
     }
 
     private func run(_ tool: String, _ arguments: [String]) throws {

@@ -17,7 +17,7 @@ final class OnExistsTests: SpoolTestCase {
         XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 0)
         try spool.drop("k2", "on-exists: keep-both\n" + server.url("/k") + "\nname: k.txt\n")
         XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 0)
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("k.") || $0.hasPrefix("k-") },
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("k.") || $0.hasPrefix("k-") },
                        ["k-1.txt", "k-1.txt.done", "k.txt", "k.txt.done"])
     }
 
@@ -28,24 +28,24 @@ final class OnExistsTests: SpoolTestCase {
         try spool.drop("first", "on-exists: replace\n" + server.url("/r") + "\nname: report.csv\n")
         var (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "report.csv"), old)
-        let oldInode = inode(spool.path("done", "report.csv"))
+        XCTAssertEqual(try spool.read("final", "report.csv"), old)
+        let oldInode = inode(spool.path("final", "report.csv"))
 
         server.serve("/r", body: new, etag: "\"v2\"")
         try spool.drop("second", server.url("/r") + "\nname: report.csv\non-exists: replace\n")
         (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
 
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("report") }, ["report.csv", "report.csv.done"],
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("report") }, ["report.csv", "report.csv.done"],
                        "replaced, never a -N name")
-        XCTAssertEqual(try spool.read("done", "report.csv"), new)
-        XCTAssertNotEqual(inode(spool.path("done", "report.csv")), oldInode, "a new file renamed over the old one")
-        let marker = try json("done", "report.csv.done")
+        XCTAssertEqual(try spool.read("final", "report.csv"), new)
+        XCTAssertNotEqual(inode(spool.path("final", "report.csv")), oldInode, "a new file renamed over the old one")
+        let marker = try json("final", "report.csv.done")
         XCTAssertEqual(marker["request"] as? String, "second")
         XCTAssertEqual(marker["sha256"] as? String, TestBody.sha256Hex(new))
         XCTAssertEqual(marker["bytes"] as? Int, new.count)
         XCTAssertEqual(marker["etag"] as? String, "\"v2\"")
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix(".") }, [], "no temp files left")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix(".") }, [], "no temp files left")
     }
 
     func testSkipUnchangedAgainstNginxSendsTheValidatorsGets304AndPublishesNothing() throws {
@@ -62,20 +62,20 @@ final class OnExistsTests: SpoolTestCase {
         try spool.drop("night1", request)
         var (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--on-item", hook])
         XCTAssertEqual(status, 0, stderr)
-        let first = try json("done", "nightly.bin.done")
+        let first = try json("final", "nightly.bin.done")
         let etag = try XCTUnwrap(first["etag"] as? String, "nginx sends an ETag")
         XCTAssertNotNil(first["lastModified"] as? String)
-        let firstInode = inode(spool.path("done", "nightly.bin"))
-        let markerBytes = try spool.read("done", "nightly.bin.done")
+        let firstInode = inode(spool.path("final", "nightly.bin"))
+        let markerBytes = try spool.read("final", "nightly.bin.done")
 
         try spool.drop("night2", request)
         (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--on-item", hook, "--log-level", "debug"])
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("nightly") }, ["nightly.bin", "nightly.bin.done"],
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("nightly") }, ["nightly.bin", "nightly.bin.done"],
                        "nothing new published")
-        XCTAssertEqual(inode(spool.path("done", "nightly.bin")), firstInode, "the file is untouched")
-        XCTAssertEqual(try spool.read("done", "nightly.bin.done"), markerBytes, "and so is its marker")
-        let group = try json("done", "night2.group.done")
+        XCTAssertEqual(inode(spool.path("final", "nightly.bin")), firstInode, "the file is untouched")
+        XCTAssertEqual(try spool.read("final", "nightly.bin.done"), markerBytes, "and so is its marker")
+        let group = try json("final", "night2.group.done")
         XCTAssertEqual(group["unchanged"] as? Int, 1)
         XCTAssertEqual(group["published"] as? Int, 0)
         XCTAssertEqual(group["failed"] as? Int, 0)
@@ -86,7 +86,7 @@ final class OnExistsTests: SpoolTestCase {
         XCTAssertTrue(stderr.contains("unchanged (304)"), "the 304 is what ended it (nginx answers it only to a matching validator)")
         let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.count, 2)
-        XCTAssertEqual(lines.last, "unchanged|\(spool.path("done", "nightly.bin"))|\(spool.path("done", "nightly.bin.done"))|\(TestBody.sha256Hex(body))")
+        XCTAssertEqual(lines.last, "unchanged|\(spool.path("final", "nightly.bin"))|\(spool.path("final", "nightly.bin.done"))|\(TestBody.sha256Hex(body))")
 
         // The resource changes: a 200, and the new version replaces the old one under its name.
         let changed = TestBody.random(count: 21_000, seed: 305)
@@ -94,9 +94,9 @@ final class OnExistsTests: SpoolTestCase {
         try spool.drop("night3", request)
         (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("nightly") }, ["nightly.bin", "nightly.bin.done"])
-        XCTAssertEqual(try spool.read("done", "nightly.bin"), changed)
-        let third = try json("done", "nightly.bin.done")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("nightly") }, ["nightly.bin", "nightly.bin.done"])
+        XCTAssertEqual(try spool.read("final", "nightly.bin"), changed)
+        let third = try json("final", "nightly.bin.done")
         XCTAssertEqual(third["sha256"] as? String, TestBody.sha256Hex(changed))
         XCTAssertNotEqual(third["etag"] as? String, etag)
     }

@@ -85,17 +85,17 @@ final class OperatorTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/p").count, requestsWhilePaused, "a paused item is not fetched")
         let resumed = try cli(["resume", "pausable#0", "--spool", spool.root])
         XCTAssertEqual(resumed.status, 0, resumed.err)
-        try DirectoryWaiter.waitForFile("pausable.group.done", in: spool.path("done"), timeout: 60)
-        XCTAssertEqual(try spool.read("done", "p"), body)
+        try DirectoryWaiter.waitForFile("pausable.group.done", in: spool.path("final"), timeout: 60)
+        XCTAssertEqual(try spool.read("final", "p"), body)
         XCTAssertNotNil(server.requests(for: "/p").last?.header("Range"), "resume continues from the kept partial")
 
         let retried = try cli(["retry", "doomed", "--spool", spool.root])
         XCTAssertEqual(retried.status, 0, retried.err)
         XCTAssertTrue(retried.out.contains("queued 1 failed item"), retried.out)
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 60, what: "the retried item") {
-            self.spool.files(in: "done").contains("c")
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 60, what: "the retried item") {
+            self.spool.files(in: "final").contains("c")
         }
-        XCTAssertEqual(try spool.read("done", "c"), body)
+        XCTAssertEqual(try spool.read("final", "c"), body)
         XCTAssertEqual(spool.files(in: "failed"), ["doomed", "doomed.error", "doomed.retried"], "the failure record stays, with the name of its retry")
 
         let unknown = try cli(["pause", "no-such-request#4", "--spool", spool.root])
@@ -201,7 +201,7 @@ final class OperatorTests: SpoolTestCase {
         let retried = try cli(["retry", "busy#0", "--spool", spool.root])
         XCTAssertEqual(retried.status, 0, retried.err)
         XCTAssertTrue(retried.out.contains("retry: 1 item"), retried.out)
-        try DirectoryWaiter.waitForFile("busy.group.done", in: spool.path("done"), timeout: 20)
+        try DirectoryWaiter.waitForFile("busy.group.done", in: spool.path("final"), timeout: 20)
         XCTAssertEqual(server.requests(for: "/busy").count, 2, "started at once, not after the hour")
 
         try DirectoryWaiter.waitForFile("lost.error", in: spool.path("failed"), timeout: 30)
@@ -210,10 +210,10 @@ final class OperatorTests: SpoolTestCase {
         let second = try cli(["retry", "lost", "--spool", spool.root])
         XCTAssertEqual(second.status, 0, second.err)
         XCTAssertTrue((second.out + second.err).contains("not queued twice"), second.out + second.err)
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "the retried item published") {
-            self.spool.files(in: "done").contains("gone.txt.done")
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "the retried item published") {
+            self.spool.files(in: "final").contains("gone.txt.done")
         }
         XCTAssertEqual(server.requests(for: "/gone").count, 2, "the failed item was fetched once more, not twice more")
-        XCTAssertFalse(spool.files(in: "done").contains("gone-1.txt"))
+        XCTAssertFalse(spool.files(in: "final").contains("gone-1.txt"))
     }
 }

@@ -20,8 +20,8 @@ final class OutageTests: SpoolTestCase {
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--max-attempts", "2",
                                                "--retry-base", "0.05", "--retry-cap", "0.1"])
         defer { daemon.terminate() }
-        try DirectoryWaiter.waitForFile("other.group.done", in: spool.path("done"), timeout: 30)
-        XCTAssertEqual(try json("done", "other.group.done")["published"] as? Int, 20)
+        try DirectoryWaiter.waitForFile("other.group.done", in: spool.path("final"), timeout: 30)
+        XCTAssertEqual(try json("final", "other.group.done")["published"] as? Int, 20)
         try daemon.waitForStderr(containing: "host unreachable; its items wait", timeout: 30)
         // Let the outage outlast many times what the attempts would have lasted: two failed probes.
         try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "two failed probes") {
@@ -32,14 +32,14 @@ final class OutageTests: SpoolTestCase {
         let back = try TestHTTPServer.start(port: port)
         defer { try? back.shutdown() }
         for i in 0..<count { back.serve("/f\(i)", body: Array("file \(i)".utf8)) }
-        try DirectoryWaiter.waitForFile("outage.group.done", in: spool.path("done"), timeout: 90)
+        try DirectoryWaiter.waitForFile("outage.group.done", in: spool.path("final"), timeout: 90)
 
-        let group = try json("done", "outage.group.done")
+        let group = try json("final", "outage.group.done")
         XCTAssertEqual(group["published"] as? Int, count)
         XCTAssertEqual(group["failed"] as? Int, 0)
         var waited = 0
         for i in 0..<count {
-            let marker = try json("done", "f\(i).done")
+            let marker = try json("final", "f\(i).done")
             XCTAssertEqual(marker["attempts"] as? Int, 1, "f\(i): the outage used up no attempt")
             if (marker["outageSeconds"] as? Int ?? 0) > 0 { waited += 1 }
         }

@@ -5,7 +5,7 @@ import XCTest
 /// Faults end to end: every one ends in a byte-identical published file or a request in
 /// `failed/` with a reason — never a partial or spliced file in the final folder.
 final class ReliabilityTests: SpoolTestCase {
-    private func marker(_ name: String) throws -> [String: Any] { try json("done", name + ".done") }
+    private func marker(_ name: String) throws -> [String: Any] { try json("final", name + ".done") }
 
     private func partSize(_ spool: TempSpool) -> Int {
         for name in spool.files(in: "staging") where name.hasSuffix(".part") {
@@ -21,7 +21,7 @@ final class ReliabilityTests: SpoolTestCase {
         try spool.drop("cut", server.url("/big") + "\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "big"), body)
+        XCTAssertEqual(try spool.read("final", "big"), body)
         let requests = server.requests(for: "/big")
         XCTAssertEqual(requests.count, 2)
         XCTAssertNil(requests[0].header("Range"))
@@ -38,7 +38,7 @@ final class ReliabilityTests: SpoolTestCase {
         try spool.drop("busy", server.url("/busy") + "\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.01"])
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "busy"), body)
+        XCTAssertEqual(try spool.read("final", "busy"), body)
         let requests = server.requests(for: "/busy")
         XCTAssertEqual(requests.count, 2)
         XCTAssertGreaterThanOrEqual(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt), 0.95,
@@ -66,7 +66,7 @@ final class ReliabilityTests: SpoolTestCase {
         try spool.drop("norange", server.url("/norange") + "\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "norange"), body, "the kept prefix is dropped, not spliced")
+        XCTAssertEqual(try spool.read("final", "norange"), body, "the kept prefix is dropped, not spliced")
         XCTAssertEqual(server.requests(for: "/norange")[1].header("Range"), "bytes=700000-")
     }
 
@@ -82,8 +82,8 @@ final class ReliabilityTests: SpoolTestCase {
             self.partSize(self.spool) >= 500_000
         }
         server.serve("/changing", body: new, etag: "\"new\"")
-        try DirectoryWaiter.waitForFile("changing.done", in: spool.path("done"), timeout: 60)
-        XCTAssertEqual(try spool.read("done", "changing"), new, "If-Range mismatch: the whole new version, nothing of the old")
+        try DirectoryWaiter.waitForFile("changing.done", in: spool.path("final"), timeout: 60)
+        XCTAssertEqual(try spool.read("final", "changing"), new, "If-Range mismatch: the whole new version, nothing of the old")
         let requests = server.requests(for: "/changing")
         XCTAssertEqual(requests.last?.header("If-Range"), "\"old\"")
         XCTAssertEqual(try marker("changing")["etag"] as? String, "\"new\"")
@@ -95,7 +95,7 @@ final class ReliabilityTests: SpoolTestCase {
         try spool.drop("stall", server.url("/stall") + "\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--stall-timeout", "1", "--retry-base", "0.05"])
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "stall"), body)
+        XCTAssertEqual(try spool.read("final", "stall"), body)
         XCTAssertEqual(server.requests(for: "/stall")[1].header("Range"), "bytes=400000-")
         XCTAssertTrue(stderr.contains("timeout") || stderr.contains("Timeout"), stderr)
     }
@@ -115,12 +115,12 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
         let kept = partSize(spool)
         XCTAssertEqual(spool.claimed(), ["killme"], "the claim survives the crash")
-        XCTAssertFalse(spool.files(in: "done").contains("slow.bin"))
+        XCTAssertFalse(spool.files(in: "final").contains("slow.bin"))
 
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "slow.bin"), body)
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("slow") }, ["slow.bin", "slow.bin.done"], "published exactly once")
+        XCTAssertEqual(try spool.read("final", "slow.bin"), body)
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("slow") }, ["slow.bin", "slow.bin.done"], "published exactly once")
         let resumed = try XCTUnwrap(server.requests(for: "/slow").last)
         let range = try XCTUnwrap(resumed.header("Range"), "the restart resumes with a range")
         let offset = Int(range.dropFirst(6).dropLast()) ?? -1
@@ -145,7 +145,7 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertGreaterThan(partSize(spool), 0, "the partial is kept")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "term"), body)
+        XCTAssertEqual(try spool.read("final", "term"), body)
         XCTAssertNotNil(server.requests(for: "/term").last?.header("Range"))
     }
 
@@ -157,11 +157,11 @@ final class ReliabilityTests: SpoolTestCase {
         for i in 0..<count / 2 { try spool.drop("r\(i)", server.url("/w/\(i)") + "\nname: f\(i)\n") }
         // The second worker joins while the first one is publishing: its start-up must not touch
         // what the first one is writing (temp files, journals, group hooks).
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 60, what: "the first group markers") {
-            self.spool.files(in: "done").contains { $0.hasSuffix(".group.done") }
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 60, what: "the first group markers") {
+            self.spool.files(in: "final").contains { $0.hasSuffix(".group.done") }
         }
         // As if the first worker were half-way through writing a marker right now.
-        let inFlight = spool.path("done", ".f0-in-flight.done.tmp")
+        let inFlight = spool.path("final", ".f0-in-flight.done.tmp")
         _ = FileManager.default.createFile(atPath: inFlight, contents: Data("{".utf8))
         let b = try DaemonProcess.launch(["run", "--spool", spool.root])
         defer { b.terminate() }
@@ -169,14 +169,14 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: inFlight), "a live worker's temp file survives another's start")
         unlink(inFlight)
         for i in count / 2..<count { try spool.drop("r\(i)", server.url("/w/\(i)") + "\nname: f\(i)\n") }
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "\(count) group markers") {
-            self.spool.files(in: "done").filter { $0.hasSuffix(".group.done") }.count == count
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 120, what: "\(count) group markers") {
+            self.spool.files(in: "final").filter { $0.hasSuffix(".group.done") }.count == count
         }
         for i in 0..<count {
             XCTAssertEqual(server.requests(for: "/w/\(i)").count, 1, "item \(i) fetched exactly once")
-            XCTAssertEqual(try spool.read("done", "f\(i)"), Array("item \(i)".utf8))
+            XCTAssertEqual(try spool.read("final", "f\(i)"), Array("item \(i)".utf8))
         }
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasSuffix("-1") }, [], "nothing published twice")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasSuffix("-1") }, [], "nothing published twice")
         a.signal(SIGTERM); b.signal(SIGTERM)
         XCTAssertEqual(try a.waitForExit(timeout: 10), 0)
         XCTAssertEqual(try b.waitForExit(timeout: 10), 0)
@@ -195,8 +195,8 @@ final class ReliabilityTests: SpoolTestCase {
                      script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
         try spool.drop("pair", server.url("/first") + "\nname: one.txt\n" + server.url("/second") + "\nname: two.bin\n")
         let first = try DaemonProcess.launch(["run", "--spool", spool.root])
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "the first item's marker") {
-            self.spool.files(in: "done").contains("one.txt.done")
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "the first item's marker") {
+            self.spool.files(in: "final").contains("one.txt.done")
         }
         first.signal(SIGKILL)
         XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
@@ -205,10 +205,10 @@ final class ReliabilityTests: SpoolTestCase {
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(server.requests(for: "/first").count, 1, "the published item is not fetched again")
-        XCTAssertEqual(spool.files(in: "done").filter { $0.hasPrefix("one") }, ["one.txt", "one.txt.done"],
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("one") }, ["one.txt", "one.txt.done"],
                        "nor published twice")
-        XCTAssertEqual(try spool.read("done", "two.bin"), second)
-        let group = try JSONSerialization.jsonObject(with: Data(try spool.read("done", "pair.group.done"))) as? [String: Any]
+        XCTAssertEqual(try spool.read("final", "two.bin"), second)
+        let group = try JSONSerialization.jsonObject(with: Data(try spool.read("final", "pair.group.done"))) as? [String: Any]
         XCTAssertEqual((group?["items"] as? [[String: Any]])?.map { $0["file"] as? String }, ["one.txt", "two.bin"])
         XCTAssertEqual(spool.leftovers(in: "staging"), [], "the dead run's journal is spent")
     }
@@ -225,8 +225,8 @@ final class ReliabilityTests: SpoolTestCase {
         // ... whichever of the two claimed it, kill that one if it is the doomed worker.
         doomed.signal(SIGKILL)
         _ = try doomed.waitForExit(timeout: 10)
-        try DirectoryWaiter.waitForFile("orphan.group.done", in: spool.path("done"), timeout: 60)
-        XCTAssertEqual(try spool.read("done", "adopt"), body)
+        try DirectoryWaiter.waitForFile("orphan.group.done", in: spool.path("final"), timeout: 60)
+        XCTAssertEqual(try spool.read("final", "adopt"), body)
     }
 
     func testBurstOfTwentyThousandRequestsIsEveryOneClaimed() throws {
@@ -246,13 +246,14 @@ final class ReliabilityTests: SpoolTestCase {
         try DirectoryWaiter.waitForFile("active", in: spool.root, timeout: 30)
         let started = Date()
         for i in 0..<count { XCTAssertEqual(rename(spool.path("tmp", "b\(i)"), spool.path("incoming", "b\(i)")), 0) }
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 600, what: "\(count) group markers") {
-            self.spool.files(in: "done").count >= count * 4
+        // Each request file moves into done/ last, after its group marker in final/.
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 600, what: "\(count) requests ended") {
+            self.spool.files(in: "done").count >= count
         }
         let seconds = Date().timeIntervalSince(started)
         XCTAssertEqual(spool.files(in: "incoming"), [])
         XCTAssertEqual(spool.claimed(), [], "no claim left")
-        let done = Set(spool.files(in: "done"))
+        let done = Set(spool.files(in: "final"))
         for i in 0..<count { XCTAssertTrue(done.contains("b\(i).group.done"), "b\(i) was claimed and ended") }
         XCTAssertEqual(server.requests(for: "/tiny").count, count)
         print("burst: \(count) requests renamed in at once, all claimed and published in \(String(format: "%.1f", seconds)) s (\(Int(Double(count) / seconds))/s)")
@@ -278,10 +279,10 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: small + "/failed/full"), "a full disk does not fail the item")
         let freed = Date()
         XCTAssertEqual(run("/bin/mount", ["-o", "remount,size=32m", mountPoint]), 0)
-        try DirectoryWaiter.wait(in: small + "/done", timeout: 60, what: "the file after space returned") {
-            FileManager.default.fileExists(atPath: small + "/done/huge.done")
+        try DirectoryWaiter.wait(in: small + "/final", timeout: 60, what: "the file after space returned") {
+            FileManager.default.fileExists(atPath: small + "/final/huge.done")
         }
-        XCTAssertEqual(FileManager.default.contents(atPath: small + "/done/huge").map { [UInt8]($0) }, body)
+        XCTAssertEqual(FileManager.default.contents(atPath: small + "/final/huge").map { [UInt8]($0) }, body)
         let requests = server.requests(for: "/huge")
         XCTAssertGreaterThanOrEqual(requests.count, 2)
         XCTAssertNotNil(requests.last?.header("Range"), "it resumed from the partial it kept")

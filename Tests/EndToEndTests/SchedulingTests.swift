@@ -19,7 +19,7 @@ final class SchedulingTests: SpoolTestCase {
         let request = try XCTUnwrap(server.requests(for: "/later").first)
         XCTAssertGreaterThanOrEqual(request.receivedAt.timeIntervalSince(earliest), 0, "never before earliest-start")
         XCTAssertLessThan(request.receivedAt.timeIntervalSince(earliest), 1.5, "started by a timer right at earliest-start")
-        XCTAssertEqual(try spool.read("done", "later"), Array("later".utf8))
+        XCTAssertEqual(try spool.read("final", "later"), Array("later".utf8))
     }
 
     func testHighItemQueuedAfterLowIsRequestedFirstWithOneSlot() throws {
@@ -48,16 +48,15 @@ final class SchedulingTests: SpoolTestCase {
             }
         }
         try spool.drop("high", "url: \(server.url("/urgent"))\npriority: high\n")
-        try DirectoryWaiter.waitForFile("low.group.done", in: spool.path("done"), timeout: 60)
-        let done = spool.files(in: "done")
-        XCTAssertTrue(done.contains("high.group.done"))
+        try DirectoryWaiter.waitForFile("low.group.done", in: spool.path("final"), timeout: 60)
+        XCTAssertTrue(spool.files(in: "final").contains("high.group.done"))
         let paths = server.allRequests.map(\.path)
         XCTAssertEqual(paths.first, "/low-big")
         XCTAssertEqual(paths.dropFirst().first, "/urgent", "the high item got the only slot at once")
         XCTAssertNotNil(server.requests(for: "/low-big").last?.header("Range"), "the paused item resumed from its partial")
-        XCTAssertEqual(try spool.read("done", "low-big"), lowBody)
-        let highDone = try FileManager.default.attributesOfItem(atPath: spool.path("done", "urgent.done"))[.modificationDate] as? Date
-        let lowDone = try FileManager.default.attributesOfItem(atPath: spool.path("done", "low-big.done"))[.modificationDate] as? Date
+        XCTAssertEqual(try spool.read("final", "low-big"), lowBody)
+        let highDone = try FileManager.default.attributesOfItem(atPath: spool.path("final", "urgent.done"))[.modificationDate] as? Date
+        let lowDone = try FileManager.default.attributesOfItem(atPath: spool.path("final", "low-big.done"))[.modificationDate] as? Date
         XCTAssertLessThan(try XCTUnwrap(highDone), try XCTUnwrap(lowDone))
     }
 
@@ -73,7 +72,7 @@ final class SchedulingTests: SpoolTestCase {
         try spool.drop("daily", (0..<5).map { server.url("/day\($0)") }.joined(separator: "\n") + "\n")
         // The request file itself moving into done/ is the group's last step.
         try DirectoryWaiter.waitForFile("daily", in: spool.path("done"), timeout: 30)
-        XCTAssertTrue(spool.files(in: "done").contains("daily.group.done"))
+        XCTAssertTrue(spool.files(in: "final").contains("daily.group.done"))
         XCTAssertEqual(server.requests(for: "/night").count, 0, "outside its window a discretionary item waits")
         XCTAssertEqual(spool.claimed(), ["nightly"], "still claimed, still pending")
         daemon.signal(SIGTERM)
@@ -103,12 +102,12 @@ final class SchedulingTests: SpoolTestCase {
         let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
         let groupLines = lines.filter { !$0.hasPrefix("item|") }.sorted()
         XCTAssertEqual(groupLines, [
-            "first|\(spool.path("done", "first.group.done"))|published",
-            "named|\(spool.path("done", "named.group.done"))|published",
+            "first|\(spool.path("final", "first.group.done"))|published",
+            "named|\(spool.path("final", "named.group.done"))|published",
         ])
         let itemLines = lines.filter { $0.hasPrefix("item|") }
         XCTAssertEqual(itemLines.count, 3)
-        XCTAssertTrue(itemLines.contains("item|first#0|\(spool.path("done", "g1"))|\(TestBody.sha256Hex(Array("1".utf8)))|1"),
+        XCTAssertTrue(itemLines.contains("item|first#0|\(spool.path("final", "g1"))|\(TestBody.sha256Hex(Array("1".utf8)))|1"),
                       itemLines.joined(separator: "\n"))
         XCTAssertEqual(spool.leftovers(in: "staging"), [], "no group journal is left once the hooks ran")
     }
@@ -117,7 +116,8 @@ final class SchedulingTests: SpoolTestCase {
         // The state a crash leaves between writing the group marker and running the hook.
         try FileManager.default.createDirectory(atPath: spool.path("staging"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: spool.path("done"), withIntermediateDirectories: true)
-        _ = FileManager.default.createFile(atPath: spool.path("done", "crashed.group.done"),
+        try FileManager.default.createDirectory(atPath: spool.path("final"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: spool.path("final", "crashed.group.done"),
                                        contents: Data(#"{"group":"crashed","request":"crashed","finishedAt":"x","published":1,"failed":0,"items":[]}"#.utf8))
         _ = FileManager.default.createFile(atPath: spool.path("done", "crashed"), contents: Data())
         _ = FileManager.default.createFile(atPath: spool.path("staging", "crashed.group"),
@@ -129,7 +129,7 @@ final class SchedulingTests: SpoolTestCase {
             XCTAssertEqual(status, 0, stderr)
         }
         XCTAssertEqual(try String(contentsOfFile: log, encoding: .utf8),
-                       "crashed|\(spool.path("done", "crashed.group.done"))\n", "run once, and only once, across two starts")
+                       "crashed|\(spool.path("final", "crashed.group.done"))\n", "run once, and only once, across two starts")
     }
 
     func testBodyFarLargerThanExpectedBytesFailsUnlessMaxBytesAllowsIt() throws {
@@ -142,8 +142,8 @@ final class SchedulingTests: SpoolTestCase {
         let item = try XCTUnwrap((error["items"] as? [[String: Any]])?.first)
         XCTAssertEqual(item["code"] as? String, "too-large")
         XCTAssertTrue((item["message"] as? String ?? "").contains("expected-bytes"))
-        XCTAssertEqual(try spool.read("done", "big2").count, 50_000)
-        XCTAssertFalse(spool.files(in: "done").contains("big"))
+        XCTAssertEqual(try spool.read("final", "big2").count, 50_000)
+        XCTAssertFalse(spool.files(in: "final").contains("big"))
     }
 
     func testMaxRateSlowsTheWholeDaemon() throws {
@@ -158,6 +158,6 @@ final class SchedulingTests: SpoolTestCase {
         // full speed (its limiter averages over the transfer), so the bound is loose: this is a
         // behaviour bound (a limit is applied), not a benchmark.
         XCTAssertGreaterThan(Date().timeIntervalSince(started), 1.2)
-        XCTAssertEqual(try spool.read("done", "r1"), body)
+        XCTAssertEqual(try spool.read("final", "r1"), body)
     }
 }

@@ -77,8 +77,8 @@ final class SecurityTests: SpoolTestCase {
         XCTAssertEqual(symlink(outside, spool.path("tmp", "link")), 0)
         XCTAssertEqual(rename(spool.path("tmp", "link"), spool.path("incoming", "link")), 0)
         // A symlink planted in the final folder where a file will be published.
-        try FileManager.default.createDirectory(atPath: spool.path("done"), withIntermediateDirectories: true)
-        XCTAssertEqual(symlink(outside, spool.path("done", "planted.txt")), 0)
+        try FileManager.default.createDirectory(atPath: spool.path("final"), withIntermediateDirectories: true)
+        XCTAssertEqual(symlink(outside, spool.path("final", "planted.txt")), 0)
         try spool.drop("planted", "url: \(u("/planted"))\nname: planted.txt\n")
         try spool.drop("good", """
             header: Authorization: \(secretAuth)
@@ -106,10 +106,10 @@ final class SecurityTests: SpoolTestCase {
         XCTAssertEqual(rejectedCases.count + failedCases.count + 2, 32, "at least 25 hostile requests")
 
         // The good one, and the planted symlink never written through.
-        XCTAssertEqual(try spool.read("done", "good.txt"), Array("good".utf8), stderr)
+        XCTAssertEqual(try spool.read("final", "good.txt"), Array("good".utf8), stderr)
         XCTAssertEqual(try String(contentsOfFile: outside, encoding: .utf8), "keep me")
-        XCTAssertEqual(try spool.read("done", "planted-1.txt"), Array("new data".utf8))
-        XCTAssertEqual(try json("done", "planted-1.txt.done")["name"] as? String, "planted-1.txt")
+        XCTAssertEqual(try spool.read("final", "planted-1.txt"), Array("new data".utf8))
+        XCTAssertEqual(try json("final", "planted-1.txt.done")["name"] as? String, "planted-1.txt")
 
         // Credentials went to their own host only.
         XCTAssertEqual(server.requests(for: "/private").first?.header("Authorization"), secretAuth)
@@ -150,7 +150,7 @@ final class SecurityTests: SpoolTestCase {
         try spool.drop("trusted", nginx.url("/s.txt", scheme: "https") + "\n")
         let (accepted, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--ca-file", certs.caCertificate])
         XCTAssertEqual(accepted, 0, stderr)
-        XCTAssertEqual(try spool.read("done", "s.txt"), Array("secure".utf8))
+        XCTAssertEqual(try spool.read("final", "s.txt"), Array("secure".utf8))
     }
 
     func testNoFlagTurnsTLSVerificationOff() throws {

@@ -24,8 +24,8 @@ final class WatcherTests: SpoolTestCase {
         try FileManager.default.createDirectory(atPath: spool.path("incoming"), withIntermediateDirectories: true)
 
         try spool.drop("after-delete", server.url("/after-delete") + "\n")
-        try DirectoryWaiter.waitForFile("after-delete.done", in: spool.path("done"), timeout: 30)
-        XCTAssertEqual(try spool.read("done", "after-delete"), body)
+        try DirectoryWaiter.waitForFile("after-delete.done", in: spool.path("final"), timeout: 30)
+        XCTAssertEqual(try spool.read("final", "after-delete"), body)
         let line = try XCTUnwrap(lostLine(daemon), daemon.stderrText)
         XCTAssertTrue(line.contains("level=error"), String(line))
         XCTAssertTrue(line.contains("was deleted"), String(line))
@@ -48,8 +48,8 @@ final class WatcherTests: SpoolTestCase {
         XCTAssertEqual(st.st_mode & S_IFMT, S_IFDIR)
 
         try spool.drop("after-move", server.url("/after-move") + "\n")
-        try DirectoryWaiter.waitForFile("after-move.done", in: spool.path("done"), timeout: 30)
-        XCTAssertEqual(try spool.read("done", "after-move"), body)
+        try DirectoryWaiter.waitForFile("after-move.done", in: spool.path("final"), timeout: 30)
+        XCTAssertEqual(try spool.read("final", "after-move"), body)
         let line = try XCTUnwrap(lostLine(daemon), daemon.stderrText)
         XCTAssertTrue(line.contains("level=error") && line.contains("was moved away"), String(line))
         XCTAssertEqual(server.requests(for: "/after-move").count, 1)

@@ -25,6 +25,6 @@ final class DaemonHookTests: SpoolTestCase {
         XCTAssertTrue(said.contains("line=\"ending hooked#0 at /"), "an absolute path: \(said)")
         XCTAssertFalse(stderr.contains("line=never"), "the hook went on after its limit:\n\(stderr)")
         XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("time=") }, "nothing raw between log lines:\n\(stderr)")
-        XCTAssertTrue(spool.files(in: "done").contains("h.done"))
+        XCTAssertTrue(spool.files(in: "final").contains("h.done"))
     }
 }

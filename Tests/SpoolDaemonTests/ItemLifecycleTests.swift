@@ -97,11 +97,11 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testNotModifiedEndsPublishedWithTheExistingFileAndPublishesNothing() {
         var l = running()
-        let unchanged = UnchangedFile(file: "f.csv", marker: "/spool/done/f.csv.done")
+        let unchanged = UnchangedFile(file: "f.csv", marker: "/spool/final/f.csv.done")
         let event = ItemEvent.transferEnded(TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false,
                                                         notModified: unchanged))
         XCTAssertEqual(l.handle(event, policy: policy, context: context), [.releaseSlot, .ended])
-        XCTAssertEqual(l.phase, .published(file: "f.csv", marker: "/spool/done/f.csv.done"))
+        XCTAssertEqual(l.phase, .published(file: "f.csv", marker: "/spool/final/f.csv.done"))
         XCTAssertEqual(l.attempts, 1)
         XCTAssertEqual(l.handle(end(nil, sha256: "abc"), policy: policy, context: context), [], "it has ended")
     }

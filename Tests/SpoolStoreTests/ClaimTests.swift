@@ -316,7 +316,7 @@ final class ClaimTests: XCTestCase {
         guard case .claimed(let claim) = try doomed!.claim("req") else { return XCTFail() }
         // The dead worker wrote the marker and its journal, then died before moving the request.
         write("staging", "req.\(claim.inode).group", #"{"request":"req","marker":"g.group.done"}"#)
-        write("done", "g.group.done", "{}")
+        write("final", "g.group.done", "{}")
         doomed = nil
         let survivor = try worker()
         XCTAssertEqual(survivor.pendingGroupHooks().count, 0, "still claimed (by a dead worker): its group end is not over")

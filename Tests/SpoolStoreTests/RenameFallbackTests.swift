@@ -20,7 +20,7 @@ final class RenameFallbackTests: XCTestCase {
     /// A store whose folders all use link+unlink.
     private func linkingStore() throws -> SpoolStore {
         let layout = try SpoolLayout(root: root)
-        for folder in [layout.incoming, layout.tmp, layout.active, layout.staging, layout.done, layout.failed, layout.rejected] {
+        for folder in [layout.incoming, layout.tmp, layout.active, layout.staging, layout.final, layout.done, layout.failed, layout.rejected] {
             folder.setRenameMethod(.linkThenUnlink)
         }
         return SpoolStore(layout: layout)
@@ -129,7 +129,7 @@ final class RenameFallbackTests: XCTestCase {
 
     func testPublishingWithLinkThenUnlinkSuffixesATakenName() throws {
         let store = try linkingStore()
-        write("done", "report.csv", "the consumer's file")
+        write("final", "report.csv", "the consumer's file")
         let part = try store.openPart("r.0", fresh: true)
         XCTAssertEqual(3, "new".withCString { Glibc.write(part.fd, $0, 3) })
         let marker = ItemMarker(request: "r", group: "g", index: 0, url: "http://x/report.csv", finalURL: nil,
@@ -139,10 +139,10 @@ final class RenameFallbackTests: XCTestCase {
         let results = Publisher(store: store).publish([PublishJob(part: part, state: state, marker: marker)])
         XCTAssertNil(results[0].error)
         XCTAssertEqual(results[0].finalName, "report-1.csv")
-        XCTAssertEqual(read("done", "report.csv"), "the consumer's file")
-        XCTAssertEqual(read("done", "report-1.csv"), "new")
-        XCTAssertNotNil(read("done", "report-1.csv.done"))
-        XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [], "no temp or probe files left")
+        XCTAssertEqual(read("final", "report.csv"), "the consumer's file")
+        XCTAssertEqual(read("final", "report-1.csv"), "new")
+        XCTAssertNotNil(read("final", "report-1.csv.done"))
+        XCTAssertEqual(files("final").filter { $0.hasPrefix(".") }, [], "no temp or probe files left")
     }
 
     func testPermanentErrorsAreTheOnesRetryingCannotFix() {

@@ -96,10 +96,10 @@ final class SpoolStoreTests: XCTestCase {
         let results = Publisher(store: store).publish(jobs)
         XCTAssertEqual(results.compactMap(\.error).count, 0)
         for i in 0..<5 {
-            XCTAssertEqual(read("done", "f\(i).txt"), "content \(i)")
-            XCTAssertNotNil(read("done", "f\(i).txt.done"))
+            XCTAssertEqual(read("final", "f\(i).txt"), "content \(i)")
+            XCTAssertNotNil(read("final", "f\(i).txt.done"))
         }
-        XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [])
+        XCTAssertEqual(files("final").filter { $0.hasPrefix(".") }, [])
         XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
         let journal = try XCTUnwrap(results[0].journal)
         XCTAssertTrue(results.allSatisfy { $0.journal === journal }, "one journal for the batch")
@@ -111,15 +111,15 @@ final class SpoolStoreTests: XCTestCase {
     func testPublishWithoutMarkersLeavesOnlyTheDataAndReportsItPublished() throws {
         var jobs = try (0..<4).map { try job("r.\($0)", name: "g\($0).txt", content: "group \($0)") }
         for i in jobs.indices { jobs[i].writesMarker = false }
-        write("done", "g0.txt", "an older file")
+        write("final", "g0.txt", "an older file")
         let results = Publisher(store: store).publish(jobs)
         XCTAssertEqual(results.compactMap(\.error).count, 0)
         XCTAssertTrue(results.allSatisfy(\.isPublished))
         XCTAssertTrue(results.allSatisfy { $0.markerPath == nil }, "no per-file marker path")
         XCTAssertEqual(results.map(\.finalName), ["g0-1.txt", "g1.txt", "g2.txt", "g3.txt"], "a taken name still gets a suffix")
-        XCTAssertEqual(files("done"), ["g0-1.txt", "g0.txt", "g1.txt", "g2.txt", "g3.txt"], "no marker, no temp file")
-        XCTAssertEqual(read("done", "g0-1.txt"), "group 0")
-        XCTAssertEqual(read("done", "g0.txt"), "an older file")
+        XCTAssertEqual(files("final"), ["g0-1.txt", "g0.txt", "g1.txt", "g2.txt", "g3.txt"], "no marker, no temp file")
+        XCTAssertEqual(read("final", "g0-1.txt"), "group 0")
+        XCTAssertEqual(read("final", "g0.txt"), "an older file")
         XCTAssertEqual(files("staging").filter { $0.hasSuffix(".part") }, [])
         XCTAssertNotNil(results[0].journal, "the journal still records each item for recovery")
     }
@@ -127,19 +127,19 @@ final class SpoolStoreTests: XCTestCase {
     func testReplacingPublishTakesTheOldNameAndMarkerAndLeavesNoSuffix() throws {
         _ = Publisher(store: store).publish([try job("r.0", name: "nightly.csv", content: "old")])
         var oldStat = stat()
-        XCTAssertEqual(stat("\(root!)/done/nightly.csv", &oldStat), 0)
+        XCTAssertEqual(stat("\(root!)/final/nightly.csv", &oldStat), 0)
         var replacing = try job("r.1", name: "nightly.csv", content: "the new one")
         replacing.replacesExisting = true
         let results = Publisher(store: store).publish([replacing])
         XCTAssertNil(results[0].error)
         XCTAssertEqual(results[0].finalName, "nightly.csv")
-        XCTAssertEqual(files("done"), ["nightly.csv", "nightly.csv.done"], "no -N name, no temp file")
-        XCTAssertEqual(read("done", "nightly.csv"), "the new one")
+        XCTAssertEqual(files("final"), ["nightly.csv", "nightly.csv.done"], "no -N name, no temp file")
+        XCTAssertEqual(read("final", "nightly.csv"), "the new one")
         var newStat = stat()
-        XCTAssertEqual(stat("\(root!)/done/nightly.csv", &newStat), 0)
+        XCTAssertEqual(stat("\(root!)/final/nightly.csv", &newStat), 0)
         XCTAssertEqual(UInt64(newStat.st_ino), replacing.part.inode, "the new part renamed over the old file")
         XCTAssertNotEqual(newStat.st_ino, oldStat.st_ino)
-        let marker = try JSONSerialization.jsonObject(with: Data(read("done", "nightly.csv.done")!.utf8)) as? [String: Any]
+        let marker = try JSONSerialization.jsonObject(with: Data(read("final", "nightly.csv.done")!.utf8)) as? [String: Any]
         XCTAssertEqual(marker?["bytes"] as? Int, "the new one".utf8.count, "the marker describes the new file")
 
         // A retry that finds the data already replaced (its marker failed) writes the marker over any left.
@@ -147,7 +147,7 @@ final class SpoolStoreTests: XCTestCase {
         retry.replacesExisting = true
         retry.alreadyPublishedAs = "nightly.csv"
         XCTAssertNil(Publisher(store: store).publish([retry])[0].error)
-        XCTAssertEqual(files("done"), ["nightly.csv", "nightly.csv.done"])
+        XCTAssertEqual(files("final"), ["nightly.csv", "nightly.csv.done"])
     }
 
     func testJournalOfAnInterruptedBatchIsReadBack() throws {
@@ -164,16 +164,16 @@ final class SpoolStoreTests: XCTestCase {
     }
 
     func testPublishNeverOverwritesAndNeverWritesThroughAPlantedSymlink() throws {
-        write("done", "report.csv", "the consumer's file")
+        write("final", "report.csv", "the consumer's file")
         write("tmp", "victim", "unchanged")
-        symlink("\(root!)/tmp/victim", "\(root!)/done/report-1.csv")
+        symlink("\(root!)/tmp/victim", "\(root!)/final/report-1.csv")
         let results = Publisher(store: store).publish([try job("r.0", name: "report.csv", content: "new")])
         XCTAssertNil(results[0].error)
         XCTAssertEqual(results[0].finalName, "report-2.csv")
-        XCTAssertEqual(read("done", "report.csv"), "the consumer's file")
+        XCTAssertEqual(read("final", "report.csv"), "the consumer's file")
         XCTAssertEqual(read("tmp", "victim"), "unchanged")
-        XCTAssertEqual(read("done", "report-2.csv"), "new")
-        let marker = try JSONSerialization.jsonObject(with: Data(read("done", "report-2.csv.done")!.utf8)) as? [String: Any]
+        XCTAssertEqual(read("final", "report-2.csv"), "new")
+        let marker = try JSONSerialization.jsonObject(with: Data(read("final", "report-2.csv.done")!.utf8)) as? [String: Any]
         XCTAssertEqual(marker?["name"] as? String, "report-2.csv")
     }
 
@@ -181,7 +181,7 @@ final class SpoolStoreTests: XCTestCase {
         let j = try job("r.0", name: "data.bin", content: "x")
         let inode = j.part.inode
         _ = Publisher(store: store).publish([j])
-        unlink("\(root!)/done/data.bin.done")
+        unlink("\(root!)/final/data.bin.done")
         XCTAssertEqual(store.findPublished(name: "data.bin", inode: inode), "data.bin")
         XCTAssertNil(store.findPublished(name: "data.bin", inode: inode + 1))
     }
@@ -192,7 +192,7 @@ final class SpoolStoreTests: XCTestCase {
         let marker = GroupMarker(group: "nightly", request: "req", finishedAt: "t",
                                  items: [GroupItem(index: 0, url: "u", outcome: "published")])
         let first = try store.endGroup(claim, marker: marker, failure: nil)
-        XCTAssertTrue(first.markerPath.hasSuffix("/done/nightly.group.done"))
+        XCTAssertTrue(first.markerPath.hasSuffix("/final/nightly.group.done"))
         XCTAssertEqual(files("staging"), ["req.\(claim.inode).group"], "the journal stays until the group hook has run")
         store.groupHookDone(first.journal)
         XCTAssertEqual(files("staging"), [])
@@ -204,7 +204,7 @@ final class SpoolStoreTests: XCTestCase {
         guard case .claimed(let again) = try store.claim("req") else { return XCTFail() }
         let failure = ErrorRecord(request: "req", code: "items-failed", message: "1 of 1 items failed")
         let second = try store.endGroup(again, marker: marker, failure: failure)
-        XCTAssertTrue(second.markerPath.hasSuffix("/done/nightly-1.group.done"))
+        XCTAssertTrue(second.markerPath.hasSuffix("/final/nightly-1.group.done"))
         XCTAssertEqual(files("failed"), ["req", "req.error"])
     }
 
@@ -214,11 +214,11 @@ final class SpoolStoreTests: XCTestCase {
         let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
         // Simulate: the marker and its journal were written, then the daemon died before moving R.
         write("staging", "req.\(claim.inode).group", #"{"request":"req","marker":"g.group.done"}"#)
-        write("done", "g.group.done", "{}")
+        write("final", "g.group.done", "{}")
         XCTAssertEqual(store.pendingGroupHooks().count, 0, "its request is still active: not a pending hook yet")
         var result: (markerPath: String, journal: HeldLock)? = try store.endGroup(claim, marker: marker, failure: nil)
         XCTAssertTrue(result!.markerPath.hasSuffix("/g.group.done"))
-        XCTAssertEqual(files("done").filter { $0.hasSuffix(".group.done") }, ["g.group.done"])
+        XCTAssertEqual(files("final").filter { $0.hasSuffix(".group.done") }, ["g.group.done"])
         XCTAssertEqual(store.pendingGroupHooks().count, 0, "its worker is alive and running the hook")
         // Died again before the hook ran: the next start finds the hook still to run.
         result = nil
@@ -237,7 +237,8 @@ final class SpoolStoreTests: XCTestCase {
         first = nil   // as after a failed folder sync: the engine tries the whole group end again
         let again = try store.endGroup(claim, marker: marker, failure: nil)
         XCTAssertEqual(again.markerPath, path)
-        XCTAssertEqual(files("done").filter { $0.hasPrefix("req") || $0.hasPrefix("g") }, ["g.group.done", "req"])
+        XCTAssertEqual(files("final").filter { $0.hasPrefix("req") || $0.hasPrefix("g") }, ["g.group.done"])
+        XCTAssertEqual(files("done").filter { $0.hasPrefix("req") || $0.hasPrefix("g") }, ["req"])
     }
 
     func testAGroupJournalOfAnEarlierSameNamedRequestIsNotMistakenForThisOne() throws {
@@ -259,12 +260,12 @@ final class SpoolStoreTests: XCTestCase {
         let second = try WorkerRegistration(layout: store.layout)
         XCTAssertFalse(second.alone, "another worker is alive")
         try second.share()
-        write("done", ".fresh.done.tmp", "")
+        write("final", ".fresh.done.tmp", "")
         write("staging", ".old.state.tmp", "")
         var old = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
         XCTAssertEqual(utimes("\(root!)/staging/.old.state.tmp", &old), 0)
         XCTAssertEqual(store.sweepTemporaries(olderThan: 3600), 1)
-        XCTAssertEqual(files("done"), [".fresh.done.tmp"], "a live worker may be writing it")
+        XCTAssertEqual(files("final"), [".fresh.done.tmp"], "a live worker may be writing it")
         first = nil
         try withExtendedLifetime(second) {
             XCTAssertFalse(try WorkerRegistration(layout: store.layout).alone, "the second worker still lives")
@@ -272,10 +273,11 @@ final class SpoolStoreTests: XCTestCase {
     }
 
     func testSweepRemovesOnlyTemporaries() throws {
-        write("done", ".x.done.tmp", "")
+        write("final", ".x.done.tmp", "")
+        write("done", ".r.error.tmp", "")
         write("staging", ".a.state.tmp", "")
         write("done", "keep", "")
-        XCTAssertEqual(store.sweepTemporaries(), 2)
+        XCTAssertEqual(store.sweepTemporaries(), 3)
         XCTAssertTrue(try WorkerRegistration(layout: store.layout).alone)
         XCTAssertEqual(files("done"), ["keep"])
     }
