@@ -16,7 +16,7 @@ final class SharedSpoolTests: SpoolTestCase {
         let body = TestBody.random(count: 12_000, seed: 71)
         server.serve("/shared", body: body)
         let final = spool.path("final")
-        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--final-folder", final,
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root,
                                                "--inotify", "no", "--rescan-interval", "0.5"])
         defer { daemon.terminate() }
         try daemon.waitForStderr(containing: "spoolfetch running", timeout: 30)

@@ -29,7 +29,7 @@ final class StatusAllTests: SpoolTestCase {
         try spool.drop("mixed", "url: \(server.url("/now"))\nurl: \(server.url("/later-0"))\nearliest-start: \(later())\n")
         try spool.drop("list", "earliest-start: \(later())\n"
                        + (0..<30).map { server.url("/list-\($0)") + "\n" }.joined())
-        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--final-folder", final])
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
         defer { daemon.terminate() }
         try DirectoryWaiter.waitForFile("now.done", in: final, timeout: 30)
         try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "31 queued in the report") {
