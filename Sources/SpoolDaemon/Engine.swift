@@ -49,6 +49,8 @@ public final class Engine {
     var initialScanDone = false
     /// Listed and adopted request files not taken in yet (see `IntakeBacklog`).
     var backlog = IntakeBacklog()
+    /// `staging/` as listed at the last adoption (see `Recovery.stagingNames`).
+    var adoptedStagingNames: Set<String>?
     var stopping = false
     var summary = RunSummary()
     /// The deadline a drain last said it waits for.

@@ -17,6 +17,7 @@ extension Engine {
         }
         if !claims.isEmpty {
             logger.notice("adopting the requests of workers that are gone", metadata: ["requests": "\(claims.count)"])
+            adoptedStagingNames = Set(layout.staging.list())
             ledger.expectAdoptions(claims.count)
             backlog.append(contentsOf: claims.lazy.map { .adopted($0) })
         }

@@ -136,7 +136,7 @@ extension Engine {
             ItemLifecycle(firstQueued: now)
         }
         if adopted { ledger.adopted(request) }
-        let recovery = Recovery(store: store, logger: logger)
+        let recovery = Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames)
         for record in request.items {
             guard adopted else { send(.submitted, to: record); continue }
             switch recovery.recover(record, deadStates: ledger.deadStates) {

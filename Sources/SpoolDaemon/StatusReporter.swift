@@ -28,9 +28,14 @@ final class StatusReporter {
     /// Something changed: the next turn writes a report.
     func markDirty() { dirty = true }
 
-    /// When the next report is due; nil when nothing changed and nothing runs.
+    /// When the next report is due; nil when nothing changed and nothing runs. A report written
+    /// with an old queue scan (see `scanQueue`) is written once more when a new scan is allowed,
+    /// so the last report of a burst never keeps stale counts while the daemon sleeps.
     func nextWrite(anyRunning: Bool) -> Date? {
-        guard dirty || anyRunning else { return nil }
+        guard dirty || anyRunning else {
+            guard staleScan, let last = lastScan else { return nil }
+            return last.at.addingTimeInterval(Self.scanInterval)
+        }
         guard let last = lastWrite else { return .distantPast }
         return last.addingTimeInterval(1)
     }
@@ -50,6 +55,8 @@ final class StatusReporter {
         var waiting = 0
     }
     private var lastScan: (at: Date, scan: QueueScan)?
+    /// The last report used a scan older than the queue's latest change.
+    private var staleScan = false
     /// How old the waiting counts and the next-due list may get for a queue of more than
     /// `scanAlwaysBelow` items.
     static let scanInterval: Double = 10
@@ -57,8 +64,10 @@ final class StatusReporter {
 
     private func scanQueue(_ items: [Int: ItemRecord], now: Date, window: DailyWindow?) -> QueueScan {
         if let last = lastScan, items.count >= Self.scanAlwaysBelow, now.timeIntervalSince(last.at) < Self.scanInterval {
+            staleScan = true
             return last.scan
         }
+        staleScan = false
         var scan = QueueScan()
         // The next due: a small list kept sorted by (due time, key); a heap is not worth it for 20.
         func dueTime(_ r: ItemRecord) -> Double { r.item.earliestStart?.timeIntervalSince1970 ?? 0 }
