@@ -35,7 +35,7 @@ final class ItemTable {
         }
         // Every item is counted before any is queued or recovered: a recovered item may end at
         // once, and the group must not end before its later items are even known.
-        request.open = request.items.count
+        request.open = Int32(request.items.count)
         return request
     }
 

@@ -6,25 +6,34 @@ import SpoolTransfer
 /// A claimed request file while its items run. It keeps the file's settings, never its text:
 /// an item's full description is re-read from the claimed file when it is needed.
 final class RequestRecord {
-    let claim: ClaimedRequest
+    /// The request id: its name in this worker's folder.
+    let name: String
+    /// The claimed file's inode and folder (see `ClaimedRequest`; kept as plain facts, not the
+    /// object, to keep a one-item request small).
+    let inode: UInt64
+    let folder: Directory
     let settings: RequestFileSettings
     /// The daemon's `host:port` table, which its items' `hostID`s index.
     let hosts: HostTable
     var items: [ItemRecord] = []
-    /// Items that have not ended (published or failed) yet.
-    var open = 0
-    /// The group end has been handed to the I/O queue.
-    var ending = false
     /// Publish-batch journals that record items of this request (see `JournalLedger`).
     var journals: [BatchJournal] = []
+    /// Items that have not ended (published or failed) yet. (32 bits and the flags packed
+    /// after it keep a one-item request's record in one 144-byte malloc chunk.)
+    var open: Int32 = 0
+    /// The group end has been handed to the I/O queue.
+    var ending = false
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
 
-    var name: String { claim.name }
     var group: String { settings.group }
+    /// The claim, for the store's calls (`endGroup`, `openFile`).
+    var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder) }
 
     init(claim: ClaimedRequest, settings: RequestFileSettings, hosts: HostTable) {
-        self.claim = claim
+        name = claim.name
+        inode = claim.inode
+        folder = claim.folder
         self.settings = settings
         self.hosts = hosts
     }
@@ -63,6 +72,8 @@ final class ItemTransfer {
     /// The item's full description (URL, name, headers, digest), re-read from the request file
     /// when it first starts; dropped when it ends.
     var item: RequestItem?
+    /// See `ItemRecord.hasStateFile`.
+    var hasStateFile = false
     /// The open partial, kept between attempts so a retry resumes it.
     var part: StagingFile?
     /// Bytes in the part and their running hash.
@@ -102,9 +113,6 @@ final class ItemRecord {
     /// Its `hostID` numbers the daemon's `HostTable`.
     let summary: ItemSummary
     var lifecycle: ItemLifecycle
-    /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
-    /// the group end removes it; clean items never had one.
-    var hasStateFile = false
     private var transferState: ItemTransfer?
 
     init(key: Int, request: RequestRecord, summary: ItemSummary, lifecycle: ItemLifecycle) {
@@ -175,6 +183,14 @@ final class ItemRecord {
         return t
     }
 
+    /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
+    /// the group end removes it; clean items never had one. Kept with the transfer's leftovers
+    /// (a state is only written for an item that ran, or recovered with one): a waiting item's
+    /// record stays at 120 bytes, one 128-byte malloc chunk.
+    var hasStateFile: Bool {
+        get { transferState?.hasStateFile ?? false }
+        set { if newValue || transferState != nil { transfer.hasStateFile = newValue } }
+    }
     var part: StagingFile? {
         get { transferState?.part }
         set { if newValue != nil || transferState != nil { transfer.part = newValue } }

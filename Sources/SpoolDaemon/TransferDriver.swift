@@ -96,7 +96,7 @@ final class TransferDriver {
         }
         return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
                                     hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
-                                    wantedSHA256: record.loaded?.sha256, tooLargeHint: tooLargeHint(record.summary),
+                                    wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(tooLargeHint),
                                     outage: outcome.isOutage))
     }
 
@@ -168,7 +168,7 @@ final class TransferDriver {
     }
 
     /// What a `too-large` failure adds to its message when the limit came from `expected-bytes`.
-    func tooLargeHint(_ item: ItemSummary) -> String? {
+    func tooLargeHint(_ item: RequestItem) -> String? {
         guard item.maxBytes == nil, item.expectedBytes != nil else { return nil }
         return " (expected-bytes × \(configuration.expectSlack); set max-bytes to allow more)"
     }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a scheduler needs of one waiting item, and where to re-read the rest: 56 bytes
+/// What a scheduler needs of one waiting item, and where to re-read the rest: 48 bytes
 /// (`MemoryLayout<ItemSummary>.stride`), whatever the item's URL, name or headers.
 ///
 /// Optional values are stored with sentinels (an `Int64?` would take 16 bytes with padding);
@@ -10,7 +10,6 @@ public struct ItemSummary: Sendable, Hashable {
     public let offset: Int64
     private let earliestStartStored: Double     // seconds since 2001 (Date's reference); -inf: none
     private let expectedBytesStored: Int64      // -1: none
-    private let maxBytesStored: Int64           // -1: none
     /// Bytes from `offset` up to the next item (or the end of the file).
     public let length: UInt32
     /// 1-based line of the `url`.
@@ -25,7 +24,7 @@ public struct ItemSummary: Sendable, Hashable {
     public let discretionary: Bool
 
     init(offset: Int64, length: UInt32, line: UInt32, index: UInt32, hostID: UInt32, checksum: UInt32, earliestStart: Date?,
-         expectedBytes: Int64?, maxBytes: Int64?, priority: Priority, discretionary: Bool) {
+         expectedBytes: Int64?, priority: Priority, discretionary: Bool) {
         self.checksum = checksum
         self.offset = offset
         self.length = length
@@ -34,7 +33,6 @@ public struct ItemSummary: Sendable, Hashable {
         self.hostID = hostID
         self.earliestStartStored = earliestStart?.timeIntervalSinceReferenceDate ?? -.infinity
         self.expectedBytesStored = expectedBytes ?? -1
-        self.maxBytesStored = maxBytes ?? -1
         self.priority = priority
         self.discretionary = discretionary
     }
@@ -44,7 +42,6 @@ public struct ItemSummary: Sendable, Hashable {
         earliestStartStored == -.infinity ? nil : Date(timeIntervalSinceReferenceDate: earliestStartStored)
     }
     public var expectedBytes: Int64? { expectedBytesStored < 0 ? nil : expectedBytesStored }
-    public var maxBytes: Int64? { maxBytesStored < 0 ? nil : maxBytesStored }
 
     /// The same item with its host numbered in another table (a daemon interns hosts across
     /// all its request files, so a request need not keep its own list).
@@ -148,7 +145,6 @@ struct SummarySink: RequestItemSink {
             checksum: draft.checksum.value,
             earliestStart: own.earliestStart ?? defaults.earliestStart,
             expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
-            maxBytes: own.maxBytes ?? defaults.maxBytes,
             priority: own.priority ?? defaults.priority ?? .normal,
             discretionary: own.discretionary ?? defaults.discretionary ?? false)
     }

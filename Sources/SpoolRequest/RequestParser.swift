@@ -110,7 +110,7 @@ public enum RequestParser {
               item.index == Int(summary.index),
               item.line == Int(summary.line), item.url.hostKey == hostKey,
               item.earliestStart == summary.earliestStart, item.expectedBytes == summary.expectedBytes,
-              item.maxBytes == summary.maxBytes, item.priority == summary.priority,
+              item.priority == summary.priority,
               item.discretionary == summary.discretionary else { throw .rejected(changed) }
         return item
     }

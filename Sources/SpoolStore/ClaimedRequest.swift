@@ -18,7 +18,9 @@ public final class ClaimedRequest: Sendable {
     /// Where to read the request file again.
     public var path: String { folder.path(of: name) }
 
-    init(name: String, inode: UInt64, folder: Directory) {
+    /// The claim of `name` with this inode in `folder` (a worker folder): a holder that keeps
+    /// the three facts in its own record, not this object, makes it again when it needs it.
+    public init(name: String, inode: UInt64, folder: Directory) {
         self.name = name
         self.inode = inode
         self.folder = folder
