@@ -1,4 +1,5 @@
 import Foundation
+import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 
@@ -8,10 +9,10 @@ extension TransferDriver {
     /// `If-None-Match` (the previous marker's ETag) and `If-Modified-Since` (its Last-Modified)
     /// for an item under `skip-unchanged` whose final name already holds a file with a marker;
     /// none for a resumed transfer (its `If-Range` asks another question) or without validators.
-    func conditionalHeaders(_ record: ItemRecord, resumeFrom: Int64) -> [String] {
+    func conditionalHeaders(_ record: ItemRecord, _ item: RequestItem, resumeFrom: Int64) -> [String] {
         record.previousMarker = nil
-        guard record.item.onExists == .skipUnchanged, resumeFrom == 0,
-              let previous = store.readMarker(ofPublished: record.item.name) else { return [] }
+        guard item.onExists == .skipUnchanged, resumeFrom == 0,
+              let previous = store.readMarker(ofPublished: item.name) else { return [] }
         // A marker is the daemon's own file, but a header value must never carry a line break.
         func usable(_ value: String?) -> String? {
             guard let value, !value.isEmpty, !value.contains(where: { $0 == "\r" || $0 == "\n" }) else { return nil }

@@ -52,7 +52,7 @@ final class ControlHandler {
         guard let request = find(requestName) else {
             return ControlResult(ok: false, message: "no task \(command.id) on this daemon (pid \(getpid())); see spoolfetch status", items: [])
         }
-        let targets = request.items.filter { index == nil || $0.item.index == index }
+        let targets = request.items.filter { index == nil || $0.index == index }
         guard !targets.isEmpty else {
             return ControlResult(ok: false, message: "request \(requestName) has no item \(index ?? -1)", items: [])
         }

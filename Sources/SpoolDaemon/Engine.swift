@@ -150,7 +150,7 @@ public final class Engine {
                 guard let record = table.item(key) else { scheduler.finished(key); continue }
                 let fits = space.hasSpace(for: record, running: driver.running.values)
                 if scheduler.isProbe(key) {
-                    logger.info("probing an unreachable host", metadata: ["host": "\(record.item.url.hostKey)", "item": "\(record.id)"])
+                    logger.info("probing an unreachable host", metadata: ["host": "\(record.hostKey)", "item": "\(record.id)"])
                 }
                 send(.slotGranted(spaceAvailable: fits), to: record)
             case .pause(let key):
@@ -192,7 +192,7 @@ public final class Engine {
         case .watcher(.control(let name)):
             control.handle(name, request: table.request(named:)) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
-                if verb == .retry, record.phase == .retrying { scheduler.releaseHold(record.item.url.hostKey) }
+                if verb == .retry, record.phase == .retrying { scheduler.releaseHold(record.hostKey) }
                 return !send(.operatorCommand(verb), to: record).isEmpty
             }
             status.markDirty()

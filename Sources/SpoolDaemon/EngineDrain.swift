@@ -29,10 +29,10 @@ extension Engine {
             case .running, .retrying, .waitingForSpace, .publishing:
                 return false
             case .queued:
-                let started = record.item.earliestStart.map { $0 <= now } ?? true
+                let started = record.earliestStart.map { $0 <= now } ?? true
                 let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
-                if started && (!record.item.discretionary || windowOpen)
-                    && !unreachable.contains(record.item.url.hostKey) { return false }
+                if started && (!record.discretionary || windowOpen)
+                    && !unreachable.contains(record.hostKey) { return false }
                 left += 1
             case .paused, .published, .failed:
                 continue

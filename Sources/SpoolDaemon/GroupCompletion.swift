@@ -34,10 +34,15 @@ final class GroupCompletion {
         request.ending = true
         var groupItems: [GroupItem] = []
         var failures: [ItemFailure] = []
+        // Items keep no URL once ended: the marker's are read again from the request file, opened
+        // once (a failed item's failure record has its own).
+        let published = request.items.filter { if case .published = $0.phase { return true } else { return false } }
+        var urls: [Int: String] = [:]
+        for (record, item) in zip(published, request.readItems(published)) { urls[record.key] = item?.url.string ?? "" }
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):
-                var line = GroupItem(index: record.item.index, url: record.item.url.string,
+                var line = GroupItem(index: record.index, url: urls[record.key] ?? "",
                                      outcome: record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
                 // Without per-file markers the group marker carries each file's facts.
@@ -45,7 +50,7 @@ final class GroupCompletion {
                 groupItems.append(line)
             case .failed(let failure):
                 failures.append(failure)
-                groupItems.append(GroupItem(index: record.item.index, url: record.item.url.string, outcome: "failed",
+                groupItems.append(GroupItem(index: record.index, url: failure.url, outcome: "failed",
                                             code: failure.code, message: failure.message))
             default: break
             }

@@ -48,7 +48,7 @@ final class HookDispatch {
         guard let command = onItem else { return }
         var environment = [
             "SPOOLFETCH_ID": record.id, "SPOOLFETCH_GROUP": record.request.group,
-            "SPOOLFETCH_URL": record.item.url.string,
+            "SPOOLFETCH_URL": record.url,
             "SPOOLFETCH_BYTES": "\(record.bytesOnDisk)",
         ]
         if let finalURL = record.lastFacts?.finalURL { environment["SPOOLFETCH_FINAL_URL"] = finalURL }

@@ -60,20 +60,49 @@ final class Intake {
             return .failed
         }
     }
-    /// Validates a claimed request whole. A file that does not parse goes to `rejected/` with the
-    /// line and the rule, and nil comes back.
-    func parse(_ claim: ClaimedRequest) -> RequestFile? {
+    /// Validates a claimed request whole, reading it from its file in chunks, and returns its
+    /// index (the file's settings and one small summary per item; none of its text). A file that
+    /// does not parse goes to `rejected/` with the line and the rule. A file that cannot be read
+    /// (an I/O error, not the file's fault) is logged and left claimed: the next run adopts it.
+    func parse(_ claim: ClaimedRequest) -> Parsed {
         do {
-            return try RequestParser.parse(fileName: claim.name, bytes: claim.bytes, limits: limits)
-        } catch {
-            logger.warning("rejected a request file: \(error.description)", metadata: ["request": "\(claim.name)"])
-            let record = ErrorRecord(request: claim.name, code: error.rule, message: error.message, line: error.line)
-            let store = self.store
-            io.submit {
-                do throws(StoreError) { try store.reject(claim, record); return .rejected(request: claim.name, error: nil) }
-                catch { return .rejected(request: claim.name, error: error) }
+            let fd: Int32
+            do { fd = try claim.openFile() } catch {
+                logger.error("could not read a claimed request file; it stays claimed for the next run: \(error)",
+                             metadata: ["request": "\(claim.name)"])
+                return .unreadable
             }
-            return nil
+            defer { close(fd) }
+            return .indexed(try RequestParser.index(fileName: claim.name, descriptor: fd, limits: limits))
+        } catch {
+            switch error {
+            case .rejected(let rejection):
+                reject(claim, rejection)
+                return .rejected
+            case .unreadable:
+                logger.error("could not read a claimed request file; it stays claimed for the next run: \(error)",
+                             metadata: ["request": "\(claim.name)"])
+                return .unreadable
+            }
+        }
+    }
+
+    /// What became of a claimed request file.
+    enum Parsed {
+        case indexed(RequestIndex)
+        /// Refused (filed in `rejected/` on the I/O queue).
+        case rejected
+        /// Could not be read; left claimed.
+        case unreadable
+    }
+
+    private func reject(_ claim: ClaimedRequest, _ rejection: RequestRejection) {
+        logger.warning("rejected a request file: \(rejection.description)", metadata: ["request": "\(claim.name)"])
+        let record = ErrorRecord(request: claim.name, code: rejection.rule, message: rejection.message, line: rejection.line)
+        let store = self.store
+        io.submit {
+            do throws(StoreError) { try store.reject(claim, record); return .rejected(request: claim.name, error: nil) }
+            catch { return .rejected(request: claim.name, error: error) }
         }
     }
 

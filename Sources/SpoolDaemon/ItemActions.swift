@@ -23,17 +23,23 @@ extension Engine {
     private func perform(_ action: ItemAction, for record: ItemRecord) {
         switch action {
         case .schedule:
-            scheduler.submit(ScheduledItem(key: record.key, hostKey: record.item.url.hostKey,
-                                           priority: SchedulingPriority(record.item.priority),
-                                           earliestStart: record.item.earliestStart,
-                                           discretionary: record.item.discretionary))
+            scheduler.submit(ScheduledItem(key: record.key, hostKey: record.hostKey,
+                                           priority: SchedulingPriority(record.priority),
+                                           earliestStart: record.earliestStart,
+                                           discretionary: record.discretionary))
         case .unschedule:
             scheduler.remove(record.key)
         case .releaseSlot:
             scheduler.finished(record.key)
         case .startTransfer:
+            // The item's URL, name and headers come back from the request file only now.
+            let item: RequestItem
+            do { item = try record.load() } catch {
+                send(.couldNotStart(diskFull: false, message: "\(error)"), to: record)
+                return
+            }
             do {
-                try driver.start(record)
+                try driver.start(record, item)
             } catch {
                 send(.couldNotStart(diskFull: error.isDiskFull, message: "\(error)"), to: record)
             }
@@ -41,10 +47,10 @@ extension Engine {
             driver.stop(record)
         case .retry(let at, let holdHost):
             // The server asked for a pause (429/503): back off the whole host, not just this item.
-            if holdHost { scheduler.holdHost(record.item.url.hostKey, until: at) }
+            if holdHost { scheduler.holdHost(record.hostKey, until: at) }
             scheduler.retry(record.key, notBefore: at)
             logger.info("transfer failed; will retry", metadata: [
-                "item": "\(record.id)", "url": "\(record.item.url)", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
+                "item": "\(record.id)", "url": "\(record.loaded?.url.description ?? "")", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
                 "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
         case .waitForSpace(let reason):
             space.wait(record, reason: reason)
@@ -74,7 +80,7 @@ extension Engine {
     /// The item's transfer did not reach its host: the scheduler holds the host (one probe at a
     /// time, its own back-off) and puts the item back in its queue. One log line per outage.
     private func hostUnreachable(_ record: ItemRecord, error: String) {
-        let host = record.item.url.hostKey
+        let host = record.hostKey
         let now = Date()
         let wasHeld = scheduler.hostOutages.contains { $0.hostKey == host }
         let wasProbe = scheduler.isProbe(record.key)
@@ -93,7 +99,8 @@ extension Engine {
         // Items waiting behind the host never start, so none would notice its resource timeout:
         // look at them whenever the outage is (re)confirmed — at most once per probe.
         if !wasHeld || wasProbe {
-            for other in Array(table.items.values) where other.item.url.hostKey == host && other !== record {
+            let hostID = record.summary.hostID
+            for other in Array(table.items.values) where other.summary.hostID == hostID && other !== record {
                 send(.deadlineCheck, to: other)
             }
             send(.deadlineCheck, to: record)
@@ -104,7 +111,7 @@ extension Engine {
     func hostAnswered(_ record: ItemRecord) {
         let now = Date()
         record.outageEnded(at: now)
-        guard let outage = scheduler.hostReachable(record.item.url.hostKey) else { return }
+        guard let outage = scheduler.hostReachable(record.hostKey) else { return }
         logger.notice("host reachable again", metadata: [
             "host": "\(outage.hostKey)", "unreachable-since": "\(RFC3339.format(outage.since))",
             "seconds": "\(Int(now.timeIntervalSince(outage.since)))", "probes": "\(outage.failures)"])
@@ -126,13 +133,20 @@ extension Engine {
     /// A claimed (or adopted) request: parsed whole, then each item queued — or, when adopted,
     /// recovered from what the spool says about it.
     func accept(_ claim: ClaimedRequest, adopted: Bool) {
-        guard let file = intake.parse(claim) else {
+        let index: RequestIndex
+        switch intake.parse(claim) {
+        case .indexed(let indexed): index = indexed
+        case .rejected:
             summary.rejected += 1
+            if adopted { ledger.adoptionDropped() }
+            return
+        case .unreadable:
+            summary.unclaimed += 1
             if adopted { ledger.adoptionDropped() }
             return
         }
         let now = Date()
-        let request = table.add(claim: claim, file: file) { _ in
+        let request = table.add(claim: claim, index: index) { _ in
             ItemLifecycle(firstQueued: now)
         }
         if adopted { ledger.adopted(request) }
@@ -149,8 +163,8 @@ extension Engine {
                 publishing.enqueue(job)
             }
         }
-        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(file.items.count)",
-                                                     "group": "\(file.group)"])
+        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
+                                                     "group": "\(request.group)"])
         if request.open == 0 { groups.end(request) }
     }
 
@@ -158,18 +172,18 @@ extension Engine {
 
     /// The body is complete and verified: hand it to the publisher with its marker.
     private func publish(_ record: ItemRecord, digest: String) {
-        guard let part = record.part else { return }
+        guard let part = record.part, let item = record.loaded else { return }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
         let marker = ItemMarker(
-            request: record.request.name, group: record.request.group, index: record.item.index,
-            url: record.item.url.string, finalURL: facts.finalURL, name: record.item.name,
+            request: record.request.name, group: record.request.group, index: record.index,
+            url: item.url.string, finalURL: facts.finalURL, name: item.name,
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
             etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
             finishedAt: RFC3339.format(finished), attempts: record.attempts,
             outageSeconds: record.outageSeconds(at: finished))
-        let state = ItemState(request: record.request.name, index: record.item.index, url: record.item.url.string,
+        let state = ItemState(request: record.request.name, index: record.index, url: item.url.string,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
                               marker: marker)
@@ -215,10 +229,12 @@ extension Engine {
         if case .curl(let c, let t) = record.lastFailure { curlCode = c; curlText = t }
         let status = record.lastFacts?.httpStatus
         let finalURL = record.lastFacts?.finalURL
-        let failure = ItemFailure(index: record.item.index, url: record.item.url.string, name: record.item.name,
+        let item = record.details
+        let url = item?.url.string ?? ""
+        let failure = ItemFailure(index: record.index, url: url, name: item?.name ?? "",
                                   code: code, message: message, attempts: record.attempts,
                                   httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
-                                  finalURL: finalURL == record.item.url.string ? nil : finalURL,
+                                  finalURL: finalURL == url ? nil : finalURL,
                                   outageSeconds: record.outageSeconds(at: Date()))
         record.lifecycle.recordFailure(failure)
         record.part = nil
@@ -228,10 +244,10 @@ extension Engine {
         }
         record.publishJob = nil
         store.removePart(record.base)
-        driver.writeState(record, ItemState(request: record.request.name, index: record.item.index,
-                                            url: record.item.url.string, phase: .failed, attempts: record.attempts,
+        driver.writeState(record, ItemState(request: record.request.name, index: record.index,
+                                            url: url, phase: .failed, attempts: record.attempts,
                                             failure: failure))
-        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
+        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(item?.url.description ?? "")",
                                                              "code": "\(code)"])
         itemEnded(record)
     }
@@ -250,6 +266,7 @@ extension Engine {
         default: break
         }
         hooks.itemEnded(record)
+        record.unload()
         if request.open == 0 { groups.end(request) }
     }
 
@@ -270,7 +287,7 @@ extension Engine {
 extension ItemRecord {
     /// `on-exists: replace`, and `skip-unchanged` when the resource changed: the new file takes
     /// the final name in place of the old one (never a `-N` name).
-    var replacesExisting: Bool { item.onExists != .keepBoth }
+    var replacesExisting: Bool { (details?.onExists ?? request.settings.onExists) != .keepBoth }
 
     /// Ended with the file already published, a 304 having confirmed it (`skip-unchanged`).
     var endedUnchanged: Bool {

@@ -13,22 +13,29 @@ final class ItemTable {
     /// these are indexed so, to keep a waiting item small.
     private var publishing: [String: ItemRecord] = [:]
     private var lastKey = 0
+    /// Every `host:port` the items use, once.
+    let hosts = HostTable()
 
     var isEmpty: Bool { requests.isEmpty }
 
-    /// Records a parsed request and creates its items (`lifecycle` builds each item's lifecycle).
-    func add(claim: ClaimedRequest, file: RequestFile, lifecycle: (RequestItem) -> ItemLifecycle) -> RequestRecord {
-        let request = RequestRecord(claim: claim, file: file)
+    /// Records an indexed request and creates its items (`lifecycle` builds each item's
+    /// lifecycle). Only the index's summaries are kept, their hosts numbered in `hosts`.
+    func add(claim: ClaimedRequest, index: RequestIndex, lifecycle: (ItemSummary) -> ItemLifecycle) -> RequestRecord {
+        let request = RequestRecord(claim: claim, settings: index.settings, hosts: hosts)
         requests[claim.name] = request
-        for item in file.items {
+        let hostIDs = index.hosts.map { hosts.id(of: $0) }
+        request.items.reserveCapacity(index.items.count)
+        if index.items.count > 1024 { items.reserveCapacity(items.count + index.items.count) }
+        for summary in index.items {
             lastKey += 1
-            let record = ItemRecord(key: lastKey, request: request, item: item, lifecycle: lifecycle(item))
+            let record = ItemRecord(key: lastKey, request: request, summary: summary.withHostID(hostIDs[Int(summary.hostID)]),
+                                    lifecycle: lifecycle(summary))
             request.items.append(record)
             items[record.key] = record
         }
         // Every item is counted before any is queued or recovered: a recovered item may end at
         // once, and the group must not end before its later items are even known.
-        request.open = request.items.count
+        request.open = Int32(request.items.count)
         return request
     }
 

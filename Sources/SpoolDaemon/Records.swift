@@ -3,33 +3,77 @@ import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 
-/// A claimed request file while its items run.
+/// A claimed request file while its items run. It keeps the file's settings, never its text:
+/// an item's full description is re-read from the claimed file when it is needed.
 final class RequestRecord {
-    let claim: ClaimedRequest
-    let file: RequestFile
+    /// The request id: its name in this worker's folder.
+    let name: String
+    /// The claimed file's inode and folder (see `ClaimedRequest`; kept as plain facts, not the
+    /// object, to keep a one-item request small).
+    let inode: UInt64
+    let folder: Directory
+    let settings: RequestFileSettings
+    /// The daemon's `host:port` table, which its items' `hostID`s index.
+    let hosts: HostTable
     var items: [ItemRecord] = []
-    /// Items that have not ended (published or failed) yet.
-    var open = 0
-    /// The group end has been handed to the I/O queue.
-    var ending = false
     /// Publish-batch journals that record items of this request (see `JournalLedger`).
     var journals: [BatchJournal] = []
+    /// Items that have not ended (published or failed) yet. (32 bits and the flags packed
+    /// after it keep a one-item request's record in one 144-byte malloc chunk.)
+    var open: Int32 = 0
+    /// The group end has been handed to the I/O queue.
+    var ending = false
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
 
-    var name: String { claim.name }
-    var group: String { file.group }
+    var group: String { settings.group }
+    /// The claim, for the store's calls (`endGroup`, `openFile`).
+    var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder) }
 
-    init(claim: ClaimedRequest, file: RequestFile) {
-        self.claim = claim
-        self.file = file
+    init(claim: ClaimedRequest, settings: RequestFileSettings, hosts: HostTable) {
+        name = claim.name
+        inode = claim.inode
+        folder = claim.folder
+        self.settings = settings
+        self.hosts = hosts
     }
+
+    /// Re-reads the full description of each of `records` (items of this request) from the
+    /// claimed file, opened once; nil for an item whose slice cannot be read or no longer
+    /// matches what was accepted.
+    func readItems(_ records: [ItemRecord]) -> [RequestItem?] {
+        guard !records.isEmpty, let fd = try? claim.openFile() else { return records.map { _ in nil } }
+        defer { close(fd) }
+        return records.map { try? $0.read(from: fd) }
+    }
+}
+
+/// The `host:port` keys of every item the daemon holds, each stored once: an item keeps only
+/// its number. Engine thread only; it never shrinks (hosts are few).
+final class HostTable {
+    private var keys: [String] = []
+    private var ids: [String: UInt32] = [:]
+
+    func id(of key: String) -> UInt32 {
+        if let id = ids[key] { return id }
+        let id = UInt32(keys.count)
+        keys.append(key)
+        ids[key] = id
+        return id
+    }
+
+    subscript(id: UInt32) -> String { keys[Int(id)] }
 }
 
 /// What an item's transfers leave behind: its part, progress, validators and last response.
 /// Allocated when the item first starts (or is recovered with a part), so a waiting item costs
 /// only its `ItemRecord`.
 final class ItemTransfer {
+    /// The item's full description (URL, name, headers, digest), re-read from the request file
+    /// when it first starts; dropped when it ends.
+    var item: RequestItem?
+    /// See `ItemRecord.hasStateFile`.
+    var hasStateFile = false
     /// The open partial, kept between attempts so a retry resumes it.
     var part: StagingFile?
     /// Bytes in the part and their running hash.
@@ -58,30 +102,78 @@ final class ItemTransfer {
     var outageSeconds: Double = 0
 }
 
-/// One item of a claimed request: its lifecycle, plus what its transfers left (`ItemTransfer`,
-/// created on first use: most of a large batch is waiting, and waiting must stay small).
+/// One item of a claimed request: what the scheduler needs of it (`ItemSummary`: due time,
+/// priority, sizes, host number, and where its lines are in the request file), its lifecycle,
+/// and what its transfers left (`ItemTransfer`, created on first use: most of a large batch is
+/// waiting, and waiting must stay small). Its URL, name and headers are not kept while it waits:
+/// `load()` re-reads them from the claimed file when it starts.
 final class ItemRecord {
     let key: Int
     unowned let request: RequestRecord
-    let item: RequestItem
+    /// Its `hostID` numbers the daemon's `HostTable`.
+    let summary: ItemSummary
     var lifecycle: ItemLifecycle
-    /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
-    /// the group end removes it; clean items never had one.
-    var hasStateFile = false
     private var transferState: ItemTransfer?
 
-    init(key: Int, request: RequestRecord, item: RequestItem, lifecycle: ItemLifecycle) {
+    init(key: Int, request: RequestRecord, summary: ItemSummary, lifecycle: ItemLifecycle) {
         self.key = key
         self.request = request
-        self.item = item
+        self.summary = summary
         self.lifecycle = lifecycle
     }
 
     /// Staging base name: `staging/BASE.part`, `staging/BASE.state`.
-    var base: String { SpoolStore.stagingBase(request.name, index: item.index) }
+    var base: String { SpoolStore.stagingBase(request.name, index: index) }
     var phase: ItemPhase { lifecycle.phase }
     var attempts: Int { lifecycle.attempts }
-    var id: String { "\(request.name)#\(item.index)" }
+    var id: String { "\(request.name)#\(index)" }
+
+    // What is kept while the item waits.
+    /// 0-based position in the request file.
+    var index: Int { Int(summary.index) }
+    /// `host:port` of its URL.
+    var hostKey: String { request.hosts[summary.hostID] }
+    var earliestStart: Date? { summary.earliestStart }
+    var expectedBytes: Int64? { summary.expectedBytes }
+    var priority: Priority { summary.priority }
+    var discretionary: Bool { summary.discretionary }
+
+    // The rest, from the request file.
+    /// The full description, while the item has one loaded (from its first start until it ends).
+    var loaded: RequestItem? { transferState?.item }
+
+    /// The full description: kept from now until the item ends. Fails when the claimed file can
+    /// no longer be read, or its lines differ from when it was accepted (`changed-on-disk`).
+    func load() throws(ItemReadError) -> RequestItem {
+        if let item = transferState?.item { return item }
+        let fd: Int32
+        do { fd = try request.claim.openFile() } catch { throw .store(error) }
+        defer { close(fd) }
+        let item = try read(from: fd)
+        transfer.item = item
+        return item
+    }
+
+    /// The full description, loaded or read afresh (not kept); nil when it cannot be read.
+    var details: RequestItem? {
+        if let item = transferState?.item { return item }
+        return request.readItems([self])[0]
+    }
+
+    /// The item's URL (empty when the request file can no longer be read).
+    var url: String { details?.url.string ?? "" }
+
+    /// Forgets the full description (the item has ended; a group marker reads it again).
+    func unload() { transferState?.item = nil }
+
+    /// Parses the item's slice of its request file, open as `fd`.
+    func read(from fd: Int32) throws(ItemReadError) -> RequestItem {
+        do {
+            return try RequestParser.item(summary, hostKey: hostKey, settings: request.settings, descriptor: fd)
+        } catch {
+            throw .request(error)
+        }
+    }
     var validator: String? { etag ?? lastModified }
 
     private var transfer: ItemTransfer {
@@ -91,6 +183,14 @@ final class ItemRecord {
         return t
     }
 
+    /// Whether `staging/BASE.state` may exist (written for a failure or a resumable partial), so
+    /// the group end removes it; clean items never had one. Kept with the transfer's leftovers
+    /// (a state is only written for an item that ran, or recovered with one): a waiting item's
+    /// record stays at 120 bytes, one 128-byte malloc chunk.
+    var hasStateFile: Bool {
+        get { transferState?.hasStateFile ?? false }
+        set { if newValue || transferState != nil { transfer.hasStateFile = newValue } }
+    }
     var part: StagingFile? {
         get { transferState?.part }
         set { if newValue != nil || transferState != nil { transfer.part = newValue } }
@@ -136,7 +236,7 @@ final class ItemRecord {
         set { if newValue != nil || transferState != nil { transfer.previousMarker = newValue } }
     }
     /// `markers: item` (the default): each published file gets its `NAME.done`.
-    var writesItemMarker: Bool { request.file.markers == .item }
+    var writesItemMarker: Bool { request.settings.markers == .item }
     var rateWindow: RateWindow {
         get { transferState?.rateWindow ?? RateWindow() }
         set { transfer.rateWindow = newValue }
@@ -167,5 +267,20 @@ final class ItemRecord {
         hash = nil
         etag = nil
         lastModified = nil
+    }
+}
+
+/// Why an item's full description could not be read again from its claimed request file.
+enum ItemReadError: Error, CustomStringConvertible {
+    /// The claimed file could not be opened (or another file took its name).
+    case store(StoreError)
+    /// The slice could not be read, or it no longer reads as the accepted item.
+    case request(RequestReadError)
+
+    var description: String {
+        switch self {
+        case .store(let e): "the request file could not be opened again: \(e)"
+        case .request(let e): "the item could not be read again from the request file: \(e)"
+        }
     }
 }

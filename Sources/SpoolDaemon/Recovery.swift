@@ -85,7 +85,7 @@ struct Recovery {
 
     private func gatherFacts(_ record: ItemRecord, deadStates: [String: ItemState]) -> (facts: RecoveryFacts, part: StagingFile?) {
         var state = store.readState(record.base) ?? deadStates[record.base]
-        if let s = state, s.request != record.request.name || s.index != record.item.index { state = nil }
+        if let s = state, s.request != record.request.name || s.index != record.index { state = nil }
         var part: StagingFile? = nil
         do { part = try store.openPartIfPresent(record.base) } catch {
             logger.warning("could not open a kept partial; starting the item over: \(error)", metadata: ["item": "\(record.id)"])

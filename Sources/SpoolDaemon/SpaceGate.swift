@@ -31,10 +31,10 @@ final class SpaceGate {
 
     /// Whether `record` fits beside the `running` items' remaining expected sizes.
     func hasSpace(for record: ItemRecord, running: some Sequence<ItemRecord>) -> Bool {
-        let needed = max(0, (record.item.expectedBytes ?? 0) - record.bytesOnDisk)
+        let needed = max(0, (record.expectedBytes ?? 0) - record.bytesOnDisk)
         var reserved: Int64 = 0
         for r in running {
-            guard let expected = r.item.expectedBytes else { continue }
+            guard let expected = r.expectedBytes else { continue }
             reserved += max(0, expected - r.bytesOnDisk)
         }
         var folders = [layout.staging]

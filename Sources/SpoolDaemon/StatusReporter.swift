@@ -70,13 +70,13 @@ final class StatusReporter {
         staleScan = false
         var scan = QueueScan()
         // The next due: a small list kept sorted by (due time, key); a heap is not worth it for 20.
-        func dueTime(_ r: ItemRecord) -> Double { r.item.earliestStart?.timeIntervalSince1970 ?? 0 }
+        func dueTime(_ r: ItemRecord) -> Double { r.earliestStart?.timeIntervalSince1970 ?? 0 }
         for record in items.values {
             guard case .queued = record.phase else { continue }
             scan.waiting += 1
             let label: String
-            if let start = record.item.earliestStart, start > now { label = "waiting-start" }
-            else if record.item.discretionary, let window, !window.contains(now, in: .current) { label = "waiting-window" }
+            if let start = record.earliestStart, start > now { label = "waiting-start" }
+            else if record.discretionary, let window, !window.contains(now, in: .current) { label = "waiting-window" }
             else { label = "pending" }
             scan.states[label, default: 0] += 1
             let key = (dueTime(record), record.key)
@@ -150,7 +150,7 @@ final class StatusReporter {
                      window: DailyWindow?) -> TaskStatus {
         var state = record.phase.label
         var bytes = record.bytesOnDisk
-        var expected = record.item.expectedBytes
+        var expected = record.expectedBytes
         var rate: Double? = nil
         var eta: Double? = nil
         var startsAt: String? = nil
@@ -158,10 +158,10 @@ final class StatusReporter {
         var error: String? = record.lastFailure.map { "\($0)" }
         switch record.phase {
         case .queued:
-            if let start = record.item.earliestStart, start > now {
+            if let start = record.earliestStart, start > now {
                 state = "waiting-start"
                 startsAt = RFC3339.format(start)
-            } else if record.item.discretionary, let window, !window.contains(now, in: .current) {
+            } else if record.discretionary, let window, !window.contains(now, in: .current) {
                 state = "waiting-window"
             }
         case .running:
@@ -181,8 +181,10 @@ final class StatusReporter {
         default:
             break
         }
-        return TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: record.item.name,
-                          url: displayURL(record.item.url.string), state: state, bytes: bytes, expected: expected,
+        // A waiting item keeps no URL or name: they are read again from its request file.
+        let item = record.details
+        return TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: item?.name ?? "",
+                          url: displayURL(item?.url.string ?? ""), state: state, bytes: bytes, expected: expected,
                           rate: rate, eta: eta, attempts: record.attempts, error: error, startsAt: startsAt,
                           finishedAt: finishedAt)
     }

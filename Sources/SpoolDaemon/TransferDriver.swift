@@ -29,8 +29,9 @@ final class TransferDriver {
     }
 
     /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
-    /// whose hash was lost in a restart is re-hashed first.
-    func start(_ record: ItemRecord) throws(StoreError) {
+    /// whose hash was lost in a restart is re-hashed first. `item` is the record's full
+    /// description (`ItemRecord.load()`).
+    func start(_ record: ItemRecord, _ item: RequestItem) throws(StoreError) {
         if record.startedAt == nil { record.startedAt = Date() }
         if record.part == nil {
             record.part = try store.openPart(record.base, fresh: true)
@@ -52,17 +53,17 @@ final class TransferDriver {
             record.hash = nil
         }
         let request = TransferRequest(
-            url: record.item.url.string, headers: record.item.headers.map(\.line) + conditionalHeaders(record, resumeFrom: resumeFrom),
+            url: item.url.string, headers: item.headers.map(\.line) + conditionalHeaders(record, item, resumeFrom: resumeFrom),
             destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
-            ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(record.item))
+            ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item))
         do {
             try session.start(key: record.key, request: request)
         } catch {
-            throw StoreError("curl_multi_add_handle", "\(record.item.url) (\(error))", errno: EIO)
+            throw StoreError("curl_multi_add_handle", "\(item.url) (\(error))", errno: EIO)
         }
         running[record.key] = record
-        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(record.item.url)",
+        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(item.url)",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
     }
 
@@ -85,7 +86,7 @@ final class TransferDriver {
         }
         if outcome.failure == nil, let digest = outcome.sha256 {
             return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true,
-                                        wantedSHA256: record.item.sha256))
+                                        wantedSHA256: record.loaded?.sha256))
         }
         let failure = outcome.failure ?? .curl(code: -1, text: "no result")
         record.lastFailure = failure
@@ -95,7 +96,7 @@ final class TransferDriver {
         }
         return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
                                     hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
-                                    wantedSHA256: record.item.sha256, tooLargeHint: tooLargeHint(record.item),
+                                    wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(tooLargeHint),
                                     outage: outcome.isOutage))
     }
 
@@ -114,10 +115,10 @@ final class TransferDriver {
             }
             record.etag = started.facts.etag
             record.lastModified = started.facts.lastModified
-            let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.item.expectedBytes ?? Int64.max
+            let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
             guard total >= Self.resumeStateThreshold, record.validator != nil, let part = record.part else { continue }
             writeState(record, ItemState(
-                request: record.request.name, index: record.item.index, url: record.item.url.string,
+                request: record.request.name, index: record.index, url: record.loaded?.url.string ?? "",
                 phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                 bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
         }
@@ -128,7 +129,7 @@ final class TransferDriver {
     func saveResumeState(_ record: ItemRecord) {
         guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part else { return }
         writeState(record, ItemState(
-            request: record.request.name, index: record.item.index, url: record.item.url.string,
+            request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
             phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
             bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
     }

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a scheduler needs of one waiting item, and where to re-read the rest: 56 bytes
+/// What a scheduler needs of one waiting item, and where to re-read the rest: 48 bytes
 /// (`MemoryLayout<ItemSummary>.stride`), whatever the item's URL, name or headers.
 ///
 /// Optional values are stored with sentinels (an `Int64?` would take 16 bytes with padding);
@@ -10,22 +10,21 @@ public struct ItemSummary: Sendable, Hashable {
     public let offset: Int64
     private let earliestStartStored: Double     // seconds since 2001 (Date's reference); -inf: none
     private let expectedBytesStored: Int64      // -1: none
-    private let maxBytesStored: Int64           // -1: none
     /// Bytes from `offset` up to the next item (or the end of the file).
     public let length: UInt32
     /// 1-based line of the `url`.
     public let line: UInt32
     /// 0-based position in the file.
     public let index: UInt32
-    /// Index into `RequestIndex.hosts`.
-    public let hostID: UInt32
+    /// Index into `RequestIndex.hosts` (or the table `withHostID` renumbered it for).
+    public private(set) var hostID: UInt32
     /// FNV-1a of the item's lines: a re-read slice must match it.
     let checksum: UInt32
     public let priority: Priority
     public let discretionary: Bool
 
     init(offset: Int64, length: UInt32, line: UInt32, index: UInt32, hostID: UInt32, checksum: UInt32, earliestStart: Date?,
-         expectedBytes: Int64?, maxBytes: Int64?, priority: Priority, discretionary: Bool) {
+         expectedBytes: Int64?, priority: Priority, discretionary: Bool) {
         self.checksum = checksum
         self.offset = offset
         self.length = length
@@ -34,7 +33,6 @@ public struct ItemSummary: Sendable, Hashable {
         self.hostID = hostID
         self.earliestStartStored = earliestStart?.timeIntervalSinceReferenceDate ?? -.infinity
         self.expectedBytesStored = expectedBytes ?? -1
-        self.maxBytesStored = maxBytes ?? -1
         self.priority = priority
         self.discretionary = discretionary
     }
@@ -44,14 +42,21 @@ public struct ItemSummary: Sendable, Hashable {
         earliestStartStored == -.infinity ? nil : Date(timeIntervalSinceReferenceDate: earliestStartStored)
     }
     public var expectedBytes: Int64? { expectedBytesStored < 0 ? nil : expectedBytesStored }
-    public var maxBytes: Int64? { maxBytesStored < 0 ? nil : maxBytesStored }
+
+    /// The same item with its host numbered in another table (a daemon interns hosts across
+    /// all its request files, so a request need not keep its own list).
+    public func withHostID(_ id: UInt32) -> ItemSummary {
+        var copy = self
+        copy.hostID = id
+        return copy
+    }
 }
 
-/// A validated request file without its text: the file-level facts, one `ItemSummary` per item,
-/// and the distinct `host:port` keys its items use. Built by `RequestParser.index`; an item's
-/// full description (`RequestItem`) is re-read from its slice of the file with
-/// `RequestParser.item(_:in:…)` when it is about to start.
-public struct RequestIndex: Sendable {
+/// What a request file says for all its items, without any item: the file-level keys and the
+/// defaults given before the first `url`. Small (no defaults given: no allocation), so a claimed
+/// request can keep it while its items wait; an item's full description is re-read from its
+/// slice of the file with it (`RequestParser.item(_:hostKey:settings:descriptor:)`).
+public struct RequestFileSettings: Sendable {
     /// The request file's name (R).
     public let fileName: String
     public let group: String
@@ -60,14 +65,44 @@ public struct RequestIndex: Sendable {
     /// `on-exists:` given before the first url (default `keep-both`); an item's own value comes
     /// with its `RequestItem`.
     public let onExists: OnExists
+    /// The values given before the first `url`; empty when none was (most files), so a file
+    /// without defaults costs no allocation for them.
+    private let defaultsStorage: [RequestFields]
+
+    init(fileName: String, group: String, markers: MarkerMode, onExists: OnExists, defaults: RequestFields) {
+        self.fileName = fileName
+        self.group = group
+        self.markers = markers
+        self.onExists = onExists
+        defaultsStorage = defaults == RequestFields() ? [] : [defaults]
+    }
+
+    /// The values given before the first `url` (re-applied when one item is re-read).
+    var defaults: RequestFields { defaultsStorage.first ?? RequestFields() }
+}
+
+/// A validated request file without its text: the file-level facts, one `ItemSummary` per item,
+/// and the distinct `host:port` keys its items use. Built by `RequestParser.index`; an item's
+/// full description (`RequestItem`) is re-read from its slice of the file with
+/// `RequestParser.item(_:in:…)` when it is about to start.
+public struct RequestIndex: Sendable {
+    /// The file-level keys and defaults.
+    public let settings: RequestFileSettings
     /// In file order; `items[i].index == i`.
     public let items: [ItemSummary]
     /// `host:port` by `ItemSummary.hostID`.
     public let hosts: [String]
     /// The file's length when it was read.
     public let fileSize: Int64
-    /// The values given before the first `url` (re-applied when one item is re-read).
-    let defaults: RequestFields
+
+    /// The request file's name (R).
+    public var fileName: String { settings.fileName }
+    public var group: String { settings.group }
+    /// `markers:` (default `item`).
+    public var markers: MarkerMode { settings.markers }
+    /// `on-exists:` given before the first url (default `keep-both`).
+    public var onExists: OnExists { settings.onExists }
+    var defaults: RequestFields { settings.defaults }
 
     public func hostKey(of item: ItemSummary) -> String { hosts[Int(item.hostID)] }
 
@@ -110,7 +145,6 @@ struct SummarySink: RequestItemSink {
             checksum: draft.checksum.value,
             earliestStart: own.earliestStart ?? defaults.earliestStart,
             expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
-            maxBytes: own.maxBytes ?? defaults.maxBytes,
             priority: own.priority ?? defaults.priority ?? .normal,
             discretionary: own.discretionary ?? defaults.discretionary ?? false)
     }

@@ -6,7 +6,7 @@ import Foundation
 ///   For small files: `spoolfetch add`, tests.
 /// - `index(fileName:descriptor:limits:)`: streams the file in chunks, validates all of it, and
 ///   keeps only a compact `RequestIndex` — the file's text is never held whole.
-/// - `item(_:in:descriptor:)`: re-reads one item's slice (its byte range in the index) and
+/// - `item(_:in:descriptor:)`, `item(_:hostKey:settings:descriptor:)`: re-reads one item's slice (its byte range in the index) and
 ///   returns the full `RequestItem`, when the item is about to start.
 ///
 /// All-or-nothing: any bad line rejects the whole file, before any item is handed out. Errors
@@ -38,9 +38,9 @@ public enum RequestParser {
         do { try builder.finish(end: total) } catch { throw .rejected(error) }
         var items = builder.sink.items
         if items.capacity > items.count + items.count / 16 { items = items.withUnsafeBufferPointer { Array($0) } }  // drop the growth slack
-        return RequestIndex(fileName: fileName, group: builder.groupName, markers: builder.markers ?? .item,
-                            onExists: builder.defaults.onExists ?? .keepBoth, items: items,
-                            hosts: builder.sink.hosts, fileSize: Int64(total), defaults: builder.defaults)
+        let settings = RequestFileSettings(fileName: fileName, group: builder.groupName, markers: builder.markers ?? .item,
+                                           onExists: builder.defaults.onExists ?? .keepBoth, defaults: builder.defaults)
+        return RequestIndex(settings: settings, items: items, hosts: builder.sink.hosts, fileSize: Int64(total))
     }
 
     /// Validates the request file open as `fd` (read with `pread` from offset 0; the
@@ -70,25 +70,34 @@ public enum RequestParser {
     public static func item(_ summary: ItemSummary, in index: RequestIndex,
                             bytes: some Collection<UInt8>) throws(RequestRejection) -> RequestItem {
         var source = InMemoryRequestSource(Array(bytes))
-        return try inMemory { () throws(RequestReadError) in try item(summary, in: index, source: &source) }
+        return try inMemory { () throws(RequestReadError) in
+            try item(summary, hostKey: index.hostKey(of: summary), settings: index.settings, source: &source)
+        }
     }
 
     /// `item(_:in:bytes:)` reading the slice from the open file `fd` with `pread`.
     public static func item(_ summary: ItemSummary, in index: RequestIndex,
                             descriptor fd: Int32) throws(RequestReadError) -> RequestItem {
-        var source = DescriptorRequestSource(fd: fd, offset: summary.offset, length: Int64(summary.length))
-        return try item(summary, in: index, source: &source)
+        try item(summary, hostKey: index.hostKey(of: summary), settings: index.settings, descriptor: fd)
     }
 
-    static func item<Source: RequestByteSource>(_ summary: ItemSummary, in index: RequestIndex,
+    /// Re-reads one item with only what a daemon keeps of its file: the file's settings and the
+    /// item's `host:port` (`hostKey`, which its URL must still have).
+    public static func item(_ summary: ItemSummary, hostKey: String, settings: RequestFileSettings,
+                            descriptor fd: Int32) throws(RequestReadError) -> RequestItem {
+        var source = DescriptorRequestSource(fd: fd, offset: summary.offset, length: Int64(summary.length))
+        return try item(summary, hostKey: hostKey, settings: settings, source: &source)
+    }
+
+    static func item<Source: RequestByteSource>(_ summary: ItemSummary, hostKey: String, settings: RequestFileSettings,
                                                 source: inout Source) throws(RequestReadError) -> RequestItem {
-        var builder = RequestBuilder(fileName: index.fileName, item: Int(summary.index), defaults: index.defaults,
+        var builder = RequestBuilder(fileName: settings.fileName, item: Int(summary.index), defaults: settings.defaults,
                                      sink: ChecksummedItemSink())
-        let changed = RequestRejection(file: index.fileName, line: Int(summary.line), rule: "changed-on-disk",
+        let changed = RequestRejection(file: settings.fileName, line: Int(summary.line), rule: "changed-on-disk",
                                        message: "the item's lines differ from when the file was accepted")
         let length: Int
         do {
-            length = try RequestLines.forEach(in: &source, fileName: index.fileName, firstLine: Int(summary.line),
+            length = try RequestLines.forEach(in: &source, fileName: settings.fileName, firstLine: Int(summary.line),
                                               baseOffset: Int(summary.offset), maxBytes: Int(summary.length)) { line, number, offset throws(RequestRejection) in
                 try builder.take(line, number: number, offset: offset)
             }
@@ -99,9 +108,9 @@ public enum RequestParser {
         do { try builder.finish(end: Int(summary.offset) + length) } catch { throw .rejected(error) }
         guard length == Int(summary.length), let item = builder.sink.item, builder.sink.checksum == summary.checksum,
               item.index == Int(summary.index),
-              item.line == Int(summary.line), item.url.hostKey == index.hostKey(of: summary),
+              item.line == Int(summary.line), item.url.hostKey == hostKey,
               item.earliestStart == summary.earliestStart, item.expectedBytes == summary.expectedBytes,
-              item.maxBytes == summary.maxBytes, item.priority == summary.priority,
+              item.priority == summary.priority,
               item.discretionary == summary.discretionary else { throw .rejected(changed) }
         return item
     }

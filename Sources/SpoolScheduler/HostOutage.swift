@@ -31,7 +31,7 @@ extension Scheduler {
     /// know that the item's failure to reach the host is the probe's, and to say so in its log.
     public func isProbe(_ key: ItemKey) -> Bool {
         guard let entry = running[key] else { return false }
-        return outages[entry.item.hostKey]?.probe == key
+        return outages[hostKey(of: entry)]?.probe == key
     }
 
     /// A transfer to `hostKey` failed without reaching it (an outage, see

@@ -95,6 +95,10 @@ public struct Scheduler: Sendable {
     private var queued: [ItemKey: UInt64] = [:]
     /// Arrival counter: the last tie-breaker, so equal items run first-come first-served.
     private var arrivals: UInt64 = 0
+    /// Host keys by number: an entry keeps a 4-byte number, not the string (a million entries
+    /// may wait). Hosts are few; the table never shrinks.
+    private var hostNames: [String] = []
+    private var hostNumbers: [String: UInt32] = [:]
 
     /// New limits and window (a configuration reload). Running items keep running; the new
     /// limits apply to what starts next.
@@ -121,7 +125,8 @@ public struct Scheduler: Sendable {
     /// Queues an item. It starts when its earliest start has passed and a slot is free.
     public mutating func submit(_ item: ScheduledItem) {
         arrivals += 1
-        let entry = ReadyEntry(item: item, arrival: arrivals)
+        let entry = ReadyEntry(key: item.key, arrival: arrivals, start: item.earliestStart ?? 0,
+                               host: hostNumber(item.hostKey), priority: item.priority, discretionary: item.discretionary)
         if let start = item.earliestStart {
             insertFuture(TimedEntry(notBefore: start, entry: entry))
         } else {
@@ -181,7 +186,7 @@ public struct Scheduler: Sendable {
 
         // A closing window pauses the discretionary transfers it let in.
         if windowOpen == false {
-            for (key, entry) in running where entry.item.discretionary {
+            for (key, entry) in running where entry.discretionary {
                 running.removeValue(forKey: key)
                 releaseSlot(entry)
                 insertReady(entry)
@@ -211,12 +216,12 @@ public struct Scheduler: Sendable {
             }
             // No free slot: a ready high item may pause a running low or discretionary one.
             guard configuration.highPreempts,
-                  let candidate = peekBest(in: ready, now: now, ignoringHostLimit: true), candidate.item.priority == .high,
-                  let victim = preemptionVictim(forHost: candidate.item.hostKey) else { break }
-            running.removeValue(forKey: victim.item.key)
+                  let candidate = peekBest(in: ready, now: now, ignoringHostLimit: true), candidate.priority == .high,
+                  let victim = preemptionVictim(forHost: hostKey(of: candidate)) else { break }
+            running.removeValue(forKey: victim.key)
             releaseSlot(victim)
             insertReady(victim)
-            actions.append(.pause(victim.item.key))
+            actions.append(.pause(victim.key))
         }
         return actions
     }
@@ -234,7 +239,7 @@ public struct Scheduler: Sendable {
         if let probe = nextProbeDue(), probe > now { consider(probe) }
         if let window = configuration.window {
             let waitingDiscretionary = readyDiscretionaryCount > 0
-            let runningDiscretionary = running.values.contains { $0.item.discretionary }
+            let runningDiscretionary = running.values.contains { $0.discretionary }
             if waitingDiscretionary || runningDiscretionary {
                 consider(window.nextTransition(after: date, in: timeZone).timeIntervalSince1970)
             }
@@ -245,31 +250,44 @@ public struct Scheduler: Sendable {
     // MARK: Internals
 
     private mutating func start(_ entry: ReadyEntry, _ actions: inout [SchedulerAction]) {
-        running[entry.item.key] = entry
-        if outages[entry.item.hostKey] != nil { outages[entry.item.hostKey]!.probe = entry.item.key }
-        runningPerHost[entry.item.hostKey, default: 0] += 1
-        actions.append(.start(entry.item.key))
+        let host = hostKey(of: entry)
+        running[entry.key] = entry
+        if outages[host] != nil { outages[host]!.probe = entry.key }
+        runningPerHost[host, default: 0] += 1
+        actions.append(.start(entry.key))
+    }
+
+    /// The host key an entry's number stands for.
+    func hostKey(of entry: ReadyEntry) -> String { hostNames[Int(entry.host)] }
+
+    private mutating func hostNumber(_ key: String) -> UInt32 {
+        if let n = hostNumbers[key] { return n }
+        let n = UInt32(hostNames.count)
+        hostNames.append(key)
+        hostNumbers[key] = n
+        return n
     }
 
     mutating func releaseSlot(_ entry: ReadyEntry) {
-        let host = entry.item.hostKey
-        releaseProbe(entry.item.key, host: host)
+        let host = hostKey(of: entry)
+        releaseProbe(entry.key, host: host)
         let n = (runningPerHost[host] ?? 1) - 1
         runningPerHost[host] = n > 0 ? n : nil
     }
 
     private mutating func insertFuture(_ timed: TimedEntry) {
-        queued[timed.entry.item.key] = timed.entry.arrival
+        queued[timed.entry.key] = timed.entry.arrival
         future.insert(timed)
     }
 
     mutating func insertReady(_ entry: ReadyEntry) {
-        queued[entry.item.key] = entry.arrival
-        if entry.item.discretionary {
-            readyDiscretionary[entry.item.hostKey, default: Heap()].insert(entry)
+        queued[entry.key] = entry.arrival
+        let host = hostKey(of: entry)
+        if entry.discretionary {
+            readyDiscretionary[host, default: Heap()].insert(entry)
             readyDiscretionaryCount += 1
         } else {
-            ready[entry.item.hostKey, default: Heap()].insert(entry)
+            ready[host, default: Heap()].insert(entry)
             readyCount += 1
         }
     }
@@ -277,7 +295,7 @@ public struct Scheduler: Sendable {
     private mutating func promoteDue(now: Double) {
         while let top = future.min, top.notBefore <= now {
             let entry = future.removeMin().entry
-            guard queued[entry.item.key] == entry.arrival else { continue }   // stale
+            guard queued[entry.key] == entry.arrival else { continue }   // stale
             insertReady(entry)
         }
     }
@@ -301,7 +319,7 @@ public struct Scheduler: Sendable {
 
     private mutating func popBest(discretionary: Bool, now: Double) -> ReadyEntry? {
         while let best = peekBest(in: discretionary ? readyDiscretionary : ready, now: now) {
-            let host = best.item.hostKey
+            let host = hostKey(of: best)
             if discretionary {
                 _ = readyDiscretionary[host]!.removeMin()
                 if readyDiscretionary[host]!.isEmpty { readyDiscretionary.removeValue(forKey: host) }
@@ -311,8 +329,8 @@ public struct Scheduler: Sendable {
                 if ready[host]!.isEmpty { ready.removeValue(forKey: host) }
                 readyCount -= 1
             }
-            guard queued[best.item.key] == best.arrival else { continue }   // stale
-            queued.removeValue(forKey: best.item.key)
+            guard queued[best.key] == best.arrival else { continue }   // stale
+            queued.removeValue(forKey: best.key)
             return best
         }
         return nil
@@ -322,25 +340,31 @@ public struct Scheduler: Sendable {
     private func preemptionVictim(forHost host: String) -> ReadyEntry? {
         let hostFull = (runningPerHost[host] ?? 0) >= configuration.perHost
         let candidates = running.values.filter {
-            ($0.item.discretionary || $0.item.priority == .low) && (!hostFull || $0.item.hostKey == host)
+            ($0.discretionary || $0.priority == .low) && (!hostFull || hostKey(of: $0) == host)
         }
         // Pause the least urgent, most recently arrived first.
         return candidates.max { a, b in a < b }
     }
 }
 
-/// A ready item with its arrival number. `<` means "should start first".
+/// A queued or running item with its arrival number, in 32 bytes (`ScheduledItem` with its
+/// host string and optional would take 56): `<` means "should start first".
 struct ReadyEntry: Sendable, Comparable {
-    var item: ScheduledItem
+    var key: ItemKey
     var arrival: UInt64
+    /// The earliest start in seconds since 1970, 0 when none (as the ordering treats "none").
+    var start: Double
+    /// The host's number in the scheduler's host table.
+    var host: UInt32
+    var priority: SchedulingPriority
+    var discretionary: Bool
 
     static func < (a: ReadyEntry, b: ReadyEntry) -> Bool {
-        if a.item.priority != b.item.priority { return a.item.priority > b.item.priority }
-        let sa = a.item.earliestStart ?? 0, sb = b.item.earliestStart ?? 0
-        if sa != sb { return sa < sb }
+        if a.priority != b.priority { return a.priority > b.priority }
+        if a.start != b.start { return a.start < b.start }
         return a.arrival < b.arrival
     }
-    static func == (a: ReadyEntry, b: ReadyEntry) -> Bool { a.arrival == b.arrival && a.item.key == b.item.key }
+    static func == (a: ReadyEntry, b: ReadyEntry) -> Bool { a.arrival == b.arrival && a.key == b.key }
 }
 
 /// An entry in the timer heap.

@@ -1,67 +1,6 @@
 import Foundation
 import Synchronization
 
-/// A request file this worker holds: moved into its folder `active/W/R` (see `WorkerFolder`).
-/// Holding it costs no descriptor — the worker's one lock says it is alive — so a worker can
-/// hold any number of them.
-public final class ClaimedRequest: Sendable {
-    /// The request id: its name in the worker folder. Equals the producer's name unless a claim
-    /// of that name was still open somewhere on the spool, in which case a `~N` suffix keeps both.
-    public let name: String
-    /// The file's bytes, read once at claim time (at most the size limit + 1, so an oversize
-    /// file is detected without reading it all).
-    public let bytes: [UInt8]
-    /// The request file's inode: tells this claim's group journal from one a same-named earlier
-    /// request left behind, and the file from another that took its name.
-    public let inode: UInt64
-    /// The worker folder the request lives in now (it moves only to `done/`, `failed/` or
-    /// `rejected/` when it ends).
-    public let folder: Directory
-
-    /// Where to read the request file again.
-    public var path: String { folder.path(of: name) }
-
-    init(name: String, bytes: [UInt8], inode: UInt64, folder: Directory) {
-        self.name = name
-        self.bytes = bytes
-        self.inode = inode
-        self.folder = folder
-    }
-
-    /// Up to `count` bytes of the request file from `offset` (fewer at its end): to parse an
-    /// item again when it starts. Fails with ENOENT when the name no longer holds this file.
-    public func read(at offset: Int64, count: Int) throws(StoreError) -> [UInt8] {
-        let fd = try openFile()
-        defer { close(fd) }
-        var result = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = result.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw StoreError("pread", path)
-            }
-            if n == 0 { break }
-            done += n
-        }
-        result.removeLast(count - done)
-        return result
-    }
-
-    /// Opens the request file for reading (the caller closes the descriptor), checking that it
-    /// is still this claim's file.
-    public func openFile() throws(StoreError) -> Int32 {
-        let fd = openat(folder.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError("open", path) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, UInt64(st.st_ino) == inode else {
-            close(fd)
-            throw StoreError("open", path, errno: ENOENT)
-        }
-        return fd
-    }
-}
-
 /// A request taken over from a dead worker (`SpoolStore.adoptOrphans`), not read yet: `folder`
 /// is the dead worker's folder, now this worker's, or this worker's own.
 public struct AdoptedClaim: Sendable {
@@ -143,8 +82,7 @@ extension SpoolStore {
         }
         guard let claimed = moved else { return .gone }
         if let now = worker.directory.status(of: claimed), now.st_ino == st.st_ino {
-            let bytes = try Self.readRequest(fd, size: st.st_size, limit: maxRequestBytes + 1, path: worker.directory.path(of: claimed))
-            return .claimed(ClaimedRequest(name: claimed, bytes: bytes, inode: UInt64(st.st_ino), folder: worker.directory))
+            return .claimed(ClaimedRequest(name: claimed, inode: UInt64(st.st_ino), folder: worker.directory))
         }
         // The name was taken by another file between the open and the rename (a producer
         // replaced it): what was moved in is that file, read afresh.
@@ -234,16 +172,11 @@ extension SpoolStore {
         return try? worker.names.moveIn(name, from: active, at: "", into: worker, folders: folders)
     }
 
-    /// Reads `name` in `folder` as a claim; nil when it is not a readable regular file.
+    /// `name` in `folder` as a claim; nil when it is not a regular file. Its text is not read
+    /// here: the engine indexes it from the file (`ClaimedRequest.openFile`).
     private func readClaim(_ name: String, in folder: Directory) -> ClaimedRequest? {
-        let fd = openat(folder.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
-              let bytes = try? Self.readRequest(fd, size: st.st_size, limit: maxRequestBytes + 1, path: folder.path(of: name))
-        else { return nil }
-        return ClaimedRequest(name: name, bytes: bytes, inode: UInt64(st.st_ino), folder: folder)
+        guard let st = folder.status(of: name), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return ClaimedRequest(name: name, inode: UInt64(st.st_ino), folder: folder)
     }
 
     /// Reads a request file of `size` bytes (as `fstat` said; it may have grown) up to `limit`:

@@ -62,7 +62,6 @@ final class RequestIndexTests: XCTestCase {
                 XCTAssertEqual(index.hostKey(of: summary), item.url.hostKey)
                 XCTAssertEqual(summary.earliestStart, item.earliestStart)
                 XCTAssertEqual(summary.expectedBytes, item.expectedBytes)
-                XCTAssertEqual(summary.maxBytes, item.maxBytes)
                 XCTAssertEqual(summary.priority, item.priority)
                 XCTAssertEqual(summary.discretionary, item.discretionary)
                 let slice = bytes[Int(summary.offset)..<Int(summary.offset) + Int(summary.length)]

@@ -77,7 +77,7 @@ final class ClaimTests: XCTestCase {
         write("incoming", "r1", "http://x/\n")
         guard case .claimed(let claim) = try store.claim("r1") else { return XCTFail("not claimed") }
         XCTAssertEqual(claim.name, "r1")
-        XCTAssertEqual(claim.bytes, Array("http://x/\n".utf8))
+        XCTAssertEqual(try claim.readAll(), Array("http://x/\n".utf8))
         XCTAssertEqual(claim.path, "\(root!)/active/\(folder.name)/r1")
         XCTAssertEqual(files("incoming"), [])
         XCTAssertEqual(claimed(), ["\(folder.name)/r1"])
@@ -120,7 +120,7 @@ final class ClaimTests: XCTestCase {
         XCTAssertEqual(claimed(), ["\(doomedFolder)/d0", "\(doomedFolder)/d1", "\(doomedFolder)/d2"])
         let adopted = survivor.adoptOrphans()
         XCTAssertEqual(adopted.map(\.name).sorted(), ["d0", "d1", "d2"])
-        XCTAssertEqual(adopted.first { $0.name == "d1" }.flatMap(survivor.readAdopted)?.bytes, Array("http://x/1\n".utf8))
+        XCTAssertEqual(try adopted.first { $0.name == "d1" }.flatMap(survivor.readAdopted)?.readAll(), Array("http://x/1\n".utf8))
         // The folder is taken over whole: its requests stay where they lie, its lock now held
         // by the survivor, so no third worker can take them.
         XCTAssertEqual(claimed(), ["\(doomedFolder)/d0", "\(doomedFolder)/d1", "\(doomedFolder)/d2"])
@@ -225,7 +225,7 @@ final class ClaimTests: XCTestCase {
         let store = try worker()
         let adopted = store.adoptOrphans()
         XCTAssertEqual(adopted.map(\.name), ["old"])
-        XCTAssertEqual(adopted.first.flatMap(store.readAdopted)?.bytes, Array("http://x/old\n".utf8))
+        XCTAssertEqual(try adopted.first.flatMap(store.readAdopted)?.readAll(), Array("http://x/old\n".utf8))
         let mine = try store.workerFolder().name
         XCTAssertEqual(claimed(), ["held", "\(mine)/old"])
         XCTAssertEqual(try worker().adoptOrphans().count, 0, "adopted once")
@@ -240,7 +240,7 @@ final class ClaimTests: XCTestCase {
         write("incoming", "daily", "c")
         guard case .claimed(let third) = try a.claim("daily") else { return XCTFail() }
         XCTAssertEqual([first.name, second.name, third.name], ["daily", "daily~1", "daily~2"])
-        XCTAssertEqual(second.bytes, Array("b".utf8))
+        XCTAssertEqual(try second.readAll(), Array("b".utf8))
         write("active", "legacy", "old layout")
         write("incoming", "legacy", "new")
         guard case .claimed(let fourth) = try b.claim("legacy") else { return XCTFail() }

@@ -1,0 +1,101 @@
+import Foundation
+@testable import SpoolDaemon
+import SpoolRequest
+import SpoolStore
+import XCTest
+
+/// What a waiting item keeps in memory (its summary, no text), and how its full description
+/// comes back from the claimed request file when it starts.
+final class WaitingItemTests: XCTestCase {
+    var root: String!
+    var layout: SpoolLayout!
+    var store: SpoolStore!
+
+    override func setUpWithError() throws {
+        var template = Array((NSTemporaryDirectory() + "/spoolwaiting-XXXXXX").utf8CString)
+        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        layout = try SpoolLayout(root: root)
+        store = SpoolStore(layout: layout, worker: try WorkerFolder(layout: layout))
+    }
+
+    override func tearDownWithError() throws {
+        store.releaseWorkerFolder()
+        store = nil
+        layout = nil
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// Claims `incoming/name` holding `text` and records it in `table` as the engine does.
+    private func claimAndAdd(_ name: String, _ text: String, into table: ItemTable) throws -> RequestRecord {
+        XCTAssertTrue(FileManager.default.createFile(atPath: "\(root!)/incoming/\(name)", contents: Data(text.utf8)))
+        guard case .claimed(let claim) = try store.claim(name) else { throw XCTSkip("not claimed") }
+        let fd = try claim.openFile()
+        defer { close(fd) }
+        let index = try RequestParser.index(fileName: claim.name, descriptor: fd)
+        return table.add(claim: claim, index: index) { _ in ItemLifecycle(firstQueued: Date()) }
+    }
+
+    func testWaitingItemsKeepNoTextAndLoadTheirDescriptionFromTheFile() throws {
+        var text = "priority: low\nheader: X-Batch: nightly\n"
+        for i in 0..<2000 {
+            text += "https://mirror\(i % 3).example.org/data/file-\(i).csv\n"
+            if i % 2 == 0 { text += "name: even-\(i).csv\nsha256: \(String(repeating: "a", count: 64))\n" }
+        }
+        let parsed = try RequestParser.parse(fileName: "list", bytes: Array(text.utf8))
+        let table = ItemTable()
+        let request = try claimAndAdd("list", text, into: table)
+        XCTAssertEqual(request.items.count, 2000)
+        XCTAssertEqual(Set(request.items.map(\.summary.hostID)).count, 3, "hosts are numbered once for the daemon")
+
+        for record in request.items {
+            let item = parsed.items[record.index]
+            XCTAssertNil(record.loaded, "a waiting item keeps no URL, name or headers")
+            XCTAssertEqual(record.hostKey, item.url.hostKey)
+            XCTAssertEqual(record.priority, .low)
+            XCTAssertEqual(record.details, item)
+        }
+        let started = request.items[1234]
+        XCTAssertEqual(try started.load(), parsed.items[1234])
+        XCTAssertEqual(started.loaded?.headers, [RequestHeader(name: "X-Batch", value: "nightly")])
+        started.unload()
+        XCTAssertNil(started.loaded)
+
+        // A waiting item is small whatever its URL: one object in one 128-byte malloc chunk
+        // (120 usable bytes) besides the table's and the scheduler's entries.
+        let size = mallocUsableSize(Unmanaged.passUnretained(started).toOpaque())
+        print("ItemRecord: \(size) bytes usable; ItemSummary stride \(MemoryLayout<ItemSummary>.stride)")
+        XCTAssertLessThanOrEqual(size, 120)
+        XCTAssertEqual(MemoryLayout<ItemSummary>.stride, 48)
+    }
+
+    func testAnItemWhoseLinesChangedOnDiskCannotBeLoaded() throws {
+        let table = ItemTable()
+        let request = try claimAndAdd("r", "https://a.example/one\nhttps://a.example/two\n", into: table)
+        // The file is rewritten under the claim: the second item's slice now reads differently.
+        let path = request.claim.path
+        let fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        _ = "https://a.example/one\nhttps://a.example/tw0\n".withCString { write(fd, $0, 44) }
+        close(fd)
+        XCTAssertEqual(try request.items[0].load().url.string, "https://a.example/one")
+        XCTAssertThrowsError(try request.items[1].load()) { error in
+            guard case .request(.rejected(let r)) = error as? ItemReadError else { return XCTFail("\(error)") }
+            XCTAssertEqual(r.rule, "changed-on-disk")
+        }
+        XCTAssertNil(request.items[1].details)
+    }
+
+    func testOneItemRequestIsSmall() throws {
+        let table = ItemTable()
+        let request = try claimAndAdd("w0000001", "url: https://a.example/f?w1\nname: w0000001.bin\n", into: table)
+        let size = mallocUsableSize(Unmanaged.passUnretained(request).toOpaque())
+        print("RequestRecord: \(size) bytes usable")
+        XCTAssertLessThanOrEqual(size, 136)
+        XCTAssertEqual(request.claim.inode, request.inode)
+        XCTAssertEqual(try request.claim.readAll(), Array("url: https://a.example/f?w1\nname: w0000001.bin\n".utf8))
+    }
+}
+
+/// glibc's `malloc_usable_size` (not in the Glibc module map): the bytes an object really takes.
+@_silgen_name("malloc_usable_size")
+private func mallocUsableSize(_ pointer: UnsafeMutableRawPointer) -> Int
