@@ -43,9 +43,6 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var maxItems: Int = 1_000_000
     /// Bytes per request file.
     public var maxRequestBytes: Int64 = 64 * 1024 * 1024
-    /// Most requests claimed at once. No longer a flag or config key (claims are to stop holding
-    /// a descriptor each); kept so the engine builds until it stops reading it.
-    public var maxClaims: Int = 8192
     /// Seconds between scans of `active/` for requests whose worker died (0: only at start).
     public var adoptInterval: Double = 30
     /// Seconds between full scans of `incoming/` besides inotify (0: none).

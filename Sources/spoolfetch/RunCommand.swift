@@ -31,8 +31,8 @@ struct Run: ParsableCommand {
     @Flag(help: "Drain what is due now: items whose earliest start or window lies ahead stay queued; then exit.")
     var due = false
 
-    /// No longer a setting: hidden, accepted only until the engine stops holding a descriptor
-    /// per claim (scripts still pass it).
+    /// No longer a setting (a claim holds no descriptor, so nothing limits claims): hidden,
+    /// accepted and ignored so that old scripts keep working.
     @Option(name: .customLong("max-claims"), help: ArgumentHelp(visibility: .hidden)) var maxClaims: Int?
 
     @Option(help: .setting("spool")) var spool: String?
@@ -97,7 +97,6 @@ struct Run: ParsableCommand {
                 throw ExitCode(Daemon.ExitStatus.cannotStart)
             }
         }
-        if let maxClaims { configuration.maxClaims = max(1, maxClaims) }
         if printConfig {
             print(configuration.printed, terminator: "")
             return
