@@ -139,7 +139,7 @@ public struct Publisher: Sendable {
         // 2. Data into the final folder.
         for (i, job) in jobs.enumerated() where results[i].error == nil && results[i].finalName == nil {
             do throws(StoreError) {
-                results[i].finalName = try moveIntoFinal(job, sameFilesystem: sameFilesystem)
+                results[i].finalName = try moveIntoFinal(job, sameFilesystem: sameFilesystem, checked: predicted[i])
             } catch {
                 results[i].error = error
             }
@@ -255,7 +255,8 @@ public struct Publisher: Sendable {
     }
 
     /// Renames (or, across filesystems, copies) the part to a free name in the final folder.
-    private func moveIntoFinal(_ job: PublishJob, sameFilesystem: Bool) throws(StoreError) -> String {
+    /// `checked`: a name `MarkerFirst` found free of a marker a moment ago (not looked up again).
+    private func moveIntoFinal(_ job: PublishJob, sameFilesystem: Bool, checked: String? = nil) throws(StoreError) -> String {
         let layout = store.layout
         let wished = job.marker.name
         let partName = job.part.base + ".part"
@@ -265,7 +266,7 @@ public struct Publisher: Sendable {
         }
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
-            if layout.final.exists(candidate + ".done") { continue }
+            if candidate != checked && layout.final.exists(candidate + ".done") { continue }
             do throws(StoreError) {
                 if sameFilesystem {
                     try layout.staging.rename(partName, to: candidate, in: layout.final, replace: false)
