@@ -68,7 +68,9 @@ public struct PublishResult: Sendable {
 ///
 /// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
 /// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
-/// the folder whose names changed. The journal outlives the batch: until an item's group has
+/// the folder whose names changed. Where one `syncfs` covers staging and the final folder, the
+/// marker temp files of 3 are written before 1 instead (`MarkerFirst`): the sync of 1 covers
+/// them, and 3 only needs an fsync of the final folder for the data's new names. The journal outlives the batch: until an item's group has
 /// ended it is also what tells a worker adopting the request after a crash that the item is
 /// already published (and under which name).
 ///
@@ -96,6 +98,24 @@ public struct Publisher: Sendable {
             }
         }
 
+        // 0b. Where one syncfs covers staging and the final folder, the markers are written now,
+        //     under the names the data will most likely get, so that the sync of step 1 makes them
+        //     durable too: a batch then needs one syncfs instead of two (see `MarkerFirst`).
+        let sameFilesystem = layout.staging.deviceID() == layout.final.deviceID()
+        var temps: [Int: (name: String, fd: Int32)] = [:]
+        var predicted: [Int: String] = [:]
+        if batched && sameFilesystem && layout.staging.syncMethod == .syncfs && layout.final.syncMethod == .syncfs {
+            var taken = Set<String>()
+            for (i, job) in jobs.enumerated() where MarkerFirst.applies(to: job) {
+                guard let name = MarkerFirst.likelyName(of: job, in: layout.final, taken: taken) else { continue }
+                taken.insert(name)
+                if let temp = writeMarkerTemp(job.marker, finalName: name, into: &results[i]) {
+                    temps[i] = temp
+                    predicted[i] = name
+                }
+            }
+        }
+
         // 1. Journal and data durable.
         var staged: [(index: Int?, target: SyncTarget)] = []
         if let journal { staged.append((nil, SyncTarget(fd: journal.fd, path: layout.staging.path(of: journal.name)))) }
@@ -103,42 +123,57 @@ public struct Publisher: Sendable {
             staged.append((i, SyncTarget(fd: job.part.fd, path: layout.staging.path(of: job.part.base + ".part"))))
         }
         let stagingErrors = makeDurable(staged.map(\.target), in: layout.staging, batched: batched)
+        if stagingErrors.contains(where: { $0 != nil }) {
+            // Nothing of the batch is published: markers written ahead go (the next try writes them again).
+            for temp in temps.values {
+                close(temp.fd)
+                layout.final.remove(temp.name)
+            }
+            temps = [:]
+        }
         for (k, error) in stagingErrors.enumerated() {
             guard let error else { continue }
             if let i = staged[k].index { results[i].error = error } else { return results.map { var r = $0; r.error = error; return r } }
         }
 
         // 2. Data into the final folder.
-        let sameFilesystem = layout.staging.deviceID() == layout.final.deviceID()
         for (i, job) in jobs.enumerated() where results[i].error == nil && results[i].finalName == nil {
             do throws(StoreError) {
-                results[i].finalName = try moveIntoFinal(job, sameFilesystem: sameFilesystem)
+                results[i].finalName = try moveIntoFinal(job, sameFilesystem: sameFilesystem, checked: predicted[i])
             } catch {
                 results[i].error = error
             }
         }
 
         // 3. Marker temp files, durable (with the data's new names where the folder needs its own sync).
-        var temps: [Int: (name: String, fd: Int32)] = [:]
-        for (i, job) in jobs.enumerated() where results[i].error == nil && job.writesMarker {
-            guard let finalName = results[i].finalName else { continue }
-            var marker = job.marker
-            marker.name = finalName
-            let temp = ".\(finalName).done.tmp"
-            let fd: Int32
-            do throws(StoreError) { fd = try layout.final.createFresh(temp) } catch { results[i].error = error; continue }
-            do throws(StoreError) {
-                try FileIO.writeAll(fd, SpoolJSON.encode(marker: marker), path: layout.final.path(of: temp))
-                temps[i] = (temp, fd)
-            } catch {
-                results[i].error = error
-                close(fd)
-                layout.final.remove(temp)
+        //    A marker written ahead whose data got another name (a racing writer took the name)
+        //    is written again: it then needs this step's sync like a marker written now.
+        //    Every stale one goes first: its temp name may be the one another job's marker needs now.
+        for (i, temp) in temps where results[i].error != nil || results[i].finalName != predicted[i] {
+            close(temp.fd)
+            layout.final.remove(temp.name)
+            temps.removeValue(forKey: i)
+        }
+        var unsynced: [Int] = []
+        for (i, job) in jobs.enumerated() where job.writesMarker && temps[i] == nil {
+            guard results[i].error == nil, let finalName = results[i].finalName else { continue }
+            if let temp = writeMarkerTemp(job.marker, finalName: finalName, into: &results[i]) {
+                temps[i] = temp
+                unsynced.append(i)
             }
         }
         let order = temps.keys.sorted()
-        let markerErrors = makeDurable(order.map { SyncTarget(fd: temps[$0]!.fd, path: layout.final.path(of: temps[$0]!.name)) },
+        let markerErrors: [StoreError?]
+        if !predicted.isEmpty {
+            // Markers written ahead are durable; the data's new names are not yet: one syncfs when
+            // a marker was written late (it covers both), else an fsync of the final folder.
+            let error = unsynced.isEmpty ? catching({ () throws(StoreError) in try layout.final.sync() })
+                                         : catching({ () throws(StoreError) in try layout.final.syncFilesystem() })
+            markerErrors = Array(repeating: error, count: order.count)
+        } else {
+            markerErrors = makeDurable(order.map { SyncTarget(fd: temps[$0]!.fd, path: layout.final.path(of: temps[$0]!.name)) },
                                        in: layout.final, batched: batched)
+        }
         for (k, i) in order.enumerated() {
             close(temps[i]!.fd)
             if let error = markerErrors[k] {
@@ -181,6 +216,27 @@ public struct Publisher: Sendable {
         return results
     }
 
+    /// Creates `.NAME.done.tmp` in the final folder with the job's marker under `finalName`;
+    /// nil (and the error in `result`) when it cannot.
+    private func writeMarkerTemp(_ jobMarker: ItemMarker, finalName: String,
+                                 into result: inout PublishResult) -> (name: String, fd: Int32)? {
+        let final = store.layout.final
+        var marker = jobMarker
+        marker.name = finalName
+        let temp = ".\(finalName).done.tmp"
+        let fd: Int32
+        do throws(StoreError) { fd = try final.createFresh(temp) } catch { result.error = error; return nil }
+        do throws(StoreError) {
+            try FileIO.writeAll(fd, SpoolJSON.encode(marker: marker), path: final.path(of: temp))
+            return (temp, fd)
+        } catch {
+            result.error = error
+            close(fd)
+            final.remove(temp)
+            return nil
+        }
+    }
+
     /// Makes the files durable, with the names just given to them in `folder`: one `syncfs` for
     /// a batch of more than two where the filesystem honours it (it covers names too), else
     /// `fdatasync` of each file (a few at once) and one fsync of the folder. The error of each
@@ -199,7 +255,8 @@ public struct Publisher: Sendable {
     }
 
     /// Renames (or, across filesystems, copies) the part to a free name in the final folder.
-    private func moveIntoFinal(_ job: PublishJob, sameFilesystem: Bool) throws(StoreError) -> String {
+    /// `checked`: a name `MarkerFirst` found free of a marker a moment ago (not looked up again).
+    private func moveIntoFinal(_ job: PublishJob, sameFilesystem: Bool, checked: String? = nil) throws(StoreError) -> String {
         let layout = store.layout
         let wished = job.marker.name
         let partName = job.part.base + ".part"
@@ -209,7 +266,7 @@ public struct Publisher: Sendable {
         }
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
-            if layout.final.exists(candidate + ".done") { continue }
+            if candidate != checked && layout.final.exists(candidate + ".done") { continue }
             do throws(StoreError) {
                 if sameFilesystem {
                     try layout.staging.rename(partName, to: candidate, in: layout.final, replace: false)
@@ -266,5 +323,35 @@ public struct Publisher: Sendable {
 
     private func catching(_ body: () throws(StoreError) -> Void) -> StoreError? {
         do { try body(); return nil } catch { return error }
+    }
+}
+
+/// Markers written before the data is moved, so that the batch's one `syncfs` makes the parts,
+/// the journal and the marker temp files durable at once. Then only the data's new names in the
+/// final folder need an fsync of that folder before the markers are renamed into place — the
+/// order stays "data durable, data named, names durable, marker" — and a batch costs one
+/// `syncfs` and two folder fsyncs instead of two `syncfs` and one folder fsync.
+///
+/// A marker holds its file's final name, which is known for sure only after the rename: the
+/// name is predicted here the way `moveIntoFinal` chooses it (the wished-for name, else the
+/// first `-N` name with neither a file nor a marker), and a marker whose data got another name
+/// after all (another writer took the name meanwhile) is written again and synced the old way.
+enum MarkerFirst {
+    /// Jobs whose final name is chosen by a no-replace rename in the final folder: a replacing
+    /// job's marker waits for the old marker to go, and a marker-only retry knows its name already.
+    static func applies(to job: PublishJob) -> Bool {
+        job.writesMarker && !job.replacesExisting && job.alreadyPublishedAs == nil
+    }
+
+    /// The name `moveIntoFinal` will most likely give the job's data; `taken` holds the names
+    /// predicted for earlier jobs of the batch (they are renamed first).
+    static func likelyName(of job: PublishJob, in final: Directory, taken: Set<String>) -> String? {
+        let wished = job.marker.name
+        for attempt in 0..<1000 {
+            let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
+            if taken.contains(candidate) || final.exists(candidate + ".done") || final.exists(candidate) { continue }
+            return candidate
+        }
+        return nil
     }
 }

@@ -91,9 +91,13 @@ final class Transfer {
             return true
         }
         var value: String {
-            // Header values are ISO-8859-1 at worst; anything non-ASCII is kept as is.
-            String(decoding: UnsafeBufferPointer(rebasing: bytes[(colon + 1)...]), as: UTF8.self)
-                .trimmingCharacters(in: .whitespaces)
+            // Header values are ISO-8859-1 at worst; anything non-ASCII is kept as is. Spaces and
+            // tabs are trimmed as bytes: Foundation's trimmingCharacters goes through NSString and
+            // cost more than the rest of the header callback together.
+            var start = colon + 1, end = bytes.count
+            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
         }
         if named("etag") { facts.etag = value }
         else if named("last-modified") { facts.lastModified = value }

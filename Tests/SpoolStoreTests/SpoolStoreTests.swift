@@ -124,6 +124,49 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertNotNil(results[0].journal, "the journal still records each item for recovery")
     }
 
+    private func markerName(_ file: String) throws -> String? {
+        let json = try JSONSerialization.jsonObject(with: Data(try XCTUnwrap(read("done", file)).utf8)) as? [String: Any]
+        return json?["name"] as? String
+    }
+
+    /// A batch's markers are written before its data is moved (one syncfs covers both): each must
+    /// still name the file it describes when several files of the batch want one name and some
+    /// of the names are taken.
+    func testMarkersWrittenAheadNameTheFilesOfABatchThatWantsOneName() throws {
+        write("done", "same.txt", "the consumer's file")
+        write("done", "same-1.txt.done", "{}")
+        let jobs = try (0..<3).map { try job("r.\($0)", name: "same.txt", content: "copy \($0)") }
+        let results = Publisher(store: store).publish(jobs)
+        XCTAssertEqual(results.compactMap(\.error).count, 0)
+        XCTAssertEqual(results.map(\.finalName), ["same-2.txt", "same-3.txt", "same-4.txt"])
+        for (i, name) in ["same-2.txt", "same-3.txt", "same-4.txt"].enumerated() {
+            XCTAssertEqual(read("done", name), "copy \(i)")
+            XCTAssertEqual(try markerName(name + ".done"), name)
+        }
+        XCTAssertEqual(read("done", "same.txt"), "the consumer's file")
+        XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [], "no marker temp file left")
+    }
+
+    /// A marker written ahead under the name its file was expected to get is written again when
+    /// the file gets another one: here the first file of the batch cannot move (its part is gone),
+    /// so the second, expected at `x-1.bin`, takes `x.bin` — and its marker must say so.
+    func testMarkerWrittenAheadIsWrittenAgainWhenItsFileGetsAnotherName() throws {
+        let lost = try job("r.0", name: "x.bin", content: "lost")
+        let second = try job("r.1", name: "x.bin", content: "second")
+        let third = try job("r.2", name: "y.bin", content: "third")
+        unlink("\(root!)/staging/r.0.part")
+        let results = Publisher(store: store).publish([lost, second, third])
+        XCTAssertEqual(results[0].error?.errno, ENOENT)
+        XCTAssertFalse(results[0].isPublished)
+        XCTAssertNil(results[1].error)
+        XCTAssertEqual(results[1].finalName, "x.bin")
+        XCTAssertEqual(read("done", "x.bin"), "second")
+        XCTAssertEqual(try markerName("x.bin.done"), "x.bin", "the marker names the file it describes")
+        XCTAssertEqual(try markerName("y.bin.done"), "y.bin")
+        XCTAssertTrue(results[1].isPublished && results[2].isPublished)
+        XCTAssertEqual(files("done"), ["x.bin", "x.bin.done", "y.bin", "y.bin.done"], "no x-1 name, no temp file")
+    }
+
     func testReplacingPublishTakesTheOldNameAndMarkerAndLeavesNoSuffix() throws {
         _ = Publisher(store: store).publish([try job("r.0", name: "nightly.csv", content: "old")])
         var oldStat = stat()
