@@ -125,7 +125,7 @@ final class SpoolStoreTests: XCTestCase {
     }
 
     private func markerName(_ file: String) throws -> String? {
-        let json = try JSONSerialization.jsonObject(with: Data(try XCTUnwrap(read("done", file)).utf8)) as? [String: Any]
+        let json = try JSONSerialization.jsonObject(with: Data(try XCTUnwrap(read("final", file)).utf8)) as? [String: Any]
         return json?["name"] as? String
     }
 
@@ -133,18 +133,18 @@ final class SpoolStoreTests: XCTestCase {
     /// still name the file it describes when several files of the batch want one name and some
     /// of the names are taken.
     func testMarkersWrittenAheadNameTheFilesOfABatchThatWantsOneName() throws {
-        write("done", "same.txt", "the consumer's file")
-        write("done", "same-1.txt.done", "{}")
+        write("final", "same.txt", "the consumer's file")
+        write("final", "same-1.txt.done", "{}")
         let jobs = try (0..<3).map { try job("r.\($0)", name: "same.txt", content: "copy \($0)") }
         let results = Publisher(store: store).publish(jobs)
         XCTAssertEqual(results.compactMap(\.error).count, 0)
         XCTAssertEqual(results.map(\.finalName), ["same-2.txt", "same-3.txt", "same-4.txt"])
         for (i, name) in ["same-2.txt", "same-3.txt", "same-4.txt"].enumerated() {
-            XCTAssertEqual(read("done", name), "copy \(i)")
+            XCTAssertEqual(read("final", name), "copy \(i)")
             XCTAssertEqual(try markerName(name + ".done"), name)
         }
-        XCTAssertEqual(read("done", "same.txt"), "the consumer's file")
-        XCTAssertEqual(files("done").filter { $0.hasPrefix(".") }, [], "no marker temp file left")
+        XCTAssertEqual(read("final", "same.txt"), "the consumer's file")
+        XCTAssertEqual(files("final").filter { $0.hasPrefix(".") }, [], "no marker temp file left")
     }
 
     /// A marker written ahead under the name its file was expected to get is written again when
@@ -160,11 +160,11 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertFalse(results[0].isPublished)
         XCTAssertNil(results[1].error)
         XCTAssertEqual(results[1].finalName, "x.bin")
-        XCTAssertEqual(read("done", "x.bin"), "second")
+        XCTAssertEqual(read("final", "x.bin"), "second")
         XCTAssertEqual(try markerName("x.bin.done"), "x.bin", "the marker names the file it describes")
         XCTAssertEqual(try markerName("y.bin.done"), "y.bin")
         XCTAssertTrue(results[1].isPublished && results[2].isPublished)
-        XCTAssertEqual(files("done"), ["x.bin", "x.bin.done", "y.bin", "y.bin.done"], "no x-1 name, no temp file")
+        XCTAssertEqual(files("final"), ["x.bin", "x.bin.done", "y.bin", "y.bin.done"], "no x-1 name, no temp file")
     }
 
     func testReplacingPublishTakesTheOldNameAndMarkerAndLeavesNoSuffix() throws {
