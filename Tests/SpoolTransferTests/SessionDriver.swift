@@ -76,7 +76,14 @@ final class SilentListener: @unchecked Sendable {
         thread = Thread {
             while true {
                 let client = accept(listening, nil, nil)
-                if client < 0 { return }
+                if client < 0 {
+                    // A signal (the suite's child processes end: SIGCHLD) or a client gone before
+                    // the accept must not end the listener: a later connection would then sit in
+                    // the backlog unanswered, and the client wait for its stall timeout. Only
+                    // `stop()` (EBADF/EINVAL) ends it.
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    return
+                }
                 if ending == .reset {
                     var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
                     setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
