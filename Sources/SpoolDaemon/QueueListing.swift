@@ -14,21 +14,26 @@ import SpoolStore
 public enum QueueListing {
     /// Calls `emit` for each item of each claimed request (`active/W/R`, and the old layout's
     /// `active/R`) that has not ended and whose id is not in `skipping` (the live reports' items),
-    /// request by request in name order. Unreadable files are passed over: the daemon that holds
-    /// them says what is wrong with them.
+    /// request by request in name order. Each file is indexed as a stream (the daemon's own
+    /// parser) and each listed item re-read from its slice, so memory is one file's index at a
+    /// time. Unreadable files are passed over: the daemon that holds them says what is wrong.
     public static func stream(spool: String, skipping: Set<String>, now: Date = Date(),
-                              emit: (TaskStatus) -> Void) {
-        let root = URL(fileURLWithPath: spool)
-        let active = root.appendingPathComponent("active").path
-        let ended = endedItems(staging: root.appendingPathComponent("staging").path)
-        for (folder, name) in claimedRequests(active: active) {
-            guard let bytes = FileManager.default.contents(atPath: folder + "/" + name),
-                  let file = try? RequestParser.parse(fileName: name, bytes: [UInt8](bytes),
-                                                      limits: ParseLimits(maxBytes: Int.max, maxItems: Int.max))
-            else { continue }
-            for item in file.items {
-                let id = "\(name)#\(item.index)"
-                guard !skipping.contains(id), !ended.contains(SpoolStore.stagingBase(name, index: item.index)) else { continue }
+                              emit: (TaskStatus) -> Void) throws(OperatorError) {
+        let store: SpoolStore
+        do { store = SpoolStore(layout: try SpoolLayout(root: spool)) } catch { throw .io("\(error)") }
+        let journaled = store.readJournals(includingLive: true).states
+        let staged = Set(store.layout.staging.list())
+        let limits = ParseLimits(maxBytes: Int.max, maxItems: Int.max)   // accepted already, under the daemon's limits
+        for (folder, name) in claimedRequests(active: store.layout.active.path) {
+            let fd = open(folder + "/" + name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            guard let index = try? RequestParser.index(fileName: name, descriptor: fd, limits: limits) else { continue }
+            for summary in index.items {
+                let id = "\(name)#\(summary.index)"
+                let base = SpoolStore.stagingBase(name, index: Int(summary.index))
+                guard !skipping.contains(id), !hasEnded(base, journaled: journaled, staged: staged, store: store),
+                      let item = try? RequestParser.item(summary, in: index, descriptor: fd) else { continue }
                 var state = "pending"
                 var startsAt: String?
                 if let start = item.earliestStart, start > now {
@@ -37,12 +42,20 @@ public enum QueueListing {
                 } else if item.discretionary {
                     state = "waiting-window"   // whether the window is open now, only the daemon knows
                 }
-                emit(TaskStatus(id: id, request: name, group: file.group, name: item.name,
+                emit(TaskStatus(id: id, request: name, group: index.group, name: item.name,
                                 url: displayURL(item.url.string), state: state, bytes: 0,
                                 expected: item.expectedBytes, rate: nil, eta: nil, attempts: 0, error: nil,
                                 startsAt: startsAt, finishedAt: nil))
             }
         }
+    }
+
+    /// Published (in a publish journal, past `running`) or failed for good (`B.state`). The state
+    /// file is read only when `staged` (staging/, listed once) has one: most waiting items have none.
+    private static func hasEnded(_ base: String, journaled: [String: ItemState], staged: Set<String>,
+                                 store: SpoolStore) -> Bool {
+        if let state = journaled[base], state.phase != .running { return true }
+        return staged.contains(base + ".state") && store.readState(base)?.phase == .failed
     }
 
     /// `(folder, name)` of every claimed request file, by name.
@@ -62,25 +75,5 @@ public enum QueueListing {
             }
         }
         return found.sorted { $0.1 < $1.1 }
-    }
-
-    /// Staging bases of items that have ended: in a publish journal, or with a `failed` state.
-    static func endedItems(staging: String) -> Set<String> {
-        var ended = Set<String>()
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
-        for name in names where !name.hasPrefix(".") {
-            if name.hasSuffix(".journal") {
-                guard let data = FileManager.default.contents(atPath: staging + "/" + name),
-                      let states = SpoolJSON.decode([ItemState].self, [UInt8](data)) else { continue }
-                for state in states where state.phase != .running {
-                    ended.insert(SpoolStore.stagingBase(state.request, index: state.index))
-                }
-            } else if name.hasSuffix(".state") {
-                guard let data = FileManager.default.contents(atPath: staging + "/" + name),
-                      let state = SpoolJSON.decode(ItemState.self, [UInt8](data)), state.phase == .failed else { continue }
-                ended.insert(String(name.dropLast(".state".count)))
-            }
-        }
-        return ended
     }
 }

@@ -173,12 +173,13 @@ public struct SpoolStore: Sendable {
     }
 
     /// Item states recorded by publish batches of dead workers (a crash, a kill, a stop with
-    /// requests still claimed), by staging base. Journals a live worker holds are skipped.
-    public func readJournals() -> (states: [String: ItemState], files: [String]) {
+    /// requests still claimed), by staging base. Journals a live worker holds are skipped unless
+    /// `includingLive` (a reader that only looks, such as `status --all`, wants every worker's).
+    public func readJournals(includingLive: Bool = false) -> (states: [String: ItemState], files: [String]) {
         var states: [String: ItemState] = [:]
         var files: [String] = []
         for name in layout.staging.list() where name.hasSuffix(".journal") && !name.hasPrefix(".") {
-            if layout.staging.isLockedByAnother(name) { continue }
+            if !includingLive && layout.staging.isLockedByAnother(name) { continue }
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
                   let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }

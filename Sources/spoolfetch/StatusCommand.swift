@@ -46,7 +46,7 @@ struct Status: ParsableCommand {
             }
             hadDaemon = hasDaemon
             if all {
-                printAll(overview, terminal: terminal)
+                try printAll(overview, terminal: terminal)
                 if watch { print("") }
             } else if json {
                 print(overview.json(), terminator: "")
@@ -65,10 +65,13 @@ struct Status: ParsableCommand {
     }
 
     /// `--all`: the report's tasks, then every other waiting item as `QueueListing` reads it.
-    private func printAll(_ overview: SpoolOverview, terminal: Bool) {
+    private func printAll(_ overview: SpoolOverview, terminal: Bool) throws {
         let live = Set(overview.tasks.map(\.id))
-        let stream = { (emit: (TaskStatus) -> Void) in
-            QueueListing.stream(spool: spool.resolved, skipping: live, emit: emit)
+        let spoolPath = spool.resolved
+        var failure: OperatorError?
+        func stream(_ emit: (TaskStatus) -> Void) {
+            do throws(OperatorError) { try QueueListing.stream(spool: spoolPath, skipping: live, emit: emit) }
+            catch { failure = error }
         }
         if json {
             overview.streamJSON(write: { print($0, terminator: "") }, more: stream)
@@ -80,6 +83,11 @@ struct Status: ParsableCommand {
         } else {
             print(overview.plainLines(), terminator: "")
             stream { print(SpoolOverview.plainLine($0), terminator: "") }
+        }
+        if let failure {
+            fflush(nil)
+            FileHandle.standardError.write(Data("spoolfetch status: \(failure.description)\n".utf8))
+            throw ExitCode(2)
         }
     }
 

@@ -4,12 +4,6 @@ import XCTest
 
 /// Drains for cron (`run --once`, `run --due`) and a configuration reload on SIGHUP.
 final class DrainTests: SpoolTestCase {
-    private func rfc3339(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: date)
-    }
-
     func testDueDrainFetchesWhatIsDueAndLeavesAFutureItemQueued() throws {
         server.serve("/now", body: Array("now".utf8))
         server.serve("/later", body: Array("later".utf8))

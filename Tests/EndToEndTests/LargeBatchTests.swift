@@ -41,12 +41,6 @@ final class LargeBatchTests: SpoolTestCase {
         XCTAssertEqual(try daemon.waitForExit(timeout: 60), 0, daemon.stderrText)
     }
 
-    private func rfc3339(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: date)
-    }
-
     func testADueRequestDroppedBehindManyWaitingOnesIsPublishedPromptly() throws {
         server.serve("/due", body: Array("due".utf8))
         let later = rfc3339(Date().addingTimeInterval(3600))

@@ -11,12 +11,6 @@ final class StatusAllTests: SpoolTestCase {
         return (status, p.stdoutText, p.stderrText)
     }
 
-    private func later() -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: Date().addingTimeInterval(3600))
-    }
-
     /// The ids of the plain output's task lines (after the header).
     private func plainIDs(_ out: String) -> [String] {
         out.split(separator: "\n").dropFirst().map { String($0.split(separator: "\t", omittingEmptySubsequences: false)[0]) }
@@ -26,8 +20,8 @@ final class StatusAllTests: SpoolTestCase {
         server.serve("/now", body: TestBody.random(count: 4_000, seed: 81))
         let final = spool.path("final")
         // "mixed": item 0 is due and gets published; item 1 waits an hour. "list": 30 waiting.
-        try spool.drop("mixed", "url: \(server.url("/now"))\nurl: \(server.url("/later-0"))\nearliest-start: \(later())\n")
-        try spool.drop("list", "earliest-start: \(later())\n"
+        try spool.drop("mixed", "url: \(server.url("/now"))\nurl: \(server.url("/later-0"))\nearliest-start: \(rfc3339(Date().addingTimeInterval(3600)))\n")
+        try spool.drop("list", "earliest-start: \(rfc3339(Date().addingTimeInterval(3600)))\n"
                        + (0..<30).map { server.url("/list-\($0)") + "\n" }.joined())
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
         defer { daemon.terminate() }
