@@ -50,9 +50,13 @@ release: deps
 
 test: test-unit test-install
 
+# The whole output is also kept in .build/test-output.log; when a test fails, its failure lines
+# are printed again at the end, where a CI log's tail shows them.
 test-unit: test-deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test-output.log || { \
+	  echo "== failed tests (from .build/test-output.log) =="; \
+	  grep -E ": error: |' failed \(" .build/test-output.log | cut -c1-600 | tail -40; exit 1; }
 
 # Installs into a throw-away DESTDIR and runs the installed binary with /opt/swift (the
 # toolchain) hidden; see scripts/test-installed.

@@ -52,6 +52,8 @@ public final class Engine {
     /// `staging/` as listed at the last adoption (see `Recovery.stagingNames`).
     var adoptedStagingNames: Set<String>?
     var stopping = false
+    /// How many items may hold a staging file open at once (see `DescriptorBudget`).
+    let descriptors = DescriptorBudget.ofThisProcess()
     var summary = RunSummary()
     /// The deadline a drain last said it waits for.
     var lastDrainWait: Date?
@@ -143,7 +145,10 @@ public final class Engine {
             adoptOrphans(alone: false)
         }
         takeInBacklog()
-        let actions = scheduler.nextActions(now: now)
+        // Only as many starts as the open-file budget allows: a disk that publishes slower than
+        // the network delivers slows the downloads down instead of failing them with EMFILE.
+        let maxStarts = descriptors.starts(withOpen: driver.running.count + table.publishingCount)
+        let actions = scheduler.nextActions(now: now, maxStarts: maxStarts)
         for action in actions {
             switch action {
             case .start(let key):

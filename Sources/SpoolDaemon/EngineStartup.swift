@@ -68,7 +68,13 @@ extension Engine {
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [
             "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
-            "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)"])
+            "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)",
+            "open-files": "\(descriptors.limit)"])
+        if descriptors.openItems < configuration.concurrency {
+            logger.warning("the open-file limit allows fewer transfers than --concurrency; raise it (LimitNOFILE= in the unit, ulimit -n) for more",
+                           metadata: ["open-files": "\(descriptors.limit)", "transfers": "\(descriptors.openItems)",
+                                      "concurrency": "\(configuration.concurrency)"])
+        }
         return watcher
     }
 

@@ -16,6 +16,10 @@ extension Engine {
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
         if !actions.isEmpty { table.note(record) }
         for action in actions { perform(action, for: record) }
+        // Only a running item and one being published hold their part open; a waiting one
+        // (retrying, waiting for space, paused, held by an outage) closes it and reopens it when
+        // it starts again. So the open files stay within `DescriptorBudget` however many wait.
+        if record.part != nil, record.phase != .running, record.phase != .publishing { record.part = nil }
         if !actions.isEmpty { status.markDirty() }
         return actions
     }
@@ -35,13 +39,13 @@ extension Engine {
             // The item's URL, name and headers come back from the request file only now.
             let item: RequestItem
             do { item = try record.load() } catch {
-                send(.couldNotStart(diskFull: false, message: "\(error)"), to: record)
+                couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
                 return
             }
             do {
                 try driver.start(record, item)
             } catch {
-                send(.couldNotStart(diskFull: error.isDiskFull, message: "\(error)"), to: record)
+                couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
             }
         case .stopTransfer:
             driver.stop(record)
@@ -73,6 +77,14 @@ extension Engine {
         case .hostUnreachable(let error):
             hostUnreachable(record, error: error)
         }
+    }
+
+    private func couldNotStart(_ record: ItemRecord, _ problem: StartProblem, _ message: String) {
+        if problem == .shortOfResources {
+            logger.warning("could not open the item's files (out of descriptors or memory); it waits and tries again",
+                           metadata: ["item": "\(record.id)", "error": "\(message)"])
+        }
+        send(.couldNotStart(problem, message: message), to: record)
     }
 
     // MARK: Outages

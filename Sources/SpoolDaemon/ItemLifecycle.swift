@@ -47,6 +47,8 @@ struct RetryPolicy: Sendable, Hashable {
     var backoff: Backoff
     /// How long a failed publish waits before it is tried again (disk full, I/O error).
     var publishRetryDelay: Double = 5
+    /// How long an item that could not open its files (EMFILE, ENOMEM) waits before it tries again.
+    var shortageRetryDelay: Double = 2
 }
 
 /// What happened to an item: the inputs of `ItemLifecycle`.
@@ -55,8 +57,8 @@ enum ItemEvent: Equatable {
     case submitted
     /// The scheduler gave it a slot; `spaceAvailable` is the space gate's answer.
     case slotGranted(spaceAvailable: Bool)
-    /// The staging file could not be prepared (`diskFull`: ENOSPC/EDQUOT).
-    case couldNotStart(diskFull: Bool, message: String)
+    /// The request file or the staging file could not be opened for the attempt.
+    case couldNotStart(StartProblem, message: String)
     /// The scheduler took its slot for a higher-priority item.
     case preempted
     case transferEnded(TransferEnd)
@@ -70,6 +72,25 @@ enum ItemEvent: Equatable {
     case stop
     /// Checked while its host is unreachable: the item may have outlived `--resource-timeout`.
     case deadlineCheck
+}
+
+/// Why an attempt could not even start, by the errno of the open that failed.
+enum StartProblem: Equatable {
+    /// ENOSPC, EDQUOT: wait for space, as a transfer that filled the disk does.
+    case diskFull
+    /// EMFILE, ENFILE, ENOMEM, ENOBUFS: the process or the machine is short of descriptors or
+    /// memory for now. Not the item's fault: it tries again later without using an attempt.
+    case shortOfResources
+    /// Anything else (permissions, the request file gone): the item fails.
+    case other
+
+    init(errno: Int32?) {
+        switch errno {
+        case ENOSPC, EDQUOT: self = .diskFull
+        case EMFILE, ENFILE, ENOMEM, ENOBUFS: self = .shortOfResources
+        default: self = .other
+        }
+    }
 }
 
 /// How a transfer ended, reduced to what the lifecycle decides on.
@@ -155,6 +176,7 @@ enum ItemAction: Equatable {
 /// | queued, retrying | slotGranted | no space | waitingForSpace | releaseSlot, waitForSpace |
 /// | queued, retrying | slotGranted | space | running (attempt + 1) | startTransfer |
 /// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
+/// | running | couldNotStart | out of descriptors or memory | retrying (attempt − 1) | retry(+2 s) |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
 /// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
@@ -214,13 +236,19 @@ struct ItemLifecycle {
             attempts += 1
             return [.startTransfer]
 
-        case (.running, .couldNotStart(let diskFull, let message)):
-            if diskFull {
+        case (.running, .couldNotStart(let problem, let message)):
+            switch problem {
+            case .diskFull:
                 attempts -= 1
                 phase = .waitingForSpace
                 return [.releaseSlot, .waitForSpace(reason: message)]
+            case .shortOfResources:
+                attempts -= 1
+                phase = .retrying
+                return [.retry(at: context.now.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)]
+            case .other:
+                return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
             }
-            return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
 
         case (.running, .preempted):
             phase = .queued

@@ -49,6 +49,9 @@ final class ItemTable {
         }
     }
 
+    /// Items handed to the publisher and not yet back for good: each holds its part open.
+    var publishingCount: Int { publishing.count }
+
     /// The item a publish result names.
     func item(forBase base: String) -> ItemRecord? { publishing[base] }
 

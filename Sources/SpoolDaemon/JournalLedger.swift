@@ -1,14 +1,15 @@
 import Foundation
 import SpoolStore
 
-/// A publish batch's journal this worker wrote, held (locked) while any request it mentions is
-/// still open: after a crash it is what tells an adopter that an item was already published.
+/// A publish batch's journal this worker wrote, kept while any request it mentions is still
+/// open: after a crash it is what tells an adopter that an item was already published. Only its
+/// name is kept (no descriptor): the worker's own folder lock says it is live.
 final class BatchJournal {
-    let lock: HeldLock
+    let file: JournalFile
     /// Requests it mentions whose group has not ended.
     var openRequests = 0
 
-    init(lock: HeldLock) { self.lock = lock }
+    init(file: JournalFile) { self.file = file }
 }
 
 /// Which journals may go, and when: this worker's batch journals live until every request they
@@ -47,22 +48,22 @@ final class JournalLedger {
     func attach(_ results: [PublishResult], requestOf: (String) -> RequestRecord?) {
         var batch: [ObjectIdentifier: BatchJournal] = [:]
         for result in results {
-            guard let lock = result.journal else { continue }
-            let journal = batch[ObjectIdentifier(lock)] ?? BatchJournal(lock: lock)
-            batch[ObjectIdentifier(lock)] = journal
+            guard let file = result.journal else { continue }
+            let journal = batch[ObjectIdentifier(file)] ?? BatchJournal(file: file)
+            batch[ObjectIdentifier(file)] = journal
             guard let request = requestOf(result.base),
                   !request.journals.contains(where: { $0 === journal }) else { continue }
             request.journals.append(journal)
             journal.openRequests += 1
         }
-        for journal in batch.values where journal.openRequests == 0 { staging.remove(journal.lock.name) }
+        for journal in batch.values where journal.openRequests == 0 { staging.remove(journal.file.name) }
     }
 
     /// The request's group ended: its journals may go once no other open request needs them.
     func release(_ request: RequestRecord) {
         for journal in request.journals {
             journal.openRequests -= 1
-            if journal.openRequests == 0 { staging.remove(journal.lock.name) }
+            if journal.openRequests == 0 { staging.remove(journal.file.name) }
         }
         request.journals = []
         if request.adopted {

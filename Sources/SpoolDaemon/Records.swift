@@ -277,6 +277,15 @@ enum ItemReadError: Error, CustomStringConvertible {
     /// The slice could not be read, or it no longer reads as the accepted item.
     case request(RequestReadError)
 
+    /// The errno of the call that failed; nil when the file read but no longer matched.
+    var errno: Int32? {
+        switch self {
+        case .store(let e): e.errno
+        case .request(.unreadable(_, let e)): e.errno
+        case .request(.rejected): nil
+        }
+    }
+
     var description: String {
         switch self {
         case .store(let e): "the request file could not be opened again: \(e)"

@@ -34,9 +34,17 @@ final class TransferDriver {
     func start(_ record: ItemRecord, _ item: RequestItem) throws(StoreError) {
         if record.startedAt == nil { record.startedAt = Date() }
         if record.part == nil {
-            record.part = try store.openPart(record.base, fresh: true)
-            record.bytesOnDisk = 0
-            record.hash = nil
+            // A waiting item closed its part (see `Engine.send`): the same file is reopened when
+            // it still holds the bytes counted — cut back to them: a write cut short by a full
+            // disk may have left a few more — else the attempt starts from byte 0.
+            if record.bytesOnDisk > 0, let kept = try store.openPartIfPresent(record.base), kept.size >= record.bytesOnDisk {
+                if kept.size > record.bytesOnDisk { try kept.truncate(to: record.bytesOnDisk) }
+                record.part = kept
+            } else {
+                record.part = try store.openPart(record.base, fresh: true)
+                record.bytesOnDisk = 0
+                record.hash = nil
+            }
         }
         let part = record.part!
         var resumeFrom: Int64 = 0

@@ -175,10 +175,13 @@ public struct Scheduler: Sendable {
     // MARK: Decisions
 
     /// Everything the engine should do at `now`: starts for free slots, pauses for preemption or
-    /// a closing window. Call after every change and on every timer.
-    public mutating func nextActions(now date: Date) -> [SchedulerAction] {
+    /// a closing window. Call after every change and on every timer. `maxStarts` bounds the new
+    /// starts of this call (the engine's open-file budget); items it leaves waiting are offered
+    /// again at the next call, and a preemption happens only where a start is still allowed.
+    public mutating func nextActions(now date: Date, maxStarts: Int = .max) -> [SchedulerAction] {
         let now = date.timeIntervalSince1970
         var actions: [SchedulerAction] = []
+        var starts = 0
         promoteDue(now: now)
         hostHolds = hostHolds.filter { $0.value > now }
 
@@ -194,10 +197,11 @@ public struct Scheduler: Sendable {
             }
         }
 
-        while true {
+        while starts < maxStarts {
             if running.count < configuration.concurrency {
                 if let entry = popBest(discretionary: false, now: now) {
                     start(entry, &actions)
+                    starts += 1
                     continue
                 }
                 let discretionaryAllowed: Bool
@@ -210,6 +214,7 @@ public struct Scheduler: Sendable {
                 if discretionaryAllowed,
                    let entry = popBest(discretionary: true, now: now) {
                     start(entry, &actions)
+                    starts += 1
                     continue
                 }
                 break

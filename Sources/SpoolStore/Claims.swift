@@ -24,6 +24,9 @@ final class WorkerSlot: Sendable {
 
     func set(_ worker: WorkerFolder) { folder.withLock { $0 = worker } }
 
+    /// The folder, if there is one yet (never creates it).
+    var current: WorkerFolder? { folder.withLock { $0 } }
+
     func get(layout: SpoolLayout) throws(StoreError) -> WorkerFolder {
         let result: Result<WorkerFolder, StoreError> = folder.withLock { slot in
             if let existing = slot { return .success(existing) }

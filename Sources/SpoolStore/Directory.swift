@@ -99,6 +99,22 @@ public final class Directory: @unchecked Sendable {
         try rename(temp, to: name, in: self, replace: replace)
     }
 
+    /// Like `writeAtomically` (without its sync), but the file stays open: the descriptor is
+    /// returned for the caller to sync (one `syncfs` for a whole batch) and close.
+    public func writeAtomicallyKeepingOpen(_ name: String, _ bytes: [UInt8]) throws(StoreError) -> Int32 {
+        let temp = ".\(name).tmp"
+        let f = try createFresh(temp)
+        do throws(StoreError) {
+            try FileIO.writeAll(f, bytes, path: path(of: temp))
+            try rename(temp, to: name, in: self, replace: true)
+        } catch {
+            close(f)
+            _ = unlinkat(fd, temp, 0)
+            throw error
+        }
+        return f
+    }
+
     /// Like `writeAtomically`, but the file is `flock`ed (exclusively) before it appears under
     /// its name, and stays locked for as long as the returned owner lives. Other workers read a
     /// held lock as "its writer is alive" (see `isLockedByAnother`).

@@ -42,9 +42,9 @@ public struct PublishResult: Sendable {
     /// durable under `finalName`, the final folder's names synced.
     public var isPublished = false
     public var error: StoreError?
-    /// The batch journal that records this item (nil for a marker-only retry): still locked,
-    /// and left on disk for the caller to remove once the item's group has ended.
-    public var journal: HeldLock?
+    /// The batch journal that records this item (nil for a marker-only retry). The engine
+    /// removes it once every request it mentions has ended its group.
+    public var journal: JournalFile?
 }
 
 /// Commits finished items in batches (docs/ARCHITECTURE.md, "Durability order"):
@@ -87,7 +87,9 @@ public struct Publisher: Sendable {
 
         // 0. One journal for the batch.
         let journaled = jobs.filter { $0.alreadyPublishedAs == nil }.map(\.state)
-        var journal: HeldLock?
+        var journal: JournalFile?
+        // Its descriptor is needed only until step 1 made it durable.
+        defer { journal?.closeDescriptor() }
         if !journaled.isEmpty {
             do throws(StoreError) {
                 let held = try store.writeJournal(journaled)

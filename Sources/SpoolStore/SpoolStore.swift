@@ -164,22 +164,47 @@ public struct SpoolStore: Sendable {
         return SpoolJSON.decode(ItemState.self, bytes)
     }
 
-    /// Writes `staging/batch-PID-N.journal`, the states of one publish batch, and keeps it
-    /// locked: its owner removes it once every request it mentions has ended its group (until
-    /// then it is what tells an adopter that an item was already published).
-    public func writeJournal(_ states: [ItemState]) throws(StoreError) -> HeldLock {
-        let name = "batch-\(getpid())-\(JournalCounter.next()).journal"
-        return try layout.staging.writeAtomicallyLocked(name, SpoolJSON.encode(states: states))
+    /// Writes `staging/batch-W-N.journal`, the states of one publish batch (`W`: this worker's
+    /// folder in `active/`). Its owner removes it once every request it mentions has ended its
+    /// group; until then it is what tells an adopter that an item was already published.
+    /// The journal is live while worker `W` is (its folder's lock is held), so no descriptor is
+    /// kept per journal: the one returned is closed once the batch is durable.
+    public func writeJournal(_ states: [ItemState]) throws(StoreError) -> JournalFile {
+        let name = "batch-\(try workerFolder().name)-\(JournalCounter.next()).journal"
+        return JournalFile(name: name, fd: try layout.staging.writeAtomicallyKeepingOpen(name, SpoolJSON.encode(states: states)))
+    }
+
+    /// `W` of `batch-W-N.journal`; nil for another shape.
+    static func journalWriter(_ name: String) -> String? {
+        guard name.hasPrefix("batch-"), name.hasSuffix(".journal") else { return nil }
+        let middle = name.dropFirst("batch-".count).dropLast(".journal".count)
+        guard let dash = middle.lastIndex(of: "-"), dash > middle.startIndex else { return nil }
+        return String(middle[..<dash])
+    }
+
+    /// Whether a live worker (this one included) still needs the journal: its writer's worker
+    /// folder is locked — by its writer, or by a worker that took the folder over — except a
+    /// folder this worker has just taken over, whose journals are the dead writer's record.
+    /// A journal of the earlier layout (`batch-PID-N`, no such folder) is live while it is
+    /// `flock`ed, as its writer kept it.
+    private func journalIsLive(_ name: String) -> Bool {
+        if let writer = Self.journalWriter(name), let st = layout.active.status(of: writer), st.st_mode & S_IFMT == S_IFDIR {
+            let worker = workerSlot.current
+            if worker?.name == writer { return true }
+            if worker?.hasInherited(writer) == true { return false }
+            return layout.active.isLockedByAnother(writer + "/" + WorkerFolder.lockName)
+        }
+        return layout.staging.isLockedByAnother(name)
     }
 
     /// Item states recorded by publish batches of dead workers (a crash, a kill, a stop with
-    /// requests still claimed), by staging base. Journals a live worker holds are skipped unless
+    /// requests still claimed), by staging base. Journals a live worker needs are skipped unless
     /// `includingLive` (a reader that only looks, such as `status --all`, wants every worker's).
     public func readJournals(includingLive: Bool = false) -> (states: [String: ItemState], files: [String]) {
         var states: [String: ItemState] = [:]
         var files: [String] = []
         for name in layout.staging.list() where name.hasSuffix(".journal") && !name.hasPrefix(".") {
-            if !includingLive && layout.staging.isLockedByAnother(name) { continue }
+            if !includingLive && journalIsLive(name) { continue }
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
                   let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }
@@ -308,6 +333,25 @@ struct GroupJournal: Codable {
 enum JournalCounter {
     private static let counter = Mutex<Int>(0)
     static func next() -> Int { counter.withLock { $0 += 1; return $0 } }
+}
+
+/// A publish batch's journal (`SpoolStore.writeJournal`): its descriptor is open only until the
+/// batch is durable (`closeDescriptor`); afterwards its name is all its owner keeps.
+public final class JournalFile: @unchecked Sendable {
+    public let name: String
+    private(set) var fd: Int32
+
+    init(name: String, fd: Int32) {
+        self.name = name
+        self.fd = fd
+    }
+
+    /// Closes the descriptor (the batch no longer needs it); the file stays.
+    func closeDescriptor() {
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+
+    deinit { closeDescriptor() }
 }
 
 /// An open `staging/B.part`. The owner of its descriptor for the item's whole attempt.

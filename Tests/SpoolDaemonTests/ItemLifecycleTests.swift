@@ -68,15 +68,31 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testCouldNotStartOnAFullDiskWaitsWithoutUsingTheAttempt() {
         var l = running()
-        let actions = l.handle(.couldNotStart(diskFull: true, message: "ENOSPC"), policy: policy, context: context)
+        let actions = l.handle(.couldNotStart(.diskFull, message: "ENOSPC"), policy: policy, context: context)
         XCTAssertEqual(actions, [.releaseSlot, .waitForSpace(reason: "ENOSPC")])
         XCTAssertEqual(l.phase, .waitingForSpace)
         XCTAssertEqual(l.attempts, 0)
     }
 
+    func testCouldNotStartForWantOfDescriptorsRetriesWithoutUsingTheAttempt() {
+        var l = running()
+        let actions = l.handle(.couldNotStart(.shortOfResources, message: "EMFILE"), policy: policy, context: context)
+        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)])
+        XCTAssertEqual(l.phase, .retrying)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
+    func testStartProblemsByErrno() {
+        XCTAssertEqual(StartProblem(errno: ENOSPC), .diskFull)
+        XCTAssertEqual(StartProblem(errno: EDQUOT), .diskFull)
+        for e in [EMFILE, ENFILE, ENOMEM, ENOBUFS] { XCTAssertEqual(StartProblem(errno: e), .shortOfResources, "errno \(e)") }
+        XCTAssertEqual(StartProblem(errno: EACCES), .other)
+        XCTAssertEqual(StartProblem(errno: nil), .other)
+    }
+
     func testCouldNotStartOtherwiseFails() {
         var l = running()
-        let actions = l.handle(.couldNotStart(diskFull: false, message: "EACCES"), policy: policy, context: context)
+        let actions = l.handle(.couldNotStart(.other, message: "EACCES"), policy: policy, context: context)
         XCTAssertEqual(actions.first, .releaseSlot)
         XCTAssertEqual(failCode(actions), "staging")
         XCTAssertTrue(l.phase.hasEnded)

@@ -23,6 +23,24 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(s.runningCount, 2)
     }
 
+    func testMaxStartsBoundsTheStartsOfOneCallAndTheRestComeLater() {
+        var s = Scheduler(configuration: .init(concurrency: 10, perHost: 10), timeZone: utc)
+        for k in 1...5 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        XCTAssertEqual(starts(s.nextActions(now: t0, maxStarts: 2)), [1, 2])
+        XCTAssertEqual(s.nextActions(now: t0, maxStarts: 0), [], "no start, and nothing else either")
+        XCTAssertEqual(s.nextWakeup(now: t0), nil, "no timer: the engine is woken by the event that frees room")
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [3, 4, 5])
+    }
+
+    func testNoPreemptionWhereNoStartIsAllowed() {
+        var s = Scheduler(configuration: .init(concurrency: 1, perHost: 10), timeZone: utc)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80", priority: .low))
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [1])
+        s.submit(ScheduledItem(key: 2, hostKey: "a:80", priority: .high))
+        XCTAssertEqual(s.nextActions(now: t0, maxStarts: 0), [], "the low one keeps running")
+        XCTAssertEqual(pauses(s.nextActions(now: t0)), [1])
+    }
+
     func testPerHostLimitLetsOtherHostsThrough() {
         var s = Scheduler(configuration: .init(concurrency: 10, perHost: 1), timeZone: utc)
         s.submit(ScheduledItem(key: 1, hostKey: "a:80"))

@@ -104,8 +104,9 @@ final class SpoolStoreTests: XCTestCase {
         let journal = try XCTUnwrap(results[0].journal)
         XCTAssertTrue(results.allSatisfy { $0.journal === journal }, "one journal for the batch")
         XCTAssertEqual(files("staging"), [journal.name], "the journal stays for the caller, until the groups end")
-        XCTAssertTrue(store.layout.staging.isLockedByAnother(journal.name), "and stays locked: its writer is alive")
         XCTAssertEqual(store.readJournals().files, [], "a live worker's journal is not another worker's to recover from")
+        let other = SpoolStore(layout: try SpoolLayout(root: root))
+        XCTAssertEqual(other.readJournals().files, [], "its writer's folder is locked: it is alive")
     }
 
     func testPublishWithoutMarkersLeavesOnlyTheDataAndReportsItPublished() throws {
@@ -195,15 +196,33 @@ final class SpoolStoreTests: XCTestCase {
 
     func testJournalOfAnInterruptedBatchIsReadBack() throws {
         let j = try job("r.0", name: "x.bin", content: "abc")
-        var journal: HeldLock? = try store.writeJournal([j.state])
-        let name = journal!.name
-        XCTAssertEqual(store.readJournals().files, [], "its writer is alive")
-        journal = nil   // the writer died
-        let (states, files) = store.readJournals()
+        // The writer holds a claim, so its worker folder outlives it (as after a kill -9).
+        write("incoming", "held", "http://127.0.0.1/x\n")
+        guard case .claimed = try store.claim("held") else { return XCTFail("not claimed") }
+        let journal = try store.writeJournal([j.state])
+        let name = journal.name
+        let worker = files("active").first { !$0.hasPrefix(".") } ?? "?"
+        XCTAssertTrue(name.hasPrefix("batch-\(worker)-"), "named after its worker: \(name)")
+        let other = SpoolStore(layout: try SpoolLayout(root: root))
+        XCTAssertEqual(store.readJournals().files, [], "its writer's own")
+        XCTAssertEqual(other.readJournals().files, [], "its writer is alive")
+        store.releaseWorkerFolder()   // the writer died
+        let (states, files) = other.readJournals()
         XCTAssertEqual(files, [name])
         XCTAssertEqual(states["r.0"]?.phase, .ready)
         XCTAssertEqual(states["r.0"]?.inode, j.part.inode)
         XCTAssertEqual(states["r.0"]?.marker?.name, "x.bin")
+    }
+
+    func testAPublishedBatchKeepsNoDescriptorOfItsJournal() throws {
+        let jobs = try (0..<3).map { try job("r.\($0)", name: "f\($0)", content: "x") }
+        _ = try store.workerFolder()
+        let openFiles = { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+        let before = openFiles()
+        let results = Publisher(store: store).publish(jobs)
+        XCTAssertEqual(results.filter(\.isPublished).count, 3)
+        XCTAssertNotNil(results[0].journal, "the journal is still there for the engine to remove")
+        XCTAssertEqual(openFiles(), before, "only the parts (the jobs') stay open")
     }
 
     func testPublishNeverOverwritesAndNeverWritesThroughAPlantedSymlink() throws {

@@ -99,6 +99,12 @@ public final class DaemonProcess: @unchecked Sendable {
         try launch(["netns", "exec", namespace, executablePath] + arguments, executable: "/usr/sbin/ip")
     }
 
+    /// The daemon with its open-file limit (soft and hard) set to `openFiles`, through util-linux's
+    /// `prlimit`, which execs it: the process is the daemon itself.
+    public static func launch(openFiles: Int, _ arguments: [String]) throws -> DaemonProcess {
+        try launch(["--nofile=\(openFiles):\(openFiles)", "--", executablePath] + arguments, executable: "/usr/bin/prlimit")
+    }
+
     public static func launch(_ arguments: [String], environment: [String: String] = [:],
                               executable: String? = nil) throws -> DaemonProcess {
         let dir = try makeTempDirectory(prefix: "spoolfetch-proc")

@@ -70,7 +70,13 @@ final class FailureKindTests: XCTestCase {
             let outcome = try driver.fetch("http://127.0.0.1:\(listener.port)/x")
             XCTAssertNotNil(outcome.failure, "\(ending)")
             XCTAssertEqual(outcome.failureKind, .outage, "\(ending): \(String(describing: outcome.failure))")
-            let tls = try driver.fetch("https://127.0.0.1:\(listener.port)/x", key: 2)
+            // A session of its own: libcurl 7.88 keeps a plain-HTTP connection whose request could
+            // not be sent (a reset first: "Send failure ... left intact") in its cache, and an
+            // https transfer with PIPEWAIT to the same host:port then waits for that connection
+            // to say whether it multiplexes — until the cache prunes it (about 2 minutes). One
+            // run in ten hung so. A daemon meets this only where one host:port serves both schemes,
+            // or where an https connection is reset between its handshake and its first request.
+            let tls = try SessionDriver().fetch("https://127.0.0.1:\(listener.port)/x", key: 2, diagnose: { listener.diagnosis })
             XCTAssertEqual(tls.failureKind, .outage, "TLS, \(ending): \(String(describing: tls.failure))")
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import SpoolTransfer
+import Synchronization
 import XCTest
 
 /// Runs a real `TransferSession` the way the engine does (perform, then wait) until the wanted
@@ -22,12 +23,16 @@ final class SessionDriver {
     }
 
     /// Starts one transfer of `url` into a scratch file and runs it to its end.
-    func fetch(_ url: String, key: Int = 1, timeout: TimeInterval = 20,
+    /// `diagnose` adds to the failure message what the caller knows of the other side.
+    func fetch(_ url: String, key: Int = 1, timeout: TimeInterval = 20, diagnose: (() -> String)? = nil,
                file: StaticString = #filePath, line: UInt = #line) throws -> TransferOutcome {
         let fd = try Self.scratchFile()
         defer { close(fd) }
         try session.start(key: key, request: TransferRequest(url: url, destination: fd))
         try run(until: { $0.outcomes[key] != nil }, timeout: timeout)
+        if outcomes[key] == nil, let diagnose {
+            return try XCTUnwrap(outcomes[key], "no outcome for \(url) within \(timeout) s; \(diagnose())", file: file, line: line)
+        }
         return try XCTUnwrap(outcomes[key], "no outcome for \(url) within \(timeout) s", file: file, line: line)
     }
 
@@ -55,9 +60,30 @@ final class SilentListener: @unchecked Sendable {
     let port: Int
     private let fd: Int32
     private let thread: Thread
+    /// Connections accepted, and how the accept loop ended (nil while it runs): for the message
+    /// of a test that waited in vain.
+    private let record = ListenerRecord()
+
+    private final class ListenerRecord: Sendable {
+        let state = Mutex<(accepted: Int, ended: String?)>((0, nil))
+    }
+
+    /// What the listener did, and the kernel's sockets on its port (`ss`).
+    var diagnosis: String {
+        let (accepted, ended) = record.state.withLock { $0 }
+        let ss = Process()
+        ss.executableURL = URL(fileURLWithPath: "/usr/bin/ss")
+        ss.arguments = ["-tanoi", "( sport = :\(port) or dport = :\(port) )"]
+        let pipe = Pipe()
+        ss.standardOutput = pipe
+        try? ss.run()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        ss.waitUntilExit()
+        return "listener accepted \(accepted), its loop \(ended ?? "still runs"); sockets: \(text)"
+    }
 
     init(ending: Ending) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         self.fd = fd
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -73,6 +99,7 @@ final class SilentListener: @unchecked Sendable {
         }
         port = Int(UInt16(bigEndian: address.sin_port))
         let listening = fd
+        let record = self.record
         thread = Thread {
             while true {
                 let client = accept(listening, nil, nil)
@@ -82,8 +109,14 @@ final class SilentListener: @unchecked Sendable {
                     // the backlog unanswered, and the client wait for its stall timeout. Only
                     // `stop()` (EBADF/EINVAL) ends it.
                     if errno == EINTR || errno == ECONNABORTED { continue }
+                    let why = String(cString: strerror(errno))
+                    record.state.withLock { $0.ended = "ended: accept: \(why)" }
                     return
                 }
+                // Close-on-exec: a child process started meanwhile by another thread must not
+                // inherit the connection and keep it open after the close below.
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                record.state.withLock { $0.accepted += 1 }
                 if ending == .reset {
                     var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
                     setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))

@@ -1,0 +1,44 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// A daemon under a small open-file limit: finished files that wait for the publisher, and a long
+/// list's publish journals, must never use the limit up. Before the open-file budget, a burst of
+/// tiny files under the usual 1,024 failed hundreds of items with EMFILE ("Too many open files").
+final class DescriptorLimitTests: SpoolTestCase {
+    func testManyTinyFilesAndALongListUnderASmallOpenFileLimitAllPublish() throws {
+        let singles = 1_500, listed = 1_500, limit = 320
+        server.serve("/tiny", body: Array("t".utf8))
+        let daemon = try DaemonProcess.launch(openFiles: limit, ["run", "--spool", spool.root, "--concurrency", "32",
+                                                                 "--per-host", "32", "--log-level", "notice"])
+        defer { daemon.terminate() }
+        // The daemon says why it runs fewer transfers than asked (a warning, right after it started).
+        try daemon.waitForStderr(containing: "the open-file limit allows fewer transfers than --concurrency", timeout: 30)
+        // One list of many items (its journals live until the whole list has ended) ...
+        var list = ""
+        for i in 0..<listed { list += "url: \(server.url("/tiny"))?l\(i)\nname: l\(i)\n" }
+        try spool.drop("long-list", list)
+        // ... and many single-file requests, renamed in at once.
+        for i in 0..<singles {
+            let text = "url: \(server.url("/tiny"))?s\(i)\nname: s\(i)\n"
+            _ = FileManager.default.createFile(atPath: spool.path("tmp", "s\(i)"), contents: Data(text.utf8))
+        }
+        for i in 0..<singles { XCTAssertEqual(rename(spool.path("tmp", "s\(i)"), spool.path("incoming", "s\(i)")), 0) }
+
+        var peak = 0
+        let fdFolder = "/proc/\(daemon.pid)/fd"
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 300, what: "\(singles + 1) requests ended") {
+            peak = max(peak, (try? FileManager.default.contentsOfDirectory(atPath: fdFolder).count) ?? 0)
+            return self.spool.files(in: "done").count + self.spool.files(in: "failed").count / 2 >= singles + 1
+        }
+        XCTAssertEqual(spool.files(in: "failed"), [], "none failed")
+        XCTAssertFalse(daemon.stderrText.contains("Too many open files"), "no open failed for want of descriptors")
+        let final = Set(spool.files(in: "final"))
+        for i in 0..<singles { XCTAssertTrue(final.contains("s\(i).done"), "s\(i) published") }
+        for i in 0..<listed { XCTAssertTrue(final.contains("l\(i).done"), "l\(i) published") }
+        XCTAssertTrue(final.contains("long-list.group.done"))
+        XCTAssertEqual(spool.files(in: "staging").filter { $0.hasSuffix(".journal") }, [], "every journal removed")
+        XCTAssertLessThan(peak, limit)
+        print("open-file limit \(limit): \(singles) requests and a \(listed)-URL list published; the daemon's descriptors peaked at \(peak) (sampled)")
+    }
+}
