@@ -82,7 +82,8 @@ public final class Engine {
         ledger = JournalLedger(staging: layout.staging)
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks), store: store, inbox: inbox,
-                             onItem: configuration.onItem, onGroup: configuration.onGroup)
+                             onItem: configuration.onItem, onGroup: configuration.onGroup,
+                             maxGroupHooks: configuration.maxHooks)
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         control = ControlHandler(directory: layout.control, logger: logger)
     }

@@ -50,7 +50,7 @@ extension Engine {
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
         for pending in store.pendingGroupHooks() {
             logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
-            hooks.groupEnded(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",
+            hooks.groupPending(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",
                              request: pending.marker?.request ?? "", items: pending.marker?.items.count ?? 0,
                              failed: pending.marker?.failed ?? 0)
         }

@@ -3,44 +3,113 @@ import SpoolStore
 
 /// The `--on-item` and `--on-group` hooks: which environment each gets, and the group hook's
 /// exactly-once bookkeeping (its journal goes only after the hook has run).
+///
+/// A group hook runs while it holds its journal's lock (so no worker starting meanwhile runs it
+/// again, see `SpoolStore.pendingGroupHooks`). At most `--max-hooks` group hooks are handed to
+/// the runner at once; the others wait here by journal name, holding no descriptor: thousands of
+/// groups ending behind a slow hook must not use up the open-file limit. A waiting hook's journal
+/// is locked again when its turn comes, and the hook is skipped when that fails: another worker
+/// has run it, or is running it, meanwhile.
 final class HookDispatch {
     private let runner: HookRunner
     private let store: SpoolStore
     private let inbox: Inbox
     private var onItem: String?
     private var onGroup: String?
-    /// Group hooks started whose completion the engine has not handled yet.
-    private(set) var groupHooksOutstanding = 0
+    private var maxGroupHooks: Int
+    /// Group hooks handed to the runner whose completion the engine has not handled yet.
+    private var groupHooksStarted = 0
+    /// Group hooks waiting for their turn, oldest first, from `nextWaiting` on.
+    private var waitingGroups: [WaitingGroupHook] = []
+    private var nextWaiting = 0
 
-    init(runner: HookRunner, store: SpoolStore, inbox: Inbox, onItem: String?, onGroup: String?) {
+    private struct WaitingGroupHook {
+        let journal: String
+        let request: String
+        let environment: [String: String]
+    }
+
+    init(runner: HookRunner, store: SpoolStore, inbox: Inbox, onItem: String?, onGroup: String?, maxGroupHooks: Int) {
         self.runner = runner
         self.store = store
         self.inbox = inbox
         self.onItem = onItem
         self.onGroup = onGroup
+        self.maxGroupHooks = max(1, maxGroupHooks)
     }
+
+    /// Group hooks started or waiting: a drain waits for them.
+    var groupHooksOutstanding: Int { groupHooksStarted + waitingGroups.count - nextWaiting }
 
     /// Runs `--on-group` for an ended group, then drops its journal — so the hook runs once, and
     /// still runs after a crash that came between the group marker and the hook.
     func groupEnded(journal: HeldLock, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+        guard onGroup != nil else {
+            store.groupHookDone(journal)
+            return
+        }
+        let hook = WaitingGroupHook(journal: journal.name, request: request,
+                                    environment: Self.groupEnvironment(markerPath: markerPath, group: group, request: request,
+                                                                       items: items, failed: failed))
+        if groupHooksStarted < maxGroupHooks && nextWaiting == waitingGroups.count {
+            start(hook, holding: journal)
+        } else {
+            waitingGroups.append(hook)      // the lock goes with `journal`; taken again at its turn
+            startWaiting()
+        }
+    }
+
+    /// A group hook an earlier run did not get to (`SpoolStore.pendingGroupHooks`): it waits
+    /// for its turn like any other.
+    func groupPending(journal: String, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+        guard onGroup != nil else { return }
+        waitingGroups.append(WaitingGroupHook(journal: journal, request: request,
+                                              environment: Self.groupEnvironment(markerPath: markerPath, group: group,
+                                                                                 request: request, items: items, failed: failed)))
+        startWaiting()
+    }
+
+    /// The group hook has run: its journal can go, and the next waiting one may start.
+    func groupHookFinished(_ journal: HeldLock) {
+        groupHooksStarted -= 1
+        store.groupHookDone(journal)
+        startWaiting()
+    }
+
+    private static func groupEnvironment(markerPath: String, group: String, request: String,
+                                         items: Int, failed: Int) -> [String: String] {
+        ["SPOOLFETCH_GROUP": group, "SPOOLFETCH_ID": request, "SPOOLFETCH_MARKER": markerPath,
+         "SPOOLFETCH_PATH": markerPath,
+         "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
+         "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)"]
+    }
+
+    private func start(_ hook: WaitingGroupHook, holding journal: HeldLock) {
         guard let command = onGroup else {
             store.groupHookDone(journal)
             return
         }
         let inbox = self.inbox
-        runner.run(command, environment: [
-            "SPOOLFETCH_GROUP": group, "SPOOLFETCH_ID": request, "SPOOLFETCH_MARKER": markerPath,
-            "SPOOLFETCH_PATH": markerPath,
-            "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
-            "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)",
-        ], item: request) { _ in inbox.post(.groupHookFinished(journal: journal)) }
-        groupHooksOutstanding += 1
+        groupHooksStarted += 1
+        runner.run(command, environment: hook.environment, item: hook.request) { _ in
+            inbox.post(.groupHookFinished(journal: journal))
+        }
     }
 
-    /// The group hook has run: its journal can go.
-    func groupHookFinished(_ journal: HeldLock) {
-        groupHooksOutstanding -= 1
-        store.groupHookDone(journal)
+    /// Starts waiting group hooks while there is room, each once its journal is locked again.
+    private func startWaiting() {
+        while groupHooksStarted < maxGroupHooks, nextWaiting < waitingGroups.count {
+            let hook = waitingGroups[nextWaiting]
+            nextWaiting += 1
+            if let journal = store.relockGroupJournal(hook.journal) { start(hook, holding: journal) }
+        }
+        if nextWaiting == waitingGroups.count {
+            waitingGroups.removeAll(keepingCapacity: true)
+            nextWaiting = 0
+        } else if nextWaiting > 1024 && nextWaiting * 2 > waitingGroups.count {
+            waitingGroups.removeFirst(nextWaiting)
+            nextWaiting = 0
+        }
     }
 
     /// Runs `--on-item` for an item that ended.
@@ -79,7 +148,9 @@ final class HookDispatch {
     func update(_ configuration: DaemonConfiguration) {
         onItem = configuration.onItem
         onGroup = configuration.onGroup
+        maxGroupHooks = max(1, configuration.maxHooks)
         runner.update(timeout: configuration.hookTimeout, maxRunning: configuration.maxHooks)
+        startWaiting()
     }
 
     /// At shutdown: blocks until every queued hook has run.

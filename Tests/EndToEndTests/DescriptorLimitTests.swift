@@ -41,4 +41,39 @@ final class DescriptorLimitTests: SpoolTestCase {
         XCTAssertLessThan(peak, limit)
         print("open-file limit \(limit): \(singles) requests and a \(listed)-URL list published; the daemon's descriptors peaked at \(peak) (sampled)")
     }
+
+    func testGroupHooksWaitingBehindASlowHookHoldNoDescriptorAndEachRunsOnce() throws {
+        let count = 400, limit = 300
+        server.serve("/tiny", body: Array("t".utf8))
+        let gate = spool.path("tmp", "gate"), log = spool.path("tmp", "hooks.log")
+        // Every group hook waits for the gate; with --max-hooks 1 the other groups wait their turn.
+        let hook = "while [ ! -e '\(gate)' ]; do sleep 0.05; done; echo \"$SPOOLFETCH_ID\" >> '\(log)'"
+        let daemon = try DaemonProcess.launch(openFiles: limit, ["run", "--spool", spool.root, "--on-group", hook,
+                                                                 "--max-hooks", "1", "--log-level", "notice"])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.waitForFile("active", in: spool.root, timeout: 30)
+        for i in 0..<count {
+            _ = FileManager.default.createFile(atPath: spool.path("tmp", "g\(i)"),
+                                               contents: Data("url: \(server.url("/tiny"))?\(i)\nname: g\(i)\n".utf8))
+        }
+        for i in 0..<count { XCTAssertEqual(rename(spool.path("tmp", "g\(i)"), spool.path("incoming", "g\(i)")), 0) }
+        // Every group ends (its request filed in done/) while the first hook still waits at the gate.
+        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "\(count) groups ended") {
+            self.spool.files(in: "done").count + self.spool.files(in: "failed").count / 2 >= count
+        }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd").count) ?? -1
+        XCTAssertLessThan(open, 100, "\(count - 1) waiting group hooks hold no descriptor each")
+        XCTAssertEqual(spool.files(in: "failed"), [])
+        XCTAssertEqual(spool.files(in: "staging").filter { $0.hasSuffix(".group") }.count, count, "each hook still to run")
+
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 120, what: "every group hook run") {
+            self.spool.files(in: "staging").filter { $0.hasSuffix(".group") }.isEmpty
+        }
+        let ran = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+        XCTAssertEqual(ran.count, count, "each group hook ran once")
+        XCTAssertEqual(Set(ran), Set((0..<count).map { "g\($0)" }))
+        XCTAssertFalse(daemon.stderrText.contains("Too many open files"))
+        print("\(count) group hooks waited behind a slow one with \(open) descriptors open (limit \(limit)); each ran once")
+    }
 }
