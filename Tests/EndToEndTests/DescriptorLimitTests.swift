@@ -46,11 +46,14 @@ final class DescriptorLimitTests: SpoolTestCase {
         let count = 400, limit = 300
         server.serve("/tiny", body: Array("t".utf8))
         let gate = spool.path("tmp", "gate"), log = spool.path("tmp", "hooks.log")
-        // Every group hook waits for the gate; with --max-hooks 1 the other groups wait their turn.
-        let hook = "while [ ! -e '\(gate)' ]; do sleep 0.05; done; echo \"$SPOOLFETCH_ID\" >> '\(log)'"
+        // Every group hook waits for the gate (at most 3 minutes); with --max-hooks 1 the other
+        // groups wait their turn.
+        let hook = "for i in $(seq 3600); do [ -e '\(gate)' ] && break; sleep 0.05; done; echo \"$SPOOLFETCH_ID\" >> '\(log)'"
         let daemon = try DaemonProcess.launch(openFiles: limit, ["run", "--spool", spool.root, "--on-group", hook,
                                                                  "--max-hooks", "1", "--log-level", "notice"])
         defer { daemon.terminate() }
+        // Whatever happens, the waiting hook is let go (it is not the daemon's child once it dies).
+        defer { _ = FileManager.default.createFile(atPath: gate, contents: nil) }
         try DirectoryWaiter.waitForFile("active", in: spool.root, timeout: 30)
         for i in 0..<count {
             _ = FileManager.default.createFile(atPath: spool.path("tmp", "g\(i)"),
