@@ -278,7 +278,7 @@ extension Engine {
         default: break
         }
         hooks.itemEnded(record)
-        record.unload()
+        record.shed()
         if request.open == 0 { groups.end(request) }
     }
 

@@ -57,8 +57,16 @@ final class WaitingItemTests: XCTestCase {
         let started = request.items[1234]
         XCTAssertEqual(try started.load(), parsed.items[1234])
         XCTAssertEqual(started.loaded?.headers, [RequestHeader(name: "X-Batch", value: "nightly")])
-        started.unload()
+        XCTAssertTrue(started.holdsTransferState)
+        started.shed()   // as when it ends: nothing its group end needs was kept, so all goes
         XCTAssertNil(started.loaded)
+        XCTAssertFalse(started.holdsTransferState, "an ended item is as small as a waiting one")
+        let grouped = request.items[1235]
+        grouped.publishedMarker = ItemMarker(request: "list", group: "list", index: 1235, url: "u", finalURL: nil, name: "n",
+                                             bytes: 1, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
+                                             contentType: nil, startedAt: "t", finishedAt: "t", attempts: 1)
+        grouped.shed()
+        XCTAssertNotNil(grouped.publishedMarker, "kept for a markers: group marker")
 
         // A waiting item is small whatever its URL: one object in one 128-byte malloc chunk
         // (120 usable bytes) besides the table's and the scheduler's entries.
