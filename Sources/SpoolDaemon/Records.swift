@@ -163,14 +163,15 @@ final class ItemRecord {
     /// The item's URL (empty when the request file can no longer be read).
     var url: String { details?.url.string ?? "" }
 
-    /// The item has ended: forgets its transfer state but for what its group end still reads —
-    /// whether it left a state file to remove, its facts for a `markers: group` marker, and that
-    /// a 304 ended it. A list's ended items stay in memory until its last one ends, and each
-    /// ended item kept its whole state (response facts, hash, rate samples): about 2 KiB, 200 MB
-    /// for a 100,000-URL list. The full description goes too (a group marker reads it again).
     /// Whether its transfer state is allocated (started, recovered, or ended keeping some).
     var holdsTransferState: Bool { transferState != nil }
 
+    /// The item has ended: forgets its transfer state but for what its group end still reads —
+    /// whether it left a state file to remove, its facts for a `markers: group` marker, and that
+    /// a 304 ended it. A list's ended items stay in memory until its last one ends; each used to
+    /// keep its whole state (response facts, hash, rate samples), about 2.4 KiB: RSS grew by
+    /// 290 MB over a 100,000-URL list. The full description goes too (a group marker reads it
+    /// again from the request file).
     func shed() {
         guard let state = transferState else { return }
         if !state.hasStateFile && state.publishedMarker == nil && !endedUnchanged {
