@@ -60,9 +60,12 @@ final class HookDispatch {
     }
 
     /// A group hook an earlier run did not get to (`SpoolStore.pendingGroupHooks`): it waits
-    /// for its turn like any other.
+    /// for its turn like any other. Without `--on-group` there is nothing to run: its journal goes.
     func groupPending(journal: String, markerPath: String, group: String, request: String, items: Int, failed: Int) {
-        guard onGroup != nil else { return }
+        guard onGroup != nil else {
+            if let held = store.relockGroupJournal(journal) { store.groupHookDone(held) }
+            return
+        }
         waitingGroups.append(WaitingGroupHook(journal: journal, request: request,
                                               environment: Self.groupEnvironment(markerPath: markerPath, group: group,
                                                                                  request: request, items: items, failed: failed)))

@@ -112,8 +112,8 @@ final class SchedulingTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [], "no group journal is left once the hooks ran")
     }
 
-    func testGroupHookThatACrashPreventedRunsOnceAtTheNextStart() throws {
-        // The state a crash leaves between writing the group marker and running the hook.
+    /// The state a crash leaves between writing the group marker and running the group hook.
+    private func leaveAGroupEndedBeforeItsHook() throws {
         try FileManager.default.createDirectory(atPath: spool.path("staging"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: spool.path("done"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: spool.path("final"), withIntermediateDirectories: true)
@@ -122,6 +122,18 @@ final class SchedulingTests: SpoolTestCase {
         _ = FileManager.default.createFile(atPath: spool.path("done", "crashed"), contents: Data())
         _ = FileManager.default.createFile(atPath: spool.path("staging", "crashed.group"),
                                        contents: Data(#"{"request":"crashed","marker":"crashed.group.done"}"#.utf8))
+    }
+
+    func testGroupJournalThatACrashLeftGoesAtTheNextStartWithoutAGroupHook() throws {
+        try leaveAGroupEndedBeforeItsHook()
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "no hook to run: the journal is not kept")
+        XCTAssertTrue(spool.files(in: "final").contains("crashed.group.done"))
+    }
+
+    func testGroupHookThatACrashPreventedRunsOnceAtTheNextStart() throws {
+        try leaveAGroupEndedBeforeItsHook()
         let log = spool.path("tmp", "hooks.log")
         let hook = "echo \"$SPOOLFETCH_GROUP|$SPOOLFETCH_MARKER\" >> '\(log)'"
         for _ in 0..<2 {
