@@ -199,14 +199,22 @@ public struct SpoolStore: Sendable {
     /// folder this worker has just taken over, whose journals are the dead writer's record.
     /// A journal of the earlier layout (`batch-PID-N`, no such folder) is live while it is
     /// `flock`ed, as its writer kept it.
-    private func journalIsLive(_ name: String) -> Bool {
-        if let writer = Self.journalWriter(name), let st = layout.active.status(of: writer), st.st_mode & S_IFMT == S_IFDIR {
+    /// `writers` remembers each writer's answer for one listing: a worker leaves hundreds of
+    /// journals, and its folder lock is probed once.
+    private func journalIsLive(_ name: String, writers: inout [String: Bool?]) -> Bool {
+        guard let writer = Self.journalWriter(name) else { return layout.staging.isLockedByAnother(name) }
+        if let known = writers[writer] { return known ?? layout.staging.isLockedByAnother(name) }
+        let live: Bool?
+        if let st = layout.active.status(of: writer), st.st_mode & S_IFMT == S_IFDIR {
             let worker = workerSlot.current
-            if worker?.name == writer { return true }
-            if worker?.hasInherited(writer) == true { return false }
-            return layout.active.isLockedByAnother(writer + "/" + WorkerFolder.lockName)
+            if worker?.name == writer { live = true }
+            else if worker?.hasInherited(writer) == true { live = false }
+            else { live = layout.active.isLockedByAnother(writer + "/" + WorkerFolder.lockName) }
+        } else {
+            live = nil     // no such worker folder: the journal's own lock decides
         }
-        return layout.staging.isLockedByAnother(name)
+        writers[writer] = live
+        return live ?? layout.staging.isLockedByAnother(name)
     }
 
     /// Item states recorded by publish batches of dead workers (a crash, a kill, a stop with
@@ -215,8 +223,9 @@ public struct SpoolStore: Sendable {
     public func readJournals(includingLive: Bool = false) -> (states: [String: ItemState], files: [String]) {
         var states: [String: ItemState] = [:]
         var files: [String] = []
+        var writers: [String: Bool?] = [:]
         for name in layout.staging.list() where name.hasSuffix(".journal") && !name.hasPrefix(".") {
-            if !includingLive && journalIsLive(name) { continue }
+            if !includingLive && journalIsLive(name, writers: &writers) { continue }
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
                   let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }

@@ -29,7 +29,7 @@ final class DescriptorLimitTests: SpoolTestCase {
         let fdFolder = "/proc/\(daemon.pid)/fd"
         try DirectoryWaiter.wait(in: spool.path("done"), timeout: 300, what: "\(singles + 1) requests ended") {
             peak = max(peak, (try? FileManager.default.contentsOfDirectory(atPath: fdFolder).count) ?? 0)
-            return self.spool.files(in: "done").count + self.spool.files(in: "failed").count / 2 >= singles + 1
+            return self.spool.endedRequestCount() >= singles + 1
         }
         XCTAssertEqual(spool.files(in: "failed"), [], "none failed")
         XCTAssertFalse(daemon.stderrText.contains("Too many open files"), "no open failed for want of descriptors")
@@ -62,7 +62,7 @@ final class DescriptorLimitTests: SpoolTestCase {
         for i in 0..<count { XCTAssertEqual(rename(spool.path("tmp", "g\(i)"), spool.path("incoming", "g\(i)")), 0) }
         // Every group ends (its request filed in done/) while the first hook still waits at the gate.
         try DirectoryWaiter.wait(in: spool.path("done"), timeout: 120, what: "\(count) groups ended") {
-            self.spool.files(in: "done").count + self.spool.files(in: "failed").count / 2 >= count
+            self.spool.endedRequestCount() >= count
         }
         let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/fd").count) ?? -1
         XCTAssertLessThan(open, 100, "\(count - 1) waiting group hooks hold no descriptor each")

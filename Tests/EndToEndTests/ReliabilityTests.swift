@@ -250,7 +250,7 @@ final class ReliabilityTests: SpoolTestCase {
         for i in 0..<count { XCTAssertEqual(rename(spool.path("tmp", "b\(i)"), spool.path("incoming", "b\(i)")), 0) }
         // Each request file moves into done/ last, after its group marker in final/.
         try DirectoryWaiter.wait(in: spool.path("done"), timeout: 600, what: "\(count) requests ended") {
-            self.spool.files(in: "done").count + self.spool.files(in: "failed").count / 2 >= count
+            self.spool.endedRequestCount() >= count
         }
         let seconds = Date().timeIntervalSince(started)
         XCTAssertEqual(spool.files(in: "incoming"), [])

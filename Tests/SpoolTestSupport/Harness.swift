@@ -235,6 +235,11 @@ public final class TempSpool: @unchecked Sendable {
     /// What a run left in a folder: every file but the two lock files that stay on purpose,
     /// `staging/.workers.lock` (see `WorkerRegistration`) and `active/.claims.lock` (see
     /// `ClaimNames`).
+    /// Request files that have ended: filed in `done/`, or in `failed/` (each beside its `.error`).
+    public func endedRequestCount() -> Int {
+        files(in: "done").count + files(in: "failed").filter { !$0.hasSuffix(".error") }.count
+    }
+
     public func leftovers(in folder: String) -> [String] {
         files(in: folder).filter { !(folder == "staging" && $0 == ".workers.lock") && !(folder == "active" && $0 == ".claims.lock") }
     }

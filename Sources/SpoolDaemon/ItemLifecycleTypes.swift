@@ -1,0 +1,135 @@
+import Foundation
+import SpoolScheduler
+import SpoolStore
+import SpoolTransfer
+
+// The lifecycle's inputs and outputs: the policy and context it decides with, the events it
+// takes and the actions it returns (see `ItemLifecycle` for the table that joins them).
+
+/// When a failed attempt is tried again, and when an item gives up.
+struct RetryPolicy: Sendable, Hashable {
+    /// Attempts before an item fails for good (0: unlimited, bounded by the resource timeout).
+    var maxAttempts: Int
+    /// Seconds since the item was first queued after which it is not retried.
+    var resourceTimeout: Double
+    var backoff: Backoff
+    /// How long a failed publish waits before it is tried again (disk full, I/O error).
+    var publishRetryDelay: Double = 5
+    /// How long an item that could not open its files (EMFILE, ENOMEM) waits before it tries again.
+    var shortageRetryDelay: Double = 2
+}
+
+/// What happened to an item: the inputs of `ItemLifecycle`.
+enum ItemEvent: Equatable {
+    /// Queued for the first time, or again after a recovery that starts it over.
+    case submitted
+    /// The scheduler gave it a slot; `spaceAvailable` is the space gate's answer.
+    case slotGranted(spaceAvailable: Bool)
+    /// The request file or the staging file could not be opened for the attempt.
+    case couldNotStart(StartProblem, message: String)
+    /// The scheduler took its slot for a higher-priority item.
+    case preempted
+    case transferEnded(TransferEnd)
+    /// The space gate found room for it again.
+    case spaceAvailable
+    case publishSucceeded(file: String, marker: String)
+    /// `partGone`: the staged data no longer exists; `permanent`: trying again cannot help.
+    case publishFailed(partGone: Bool, permanent: Bool, message: String)
+    case operatorCommand(ControlCommand.Verb)
+    /// The daemon is stopping (SIGTERM/SIGINT): keep what can be resumed, start nothing.
+    case stop
+    /// Checked while its host is unreachable: the item may have outlived `--resource-timeout`.
+    case deadlineCheck
+}
+
+/// Why an attempt could not even start, by the errno of the open that failed.
+enum StartProblem: Equatable {
+    /// ENOSPC, EDQUOT: wait for space, as a transfer that filled the disk does.
+    case diskFull
+    /// EMFILE, ENFILE, ENOMEM, ENOBUFS: the process or the machine is short of descriptors or
+    /// memory for now. Not the item's fault: it tries again later without using an attempt.
+    case shortOfResources
+    /// Anything else (permissions, the request file gone): the item fails.
+    case other
+
+    init(errno: Int32?) {
+        switch errno {
+        case ENOSPC, EDQUOT: self = .diskFull
+        case EMFILE, ENFILE, ENOMEM, ENOBUFS: self = .shortOfResources
+        default: self = .other
+        }
+    }
+}
+
+/// How a transfer ended, reduced to what the lifecycle decides on.
+struct TransferEnd: Equatable {
+    /// nil when the body is complete.
+    var failure: TransferFailure?
+    /// The body's sha256 when complete.
+    var sha256: String?
+    /// The server's `Retry-After`, in seconds.
+    var retryAfter: Double?
+    /// Bytes are kept in the part.
+    var hasPartial: Bool
+    /// For a 416 answer to a resume: the server's total equals the kept bytes, whose digest this is.
+    var wholePartialSHA256: String?
+    /// The digest the request asks for, if any.
+    var wantedSHA256: String?
+    /// Appended to a `too-large` message when the limit came from `expected-bytes` × slack.
+    var tooLargeHint: String?
+    /// The server was never reached (`TransferFailureKind.outage`): name resolution, connect,
+    /// network or host unreachable, a TLS handshake cut, a reset before any response byte.
+    var outage = false
+    /// A 304 to a conditional request (`on-exists: skip-unchanged`): the existing file, still
+    /// current, and its marker's path. The item ends published with it; nothing is published.
+    var notModified: UnchangedFile?
+}
+
+/// The already published file a 304 confirmed as current.
+struct UnchangedFile: Equatable {
+    var file: String
+    var marker: String
+}
+
+/// The decision's inputs that are not the item's own: the clock, the stop flag, a random jitter.
+struct LifecycleContext {
+    var now: Date
+    var stopping: Bool
+    /// A random number in 0...1 for the back-off's jitter (fixed in tests).
+    var jitter: Double
+}
+
+/// What the engine must do for an item after an event. The lifecycle decides; the engine's parts
+/// (scheduler, transfer driver, space gate, publish pipeline, item endings) carry it out.
+enum ItemAction: Equatable {
+    /// Submit to the scheduler.
+    case schedule
+    /// Take out of the scheduler (queued or in its timer heap).
+    case unschedule
+    /// The scheduler's running slot is free again.
+    case releaseSlot
+    /// Open the part and start the transfer (resuming when the part and validators allow).
+    case startTransfer
+    /// Take the transfer out of the session, keeping the partial.
+    case stopTransfer
+    /// Back to the scheduler's timer heap until `at`; `holdHost`: the whole host waits too
+    /// (the server asked for a pause with 429/503).
+    case retry(at: Date, holdHost: Bool)
+    case waitForSpace(reason: String)
+    case leaveSpaceQueue
+    /// Forget the partial: the next attempt starts from byte 0.
+    case discardPartial
+    /// Write `B.state` so a restart resumes the partial.
+    case saveResumeState
+    /// Hand the verified part to the publisher.
+    case publish(sha256: String)
+    case retryPublish(at: Date)
+    /// The item failed for good: record why, remove its part. The item has ended.
+    case fail(code: String, message: String)
+    /// The item is published. The item has ended.
+    case ended
+    /// Its host could not be reached: hold the whole host (one probe at a time); the item waits
+    /// in the queue without using up an attempt.
+    case hostUnreachable(error: String)
+}
+
