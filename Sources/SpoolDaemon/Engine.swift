@@ -196,7 +196,7 @@ public final class Engine {
             listed(names)
             if initial { initialScanDone = true }
         case .watcher(.control(let name)):
-            control.handle(name, request: table.request(named:)) { record, verb in
+            control.handle(name, request: table.wakeRequest(named:)) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { scheduler.releaseHold(record.hostKey) }
                 return !send(.operatorCommand(verb), to: record).isEmpty
@@ -262,7 +262,7 @@ public final class Engine {
 
     private func writeStatus(now: Date) {
         let window = scheduler.configuration.window
-        status.write(now: now, items: table.items, active: table.active, window: window, task: { record in
+        status.write(now: now, table: table, window: window, task: { record in
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,

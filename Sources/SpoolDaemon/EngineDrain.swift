@@ -24,15 +24,24 @@ extension Engine {
         // Items of a host that cannot be reached are not fetchable now either: they wait for a
         // later run rather than keep a nightly drain going for as long as the outage lasts.
         let unreachable = Set(scheduler.hostOutages.map(\.hostKey))
+        let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
+        func isDue(_ earliestStart: Date?, discretionary: Bool, hostKey: @autoclosure () -> String) -> Bool {
+            let started = earliestStart.map { $0 <= now } ?? true
+            return started && (!discretionary || windowOpen) && !unreachable.contains(hostKey())
+        }
+        var anyDormantDue = false
+        table.dormant.forEach { sleeper in
+            if !anyDormantDue, isDue(sleeper.summary.earliestStart, discretionary: sleeper.summary.discretionary,
+                                      hostKey: table.hosts[sleeper.summary.hostID]) { anyDormantDue = true }
+        }
+        if anyDormantDue { return false }
+        left += table.dormant.count
         for record in table.items.values {
             switch record.phase {
             case .running, .retrying, .waitingForSpace, .publishing:
                 return false
             case .queued:
-                let started = record.earliestStart.map { $0 <= now } ?? true
-                let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
-                if started && (!record.discretionary || windowOpen)
-                    && !unreachable.contains(record.hostKey) { return false }
+                if isDue(record.earliestStart, discretionary: record.discretionary, hostKey: record.hostKey) { return false }
                 left += 1
             case .paused, .published, .failed:
                 continue

@@ -115,6 +115,13 @@ extension Engine {
             for other in Array(table.items.values) where other.summary.hostID == hostID && other !== record {
                 send(.deadlineCheck, to: other)
             }
+            // A dormant item is woken only if the check will end it.
+            let timedOut = now.addingTimeInterval(-policy.resourceTimeout).timeIntervalSinceReferenceDate
+            var expired: [Int] = []
+            table.dormant.forEach { sleeper in
+                if sleeper.summary.hostID == hostID, sleeper.firstQueued <= timedOut { expired.append(sleeper.key) }
+            }
+            for key in expired { if let other = table.item(key) { send(.deadlineCheck, to: other) } }
             send(.deadlineCheck, to: record)
         }
     }
@@ -177,7 +184,7 @@ extension Engine {
         }
         logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                      "group": "\(request.group)"])
-        if request.open == 0 { groups.end(request) }
+        if request.open == 0 { groups.end(request) } else { table.sleepIfWaiting(request) }
     }
 
     // MARK: Publishing
@@ -279,7 +286,7 @@ extension Engine {
         }
         hooks.itemEnded(record)
         record.shed()
-        if request.open == 0 { groups.end(request) }
+        if request.open == 0 { groups.end(request) } else { table.sleepIfWaiting(request) }
     }
 
     /// The group marker is written and the request filed: forget the request, claim what waited

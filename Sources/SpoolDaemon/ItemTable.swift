@@ -3,9 +3,15 @@ import SpoolRequest
 import SpoolStore
 
 /// Every claimed request and its items, by name, by key and by staging base. Engine thread only.
+///
+/// A one-item request whose item only waits is kept in `dormant` instead, without records; any
+/// lookup by key (`item(_:)`) or operator lookup by name (`wakeRequest(named:)`) makes its
+/// records again. `items` and `requests` hold the awake ones only.
 final class ItemTable {
     private(set) var requests: [String: RequestRecord] = [:]
     private(set) var items: [Int: ItemRecord] = [:]
+    /// Waiting one-item requests without records (see `DormantRequests`).
+    private(set) var dormant = DormantRequests()
     /// Items that are neither waiting in the queue nor ended (running, retrying, waiting for
     /// space, paused, publishing): what a status report lists in full. Kept up to date by `note`.
     private(set) var active: [Int: ItemRecord] = [:]
@@ -16,7 +22,9 @@ final class ItemTable {
     /// Every `host:port` the items use, once.
     let hosts = HostTable()
 
-    var isEmpty: Bool { requests.isEmpty }
+    var isEmpty: Bool { requests.isEmpty && dormant.count == 0 }
+    /// Items held, awake or dormant.
+    var itemCount: Int { items.count + dormant.count }
 
     /// Records an indexed request and creates its items (`lifecycle` builds each item's
     /// lifecycle). Only the index's summaries are kept, their hosts numbered in `hosts`.
@@ -28,7 +36,9 @@ final class ItemTable {
         if index.items.count > 1024 { items.reserveCapacity(items.count + index.items.count) }
         for summary in index.items {
             lastKey += 1
-            let record = ItemRecord(key: lastKey, request: request, summary: summary.withHostID(hostIDs[Int(summary.hostID)]),
+            // A one-item request may be made dormant (`sleepIfWaiting`): its key says where.
+            let key = index.items.count == 1 ? dormant.nextKey(serial: lastKey) : lastKey
+            let record = ItemRecord(key: key, request: request, summary: summary.withHostID(hostIDs[Int(summary.hostID)]),
                                     lifecycle: lifecycle(summary))
             request.items.append(record)
             items[record.key] = record
@@ -39,8 +49,74 @@ final class ItemTable {
         return request
     }
 
+    /// An awake request (a dormant one has no group end, journal or retry to look it up for).
     func request(named name: String) -> RequestRecord? { requests[name] }
-    func item(_ key: Int) -> ItemRecord? { items[key] }
+
+    /// The request named `name`, woken if it is dormant (an operator's command; a scan).
+    func wakeRequest(named name: String) -> RequestRecord? {
+        if let request = requests[name] { return request }
+        guard let key = dormant.key(named: name) else { return nil }
+        return item(key)?.request
+    }
+
+    /// The item `key` names, woken if it is dormant.
+    func item(_ key: Int) -> ItemRecord? {
+        if let record = items[key] { return record }
+        guard let sleeper = dormant.take(key) else { return nil }
+        let (request, record) = Self.records(of: sleeper, hosts: hosts)
+        requests[request.name] = request
+        items[key] = record
+        return record
+    }
+
+    /// Whether `key` names an item that waits in the queue (awake and queued, or dormant).
+    func isQueued(_ key: Int) -> Bool {
+        if let record = items[key] { return record.phase == .queued }
+        return dormant.peek(key) != nil
+    }
+
+    /// Calls `body` with the item `key` names if it waits in the queue: its record, or for a
+    /// dormant one a detached copy, valid during the call, while the item stays dormant (what a
+    /// status listing reads).
+    func withQueuedView(_ key: Int, _ body: (ItemRecord) -> Void) {
+        if let record = items[key] {
+            if record.phase == .queued { body(record) }
+        } else if let sleeper = dormant.peek(key) {
+            let (request, record) = Self.records(of: sleeper, hosts: hosts)
+            withExtendedLifetime(request) { body(record) }
+        }
+    }
+
+    /// A one-item request just queued, with nothing on disk and no attempt yet, is kept in
+    /// `dormant` from now until something needs its records. Its item's key was chosen for it
+    /// by `add`.
+    func sleepIfWaiting(_ request: RequestRecord) {
+        guard request.items.count == 1, let record = request.items.first, DormantRequests.isDormantKey(record.key),
+              record.phase == .queued, record.attempts == 0, !record.holdsTransferState,
+              request.journals.isEmpty, !request.ending, request.open == 1 else { return }
+        let settings = request.settings
+        let sleeper = DormantRequests.Sleeper(
+            key: record.key, name: request.name, inode: request.inode, folder: request.folder, summary: record.summary,
+            firstQueued: record.lifecycle.firstQueued.timeIntervalSinceReferenceDate,
+            settings: settings.isPlain && settings.fileName == request.name ? nil : DormantRequests.SettingsBox(settings),
+            markers: settings.markers, onExists: settings.onExists, adopted: request.adopted)
+        guard dormant.put(sleeper) else { return }
+        requests.removeValue(forKey: request.name)
+        items.removeValue(forKey: record.key)
+        active.removeValue(forKey: record.key)
+    }
+
+    /// The records a sleeper stands for, as `add` made them (not entered in the table).
+    private static func records(of sleeper: DormantRequests.Sleeper, hosts: HostTable) -> (RequestRecord, ItemRecord) {
+        let claim = ClaimedRequest(name: sleeper.name, inode: sleeper.inode, folder: sleeper.folder)
+        let request = RequestRecord(claim: claim, settings: sleeper.requestSettings, hosts: hosts)
+        request.adopted = sleeper.adopted
+        let record = ItemRecord(key: sleeper.key, request: request, summary: sleeper.summary,
+                                lifecycle: ItemLifecycle(firstQueued: Date(timeIntervalSinceReferenceDate: sleeper.firstQueued)))
+        request.items = [record]
+        request.open = 1
+        return (request, record)
+    }
     /// Files the item under `active` or takes it out, after its phase changed.
     func note(_ record: ItemRecord) {
         switch record.phase {

@@ -51,7 +51,8 @@ final class StatusReporter {
     /// is redone at most every `scanInterval` for a large queue (a small one is scanned each time).
     struct QueueScan {
         var states: [String: Int] = [:]
-        var nextDue: [ItemRecord] = []
+        /// The next items due, by (due time, key), first first.
+        var nextDue: [(due: Double, key: Int)] = []
         var waiting = 0
     }
     private var lastScan: (at: Date, scan: QueueScan)?
@@ -62,31 +63,37 @@ final class StatusReporter {
     static let scanInterval: Double = 10
     static let scanAlwaysBelow = 20_000
 
-    private func scanQueue(_ items: [Int: ItemRecord], now: Date, window: DailyWindow?) -> QueueScan {
-        if let last = lastScan, items.count >= Self.scanAlwaysBelow, now.timeIntervalSince(last.at) < Self.scanInterval {
+    private func scanQueue(_ table: ItemTable, now: Date, window: DailyWindow?) -> QueueScan {
+        if let last = lastScan, table.itemCount >= Self.scanAlwaysBelow, now.timeIntervalSince(last.at) < Self.scanInterval {
             staleScan = true
             return last.scan
         }
         staleScan = false
         var scan = QueueScan()
+        let windowClosed = window.map { !$0.contains(now, in: .current) } ?? false
         // The next due: a small list kept sorted by (due time, key); a heap is not worth it for 20.
-        func dueTime(_ r: ItemRecord) -> Double { r.earliestStart?.timeIntervalSince1970 ?? 0 }
-        for record in items.values {
-            guard case .queued = record.phase else { continue }
+        func consider(key: Int, earliestStart: Date?, discretionary: Bool) {
             scan.waiting += 1
             let label: String
-            if let start = record.earliestStart, start > now { label = "waiting-start" }
-            else if record.discretionary, let window, !window.contains(now, in: .current) { label = "waiting-window" }
+            if let start = earliestStart, start > now { label = "waiting-start" }
+            else if discretionary, windowClosed { label = "waiting-window" }
             else { label = "pending" }
             scan.states[label, default: 0] += 1
-            let key = (dueTime(record), record.key)
+            let entry = (due: earliestStart?.timeIntervalSince1970 ?? 0, key: key)
             if scan.nextDue.count < StatusReport.pendingShown {
-                scan.nextDue.append(record)
-                scan.nextDue.sort { (dueTime($0), $0.key) < (dueTime($1), $1.key) }
-            } else if let last = scan.nextDue.last, key < (dueTime(last), last.key) {
-                scan.nextDue[scan.nextDue.count - 1] = record
-                scan.nextDue.sort { (dueTime($0), $0.key) < (dueTime($1), $1.key) }
+                scan.nextDue.append(entry)
+                scan.nextDue.sort { ($0.due, $0.key) < ($1.due, $1.key) }
+            } else if let last = scan.nextDue.last, (entry.due, entry.key) < (last.due, last.key) {
+                scan.nextDue[scan.nextDue.count - 1] = entry
+                scan.nextDue.sort { ($0.due, $0.key) < ($1.due, $1.key) }
             }
+        }
+        for record in table.items.values {
+            guard case .queued = record.phase else { continue }
+            consider(key: record.key, earliestStart: record.earliestStart, discretionary: record.discretionary)
+        }
+        table.dormant.forEach { sleeper in
+            consider(key: sleeper.key, earliestStart: sleeper.summary.earliestStart, discretionary: sleeper.summary.discretionary)
         }
         lastScan = (now, scan)
         return scan
@@ -95,13 +102,13 @@ final class StatusReporter {
     /// Writes the report: the items that are not just waiting (running, retrying, waiting for
     /// space, paused, publishing), the next waiting ones due, the recently ended ones, and counts
     /// per state. It never lists a large queue whole.
-    func write(now: Date, items: [Int: ItemRecord], active: [Int: ItemRecord], window: DailyWindow?,
+    func write(now: Date, table: ItemTable, window: DailyWindow?,
                task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary,
                hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?) {
-        let scan = scanQueue(items, now: now, window: window)
+        let scan = scanQueue(table, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
-        for record in active.values.sorted(by: { $0.key < $1.key }) {
+        for record in table.active.values.sorted(by: { $0.key < $1.key }) {
             let status = task(record)
             states[status.state, default: 0] += 1
             tasks.append(status)
@@ -114,7 +121,7 @@ final class StatusReporter {
             guard let expected = t.expected, expected > t.bytes else { return sum }
             return sum + (expected - t.bytes)
         }
-        for record in scan.nextDue where items[record.key] != nil && record.phase == .queued { tasks.append(task(record)) }
+        for entry in scan.nextDue { table.withQueuedView(entry.key) { tasks.append(task($0)) } }
         tasks += recentlyEnded
         var daemon = DaemonStatus(
             host: ProcessInfo.processInfo.hostName, pid: getpid(), version: Daemon.version, spool: spoolRoot,

@@ -79,6 +79,17 @@ public struct RequestFileSettings: Sendable {
 
     /// The values given before the first `url` (re-applied when one item is re-read).
     var defaults: RequestFields { defaultsStorage.first ?? RequestFields() }
+
+    /// Nothing but the file's name, markers and on-exists: the group is the file's own and no
+    /// defaults were given (most single-URL files). Such settings are rebuilt by
+    /// `plain(fileName:markers:onExists:)`, so a waiting request need not keep them whole.
+    public var isPlain: Bool { defaultsStorage.isEmpty && group == PlainName.sanitise(fileName) }
+
+    /// The settings of a file that gives no `group` and no defaults (see `isPlain`).
+    public static func plain(fileName: String, markers: MarkerMode, onExists: OnExists) -> RequestFileSettings {
+        RequestFileSettings(fileName: fileName, group: PlainName.sanitise(fileName), markers: markers,
+                            onExists: onExists, defaults: RequestFields())
+    }
 }
 
 /// A validated request file without its text: the file-level facts, one `ItemSummary` per item,

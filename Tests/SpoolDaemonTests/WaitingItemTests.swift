@@ -102,6 +102,78 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertEqual(request.claim.inode, request.inode)
         XCTAssertEqual(try request.claim.readAll(), Array("url: https://a.example/f?w1\nname: w0000001.bin\n".utf8))
     }
+
+    /// A waiting one-item request is kept as one 112-byte slot (no records, no dictionary
+    /// entries) and comes back as it was when anything needs it.
+    func testAWaitingOneItemRequestSleepsInOneSlotAndWakesAsItWas() throws {
+        XCTAssertLessThanOrEqual(MemoryLayout<DormantRequests.Sleeper?>.stride, 112)
+        let table = ItemTable()
+        let plainText = "url: https://a.example/f?w1\nname: w0000001.bin\nearliest-start: 2030-01-01T02:00:00Z\n"
+        // As the engine does: each request is put to sleep right after it is added.
+        let plain = try claimAndAdd("w0000001", plainText, into: table)
+        table.sleepIfWaiting(plain)
+        let plainItem = try XCTUnwrap(plain.items.first?.details)
+        let plainKey = plain.items[0].key
+        let firstQueued = plain.items[0].lifecycle.firstQueued
+        let fancyText = "group: nightly\npriority: high\nheader: X-Batch: nightly\nmarkers: group\nhttps://b.example:8443/x\n"
+        let fancy = try claimAndAdd("w0000002", fancyText, into: table)
+        table.sleepIfWaiting(fancy)
+        let fancyItem = try XCTUnwrap(fancy.items.first?.details)
+        let fancyKey = fancy.items[0].key
+        let list = try claimAndAdd("list", "https://a.example/1\nhttps://a.example/2\n", into: table)
+
+        table.sleepIfWaiting(list)
+        XCTAssertEqual(table.dormant.count, 2, "one-item requests sleep; a list stays awake")
+        XCTAssertEqual(table.itemCount, 4)
+        XCTAssertEqual(table.items.count, 2)
+        XCTAssertNil(table.request(named: "w0000001"))
+        XCTAssertNotNil(table.request(named: "list"))
+        XCTAssertTrue(table.isQueued(plainKey))
+
+        // A status listing reads a detached copy: the request stays asleep.
+        var listed: RequestItem?
+        table.withQueuedView(plainKey) { listed = $0.details }
+        XCTAssertEqual(listed, plainItem)
+        XCTAssertEqual(table.dormant.count, 2)
+
+        // Woken by key (a start) and by name (an operator's command): records as `add` made them.
+        let woken = try XCTUnwrap(table.item(plainKey))
+        XCTAssertEqual(woken.key, plainKey)
+        XCTAssertEqual(woken.summary, plain.items[0].summary)
+        XCTAssertEqual(woken.lifecycle.firstQueued, firstQueued)
+        XCTAssertEqual(woken.phase, .queued)
+        XCTAssertEqual(woken.request.name, "w0000001")
+        XCTAssertEqual(woken.request.group, "w0000001")
+        XCTAssertEqual(woken.request.inode, plain.inode)
+        XCTAssertEqual(woken.request.open, 1)
+        XCTAssertEqual(woken.details, plainItem)
+        XCTAssertTrue(table.request(named: "w0000001") === woken.request)
+        let fancyWoken = try XCTUnwrap(table.wakeRequest(named: "w0000002"))
+        XCTAssertEqual(fancyWoken.group, "nightly")
+        XCTAssertEqual(fancyWoken.settings.markers, .group)
+        XCTAssertEqual(fancyWoken.items.first?.key, fancyKey)
+        XCTAssertEqual(fancyWoken.items.first?.priority, .high)
+        XCTAssertEqual(fancyWoken.items.first?.hostKey, "b.example:8443")
+        XCTAssertEqual(fancyWoken.items.first?.details, fancyItem)
+        XCTAssertEqual(table.dormant.count, 0)
+        XCTAssertNil(table.wakeRequest(named: "nothing"))
+
+        // A freed slot is used again under another key: the old key finds nothing.
+        let next = try claimAndAdd("w0000003", "https://a.example/3\n", into: table)
+        table.sleepIfWaiting(next)
+        XCTAssertEqual(table.dormant.count, 1)
+        XCTAssertEqual(DormantRequests.slot(of: next.items[0].key), DormantRequests.slot(of: plainKey), "slot 0 again: the emptied table starts over")
+        XCTAssertNotEqual(next.items[0].key, plainKey)
+        XCTAssertNotEqual(next.items[0].key, fancyKey)
+        XCTAssertTrue(table.item(plainKey) === woken, "the woken record answers for its key")
+
+        // An item that has started does not sleep.
+        let started = try XCTUnwrap(table.item(next.items[0].key))
+        _ = try started.load()
+        table.sleepIfWaiting(started.request)
+        XCTAssertEqual(table.dormant.count, 0)
+        XCTAssertFalse(table.isEmpty)
+    }
 }
 
 /// glibc's `malloc_usable_size` (not in the Glibc module map): the bytes an object really takes.
