@@ -21,6 +21,12 @@ final class OperatorTests: SpoolTestCase {
         (try statusJSON()["tasks"] as? [[String: Any]])?.first { $0["id"] as? String == id }
     }
 
+    /// Items the daemon counts as waiting for their earliest start (nil: no report yet).
+    private func waitingToStart() -> Int? {
+        let daemons = (try? statusJSON())?["daemons"] as? [[String: Any]]
+        return (daemons?.first?["states"] as? [String: Int])?["waiting-start"]
+    }
+
     /// Waits until the daemon's status report shows `id` in `state`.
     private func waitForState(_ id: String, _ state: String) throws {
         try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "\(id) to be \(state)") {
@@ -101,6 +107,50 @@ final class OperatorTests: SpoolTestCase {
         let unknown = try cli(["pause", "no-such-request#4", "--spool", spool.root])
         XCTAssertEqual(unknown.status, 2)
         XCTAssertTrue(unknown.err.contains("unknown id no-such-request#4"), unknown.err)
+    }
+
+    /// Waiting single-URL requests are kept compact (no records) until something needs them:
+    /// status still lists them with their URL, and an operator's command by name reaches them.
+    func testWaitingSingleURLRequestsAreListedAndReachedByName() throws {
+        for i in 0..<30 { server.serve("/later\(i)", body: Array("later \(i)".utf8)) }
+        server.serve("/due", body: Array("due".utf8))
+        for i in 0..<30 {
+            try spool.drop(String(format: "later-%02d", i), "url: \(server.url("/later\(i)"))\nearliest-start: 2030-01-01T02:00:00Z\n")
+        }
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "30 items waiting to start") {
+            self.waitingToStart() == 30
+        }
+        let listed = try XCTUnwrap(statusJSON()["tasks"] as? [[String: Any]]).filter { $0["state"] as? String == "waiting-start" }
+        XCTAssertEqual(listed.count, 20, "the next 20 due")
+        for task in listed {
+            let id = try XCTUnwrap(task["id"] as? String)
+            let n = try XCTUnwrap(Int(id.dropFirst("later-".count).prefix(2)), id)
+            XCTAssertEqual(task["url"] as? String, server.url("/later\(n)"), "\(id): read again from the claimed file")
+            XCTAssertEqual(task["startsAt"] as? String, "2030-01-01T02:00:00Z")
+        }
+
+        let cancelled = try cli(["cancel", "later-05", "--spool", spool.root])
+        XCTAssertEqual(cancelled.status, 0, cancelled.err)
+        XCTAssertTrue(cancelled.out.contains("cancel: 1 item"), cancelled.out)
+        try DirectoryWaiter.waitForFile("later-05", in: spool.path("failed"), timeout: 30)
+        let error = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("failed", "later-05.error"))) as? [String: Any])
+        XCTAssertEqual((error["items"] as? [[String: Any]])?.first?["code"] as? String, "cancelled")
+
+        let paused = try cli(["pause", "later-29#0", "--spool", spool.root])
+        XCTAssertEqual(paused.status, 0, paused.err)
+        try waitForState("later-29#0", "paused")
+        let resumed = try cli(["resume", "later-29#0", "--spool", spool.root])
+        XCTAssertEqual(resumed.status, 0, resumed.err)
+
+        try spool.drop("now", server.url("/due") + "\n")
+        try DirectoryWaiter.waitForFile("due.done", in: spool.path("final"), timeout: 30)
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "29 items waiting again") {
+            self.waitingToStart() == 29
+        }
+        for i in 0..<30 { XCTAssertEqual(server.requests(for: "/later\(i)").count, 0, "later\(i) is not due") }
+        XCTAssertEqual(spool.files(in: "failed"), ["later-05", "later-05.error"])
     }
 
     func testEveryCommandHasHelpWithAnExample() throws {

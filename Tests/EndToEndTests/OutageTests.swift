@@ -54,4 +54,25 @@ final class OutageTests: SpoolTestCase {
         XCTAssertLessThanOrEqual(probes, 8, "probes: \(probes)")
         XCTAssertEqual(back.requests(for: "/f0").count, 1)
     }
+
+    /// Single-URL requests that wait behind an unreachable host (kept without records while they
+    /// wait) still end once their resource timeout has passed: as a probe that finds the host
+    /// still down (`connect`), or checked at a probe of another item (`timeout`).
+    func testRequestsWaitingBehindAnUnreachableHostEndOnceTheirResourceTimeoutHasPassed() throws {
+        let gone = try TestHTTPServer.start()
+        let port = gone.port
+        try gone.shutdown()
+        for i in 0..<4 { try spool.drop("behind-\(i)", "http://127.0.0.1:\(port)/b\(i)\n") }
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--concurrency", "1", "--per-host", "1",
+                                               "--resource-timeout", "2"])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("failed"), timeout: 60, what: "4 requests failed") {
+            self.spool.files(in: "failed").filter { !$0.hasSuffix(".error") }.count == 4
+        }
+        for i in 0..<4 {
+            let error = try json("failed", "behind-\(i).error")
+            let code = (error["items"] as? [[String: Any]])?.first?["code"] as? String
+            XCTAssertTrue(code == "timeout" || code == "connect", "behind-\(i): \(code ?? "no code")")
+        }
+    }
 }
