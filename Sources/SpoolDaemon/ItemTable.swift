@@ -69,12 +69,6 @@ final class ItemTable {
         return record
     }
 
-    /// Whether `key` names an item that waits in the queue (awake and queued, or dormant).
-    func isQueued(_ key: Int) -> Bool {
-        if let record = items[key] { return record.phase == .queued }
-        return dormant.peek(key) != nil
-    }
-
     /// Calls `body` with the item `key` names if it waits in the queue: its record, or for a
     /// dormant one a detached copy, valid during the call, while the item stays dormant (what a
     /// status listing reads).
@@ -117,6 +111,7 @@ final class ItemTable {
         request.open = 1
         return (request, record)
     }
+
     /// Files the item under `active` or takes it out, after its phase changed.
     func note(_ record: ItemRecord) {
         switch record.phase {

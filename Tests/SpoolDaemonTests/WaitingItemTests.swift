@@ -128,7 +128,6 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertEqual(table.items.count, 2)
         XCTAssertNil(table.request(named: "w0000001"))
         XCTAssertNotNil(table.request(named: "list"))
-        XCTAssertTrue(table.isQueued(plainKey))
 
         // A status listing reads a detached copy: the request stays asleep.
         var listed: RequestItem?
