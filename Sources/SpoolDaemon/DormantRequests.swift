@@ -109,6 +109,16 @@ struct DormantRequests {
         for case let sleeper? in slots { body(sleeper) }
     }
 
+    /// Every sleeper's key and summary, in slot order: the status scan's pass over a million
+    /// sleepers, read in place (no copy of the name, folder or settings, so no reference counting).
+    func forEachSummary(_ body: (Int, ItemSummary) -> Void) {
+        slots.withUnsafeBufferPointer { buffer in
+            for i in buffer.indices {
+                if let key = buffer[i]?.key, let summary = buffer[i]?.summary { body(key, summary) }
+            }
+        }
+    }
+
     /// The key of the sleeper of the request named `name`, by a scan (for operator commands only).
     func key(named name: String) -> Int? {
         for case let sleeper? in slots where sleeper.name == name { return sleeper.key }

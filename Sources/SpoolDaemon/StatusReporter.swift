@@ -71,29 +71,31 @@ final class StatusReporter {
         staleScan = false
         var scan = QueueScan()
         let windowClosed = window.map { !$0.contains(now, in: .current) } ?? false
+        let nowSeconds = now.timeIntervalSince1970
+        // Plain counters and no allocation per item: at a million items this scan runs on the
+        // engine thread, and a drop arriving meanwhile waits for it.
+        var waitingStart = 0, waitingWindow = 0, pending = 0
         // The next due: a small list kept sorted by (due time, key); a heap is not worth it for 20.
-        func consider(key: Int, earliestStart: Date?, discretionary: Bool) {
-            scan.waiting += 1
-            let label: String
-            if let start = earliestStart, start > now { label = "waiting-start" }
-            else if discretionary, windowClosed { label = "waiting-window" }
-            else { label = "pending" }
-            scan.states[label, default: 0] += 1
-            let entry = (due: earliestStart?.timeIntervalSince1970 ?? 0, key: key)
-            if scan.nextDue.count < StatusReport.pendingShown {
-                scan.nextDue.append(entry)
-                scan.nextDue.sort { ($0.due, $0.key) < ($1.due, $1.key) }
-            } else if let last = scan.nextDue.last, (entry.due, entry.key) < (last.due, last.key) {
-                scan.nextDue[scan.nextDue.count - 1] = entry
-                scan.nextDue.sort { ($0.due, $0.key) < ($1.due, $1.key) }
-            }
+        let shown = StatusReport.pendingShown
+        func consider(key: Int, due: Double, discretionary: Bool) {
+            if due > nowSeconds { waitingStart += 1 }
+            else if discretionary && windowClosed { waitingWindow += 1 }
+            else { pending += 1 }
+            if scan.nextDue.count == shown, let last = scan.nextDue.last, (due, key) >= (last.due, last.key) { return }
+            let at = scan.nextDue.firstIndex { (due, key) < ($0.due, $0.key) } ?? scan.nextDue.endIndex
+            scan.nextDue.insert((due, key), at: at)
+            if scan.nextDue.count > shown { scan.nextDue.removeLast() }
         }
         for record in table.items.values {
             guard case .queued = record.phase else { continue }
-            consider(key: record.key, earliestStart: record.earliestStart, discretionary: record.discretionary)
+            consider(key: record.key, due: record.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: record.discretionary)
         }
-        table.dormant.forEach { sleeper in
-            consider(key: sleeper.key, earliestStart: sleeper.summary.earliestStart, discretionary: sleeper.summary.discretionary)
+        table.dormant.forEachSummary { key, summary in
+            consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
+        }
+        scan.waiting = waitingStart + waitingWindow + pending
+        for (label, n) in [("waiting-start", waitingStart), ("waiting-window", waitingWindow), ("pending", pending)] where n > 0 {
+            scan.states[label] = n
         }
         lastScan = (now, scan)
         return scan
