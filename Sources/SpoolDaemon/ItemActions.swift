@@ -286,7 +286,7 @@ extension Engine {
         }
         hooks.itemEnded(record)
         record.shed()
-        if request.open == 0 { groups.end(request) } else { table.sleepIfWaiting(request) }
+        if request.open == 0 { groups.end(request) }
     }
 
     /// The group marker is written and the request filed: forget the request, claim what waited
