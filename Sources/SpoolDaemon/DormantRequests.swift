@@ -104,17 +104,15 @@ struct DormantRequests {
         return sleeper
     }
 
-    /// Every sleeper, in slot order.
-    func forEach(_ body: (Sleeper) -> Void) {
-        for case let sleeper? in slots { body(sleeper) }
-    }
-
-    /// Every sleeper's key and summary, in slot order: the status scan's pass over a million
-    /// sleepers, read in place (no copy of the name, folder or settings, so no reference counting).
-    func forEachSummary(_ body: (Int, ItemSummary) -> Void) {
+    /// Every sleeper's key, summary and first-queued time (seconds since 2001), in slot order,
+    /// until `body` returns false. Read in place: no copy of the name, folder or settings, so no
+    /// reference counting (the status scan passes over a million sleepers).
+    func forEachWaiting(_ body: (_ key: Int, _ summary: ItemSummary, _ firstQueued: Double) -> Bool) {
         slots.withUnsafeBufferPointer { buffer in
             for i in buffer.indices {
-                if let key = buffer[i]?.key, let summary = buffer[i]?.summary { body(key, summary) }
+                guard let key = buffer[i]?.key, let summary = buffer[i]?.summary,
+                      let firstQueued = buffer[i]?.firstQueued else { continue }
+                if !body(key, summary, firstQueued) { return }
             }
         }
     }

@@ -30,9 +30,9 @@ extension Engine {
             return started && (!discretionary || windowOpen) && !unreachable.contains(hostKey())
         }
         var anyDormantDue = false
-        table.dormant.forEach { sleeper in
-            if !anyDormantDue, isDue(sleeper.summary.earliestStart, discretionary: sleeper.summary.discretionary,
-                                      hostKey: table.hosts[sleeper.summary.hostID]) { anyDormantDue = true }
+        table.dormant.forEachWaiting { _, summary, _ in
+            anyDormantDue = isDue(summary.earliestStart, discretionary: summary.discretionary, hostKey: table.hosts[summary.hostID])
+            return !anyDormantDue
         }
         if anyDormantDue { return false }
         left += table.dormant.count

@@ -118,8 +118,9 @@ extension Engine {
             // A dormant item is woken only if the check will end it.
             let timedOut = now.addingTimeInterval(-policy.resourceTimeout).timeIntervalSinceReferenceDate
             var expired: [Int] = []
-            table.dormant.forEach { sleeper in
-                if sleeper.summary.hostID == hostID, sleeper.firstQueued <= timedOut { expired.append(sleeper.key) }
+            table.dormant.forEachWaiting { key, summary, firstQueued in
+                if summary.hostID == hostID, firstQueued <= timedOut { expired.append(key) }
+                return true
             }
             for key in expired { if let other = table.item(key) { send(.deadlineCheck, to: other) } }
             send(.deadlineCheck, to: record)

@@ -90,8 +90,9 @@ final class StatusReporter {
             guard case .queued = record.phase else { continue }
             consider(key: record.key, due: record.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: record.discretionary)
         }
-        table.dormant.forEachSummary { key, summary in
+        table.dormant.forEachWaiting { key, summary, _ in
             consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
+            return true
         }
         scan.waiting = waitingStart + waitingWindow + pending
         for (label, n) in [("waiting-start", waitingStart), ("waiting-window", waitingWindow), ("pending", pending)] where n > 0 {
