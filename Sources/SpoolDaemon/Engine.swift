@@ -52,6 +52,7 @@ public final class Engine {
     /// `staging/` as listed at the last adoption (see `Recovery.stagingNames`).
     var adoptedStagingNames: Set<String>?
     var stopping = false
+    var jitter = JitterSource()
     /// How many items may hold a staging file open at once (see `DescriptorBudget`).
     let descriptors = DescriptorBudget.ofThisProcess()
     var summary = RunSummary()

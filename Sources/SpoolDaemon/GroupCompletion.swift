@@ -35,18 +35,22 @@ final class GroupCompletion {
         var groupItems: [GroupItem] = []
         var failures: [ItemFailure] = []
         // Items keep no URL once ended: the marker's are read again from the request file, opened
-        // once (a failed item's failure record has its own).
-        let published = request.items.filter { if case .published = $0.phase { return true } else { return false } }
+        // once (a failed item's failure record has its own; an item published without a marker
+        // of its own kept its facts, URL included, for the group marker).
+        let published = request.items.filter {
+            if case .published = $0.phase { return $0.writesItemMarker || $0.publishedMarker == nil } else { return false }
+        }
         var urls: [Int: String] = [:]
         for (record, item) in zip(published, request.readItems(published)) { urls[record.key] = item?.url.string ?? "" }
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):
-                var line = GroupItem(index: record.index, url: urls[record.key] ?? "",
+                // Without per-file markers the group marker carries each file's facts.
+                let facts = record.writesItemMarker ? nil : record.publishedMarker
+                var line = GroupItem(index: record.index, url: facts?.url ?? urls[record.key] ?? "",
                                      outcome: record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
-                // Without per-file markers the group marker carries each file's facts.
-                if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
+                if let facts { line.describe(facts) }
                 groupItems.append(line)
             case .failed(let failure):
                 failures.append(failure)

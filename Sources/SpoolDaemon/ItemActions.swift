@@ -12,7 +12,7 @@ extension Engine {
     /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
-        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: Double.random(in: 0...1))
+        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: jitter.next())
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
         if !actions.isEmpty { table.note(record) }
         for action in actions { perform(action, for: record) }

@@ -99,5 +99,6 @@ public struct ControlResult: Codable, Sendable, Hashable {
 
 /// Strips the query and fragment from a URL for display (they may hold access tokens).
 func displayURL(_ url: String) -> String {
-    String(url.prefix { $0 != "?" && $0 != "#" })
+    guard let cut = url.utf8.firstIndex(where: { $0 == 0x3F || $0 == 0x23 }) else { return url }
+    return String(url[..<cut])
 }

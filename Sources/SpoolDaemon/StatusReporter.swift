@@ -15,8 +15,10 @@ final class StatusReporter {
     let fileName = "\(ProcessInfo.processInfo.hostName)-\(getpid()).json"
     private var dirty = true
     private var lastWrite: Date?
-    /// Items that ended recently, newest last (at most 100).
+    /// Items that ended recently, newest last: the last `recentLimit` are reported (the list
+    /// holds up to twice as many between trims).
     private var recentlyEnded: [TaskStatus] = []
+    static let recentLimit = 100
     private var warnedWriteFailure = false
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
@@ -42,7 +44,9 @@ final class StatusReporter {
 
     func itemEnded(_ task: TaskStatus) {
         recentlyEnded.append(task)
-        if recentlyEnded.count > 100 { recentlyEnded.removeFirst(recentlyEnded.count - 100) }
+        // Trimmed to the last `recentLimit` only once twice as many have ended: shifting the
+        // whole list at every item end was a copy of 100 entries per item.
+        if recentlyEnded.count >= 2 * Self.recentLimit { recentlyEnded.removeFirst(recentlyEnded.count - Self.recentLimit) }
         dirty = true
     }
 
@@ -125,7 +129,7 @@ final class StatusReporter {
             return sum + (expected - t.bytes)
         }
         for entry in scan.nextDue { table.withQueuedView(entry.key) { tasks.append(task($0)) } }
-        tasks += recentlyEnded
+        tasks += recentlyEnded.suffix(Self.recentLimit)
         var daemon = DaemonStatus(
             host: ProcessInfo.processInfo.hostName, pid: getpid(), version: Daemon.version, spool: spoolRoot,
             startedAt: RFC3339.format(startedAt), updatedAt: RFC3339.format(now), running: running,

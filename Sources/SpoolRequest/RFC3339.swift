@@ -51,7 +51,8 @@ public enum RFC3339 {
         return Date(timeIntervalSince1970: seconds + (second == 60 ? 1 : 0))
     }
 
-    /// UTC, `2026-11-23T02:00:00Z`; milliseconds only when non-zero.
+    /// UTC, `2026-11-23T02:00:00Z`; milliseconds only when non-zero. Written into one byte
+    /// buffer: every published item formats two of these on the engine thread.
     public static func format(_ date: Date) -> String {
         let t = date.timeIntervalSince1970
         let whole = Int(t.rounded(.down))
@@ -60,15 +61,28 @@ public enum RFC3339 {
         var rem = whole % 86_400
         if rem < 0 { rem += 86_400; days -= 1 }
         let (y, m, d) = civilFromDays(days)
-        var s = pad(y, 4) + "-" + pad(m, 2) + "-" + pad(d, 2) + "T" + pad(rem / 3600, 2) + ":" + pad(rem % 3600 / 60, 2)
-            + ":" + pad(rem % 60, 2)
-        if millis > 0 { s += "." + pad(millis, 3) }
-        return s + "Z"
-    }
-
-    private static func pad(_ v: Int, _ width: Int) -> String {
-        let s = String(v)
-        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        func put(_ v: Int, _ width: Int) {
+            if v < 0 { out.append(0x2D) }
+            let digits = Array(String(abs(v)).utf8)
+            if digits.count < width { out.append(contentsOf: repeatElement(0x30, count: width - digits.count)) }
+            out.append(contentsOf: digits)
+        }
+        func two(_ v: Int) { out.append(0x30 + UInt8(v / 10)); out.append(0x30 + UInt8(v % 10)) }
+        if (0...9999).contains(y) {
+            out.append(contentsOf: [0x30 + UInt8(y / 1000), 0x30 + UInt8(y / 100 % 10), 0x30 + UInt8(y / 10 % 10), 0x30 + UInt8(y % 10)])
+        } else {
+            put(y, 4)
+        }
+        out.append(0x2D); two(m); out.append(0x2D); two(d); out.append(0x54)
+        two(rem / 3600); out.append(0x3A); two(rem % 3600 / 60); out.append(0x3A); two(rem % 60)
+        if millis > 0 {
+            out.append(0x2E)
+            out.append(contentsOf: [0x30 + UInt8(millis / 100), 0x30 + UInt8(millis / 10 % 10), 0x30 + UInt8(millis % 10)])
+        }
+        out.append(0x5A)
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func daysIn(_ month: Int, _ year: Int) -> Int {

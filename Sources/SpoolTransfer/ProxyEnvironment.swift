@@ -23,6 +23,8 @@ public struct ProxyEnvironment: Sendable, Hashable {
 
     /// The proxy libcurl uses for `url`, with any user name and password removed; nil for none.
     public func proxy(for url: String) -> String? {
+        // Asked at the end of every transfer: without proxy variables, skip parsing the URL.
+        if variables.isEmpty { return nil }
         guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(),
               var host = parts.host, !host.isEmpty else { return nil }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

@@ -389,4 +389,17 @@ final class ItemLifecycleTests: XCTestCase {
         var run = running()
         XCTAssertEqual(run.handle(.deadlineCheck, policy: policy, context: late), [], "a running item is judged by its transfer")
     }
+
+    /// The engine's jitter: spread over 0..<1, not a constant (a back-off without spread would
+    /// send every waiting item back to a recovered host at once).
+    func testTheEnginesJitterSpreadsOverZeroToOne() {
+        var source = JitterSource()
+        let draws = (0..<10_000).map { _ in source.next() }
+        XCTAssertTrue(draws.allSatisfy { $0 >= 0 && $0 < 1 })
+        XCTAssertGreaterThan(Set(draws).count, 9_990)
+        let mean = draws.reduce(0, +) / Double(draws.count)
+        XCTAssertEqual(mean, 0.5, accuracy: 0.02)
+        XCTAssertEqual(draws.filter { $0 < 0.1 }.count, 1_000, accuracy: 150)
+        XCTAssertEqual(draws.filter { $0 >= 0.9 }.count, 1_000, accuracy: 150)
+    }
 }

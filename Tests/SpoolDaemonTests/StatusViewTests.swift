@@ -16,6 +16,12 @@ final class StatusViewTests: XCTestCase {
         return SpoolOverview(daemons: daemon ? [d] : [], tasks: tasks, morePending: 0)
     }
 
+    func testDisplayedURLsLoseTheirQueryAndFragment() {
+        XCTAssertEqual(displayURL("http://h/a?token=secret#f"), "http://h/a")
+        XCTAssertEqual(displayURL("http://h/%C3%A9/b#frag"), "http://h/%C3%A9/b")
+        XCTAssertEqual(displayURL("http://h/plain"), "http://h/plain")
+    }
+
     func testTheTableFits80ColumnsAndNeverShortensAnID() {
         let tasks = [
             task("nightly-2026-11-22-retry-20261123T0916#12", "retrying", name: "a-very-long-file-name-that-goes-on.csv",

@@ -232,6 +232,16 @@ final class RequestParserTests: XCTestCase {
         XCTAssertEqual(try name("http://h/x%00y"), "x_y")
         XCTAssertEqual(try name("http://h/f.done"), "f.done_")
         XCTAssertEqual(try name("http://h/%FF"), "%FF")
+        // Plain ASCII names take a shorter way; the rule is the same.
+        XCTAssertEqual(try name("http://h/dir/a~b-c_d.tar.gz?x=%2F"), "a~b-c_d.tar.gz")
+        XCTAssertEqual(try name("http://h/File.PART"), "File.PART_")
+        XCTAssertEqual(try name("http://h/x.Done"), "x.Done_")
+        XCTAssertEqual(try name("http://h/a%20b.TMP"), "a b.TMP_")
+        XCTAssertEqual(PlainName.sanitise("plain name.csv"), "plain name.csv")
+        XCTAssertEqual(PlainName.sanitise("F.ERROR"), "F.ERROR_")
+        XCTAssertEqual(PlainName.sanitise("a\\b"), "a_b")
+        XCTAssertEqual(PlainName.sanitise("tab\there"), "tab_here")
+        XCTAssertEqual(PlainName.sanitise(String(repeating: "x", count: 300)).utf8.count, 255)
         let long = try name("http://h/" + String(repeating: "%C3%A9", count: 200))
         XCTAssertLessThanOrEqual(long.utf8.count, 255)
         XCTAssertNil(PlainName.violation(of: long))
@@ -262,6 +272,12 @@ final class RequestParserTests: XCTestCase {
         XCTAssertEqual(RFC3339.format(Date(timeIntervalSince1970: 1_795_399_200)), "2026-11-23T02:00:00Z")
         XCTAssertEqual(RFC3339.format(Date(timeIntervalSince1970: 1_795_399_200.5)), "2026-11-23T02:00:00.500Z")
         XCTAssertEqual(RFC3339.format(Date(timeIntervalSince1970: -86_400)), "1969-12-31T00:00:00Z")
+        XCTAssertEqual(RFC3339.format(Date(timeIntervalSince1970: 951_782_400.0625)), "2000-02-29T00:00:00.062Z")
+        XCTAssertEqual(RFC3339.format(Date(timeIntervalSince1970: 253_402_300_799)), "9999-12-31T23:59:59Z")
+        for seconds in stride(from: 0.0, to: 4_000_000_000, by: 39_916_801.25) {
+            let date = Date(timeIntervalSince1970: seconds)
+            XCTAssertEqual(RFC3339.parse(RFC3339.format(date))!.timeIntervalSince1970, seconds, accuracy: 0.001)
+        }
     }
 
     func testByteCounts() {
