@@ -41,6 +41,9 @@ final class Transfer {
     /// kernel would otherwise keep a whole large file dirty until the fdatasync before publishing,
     /// which then writes it all while nothing else happens.
     static let writebackChunk: Int64 = 8 << 20
+    /// A finished body's tail at least this large is handed to writeback at once (see
+    /// `outcome`); a small file's is left to the batch's sync, which writes many of them together.
+    static let writebackTail: Int64 = 256 << 10
     /// An error response's body is read and dropped (keeps the connection reusable), up to a bound.
     private var discardingErrorBody = false
     private var discarded = 0
@@ -257,6 +260,13 @@ final class Transfer {
                 bytesOnDisk = 0
                 if ftruncate(request.destination, 0) != 0 { failure = .write(errno: errno) }
             }
+        }
+        if failure == nil, bytesOnDisk - writebackStart >= Self.writebackTail {
+            // The body's last pages go to writeback now rather than at the batch's sync: a file
+            // of a few MiB is then mostly on disk by the time its batch is synced, while the
+            // next bodies arrive.
+            _ = spoolfetch_start_writeback(request.destination, writebackStart, bytesOnDisk - writebackStart)
+            writebackStart = bytesOnDisk
         }
         if failure == nil, let expected = facts.contentLength {
             // curl already checks Content-Length; this guards the 206 arithmetic too.
