@@ -51,7 +51,7 @@ public enum PlainName {
     }
 
     /// Whether `name` is printable ASCII that already satisfies the rule, so `sanitise` would
-    /// return it unchanged: 1–255 bytes, no `/`, `\\`, control character or leading `.`, and no
+    /// return it unchanged: 1–255 bytes, no `/`, backslash, control character or leading `.`, and no
     /// reserved suffix in any case.
     static func isPlainASCII(_ name: String.UTF8View) -> Bool {
         guard let first = name.first, first != 0x2E, name.count <= 255 else { return false }
