@@ -35,22 +35,21 @@ final class GroupCompletion {
         var groupItems: [GroupItem] = []
         var failures: [ItemFailure] = []
         // Items keep no URL once ended: the marker's are read again from the request file, opened
-        // once (a failed item's failure record has its own; an item published without a marker
-        // of its own kept its facts, URL included, for the group marker).
+        // once (a failed item's failure record has its own; an item this request published
+        // without a marker of its own kept its facts, URL included — see `ownFacts`).
         let published = request.items.filter {
-            if case .published = $0.phase { return $0.writesItemMarker || $0.publishedMarker == nil } else { return false }
+            if case .published = $0.phase { return ownFacts($0) == nil } else { return false }
         }
         var urls: [Int: String] = [:]
         for (record, item) in zip(published, request.readItems(published)) { urls[record.key] = item?.url.string ?? "" }
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):
-                // Without per-file markers the group marker carries each file's facts.
-                let facts = record.writesItemMarker ? nil : record.publishedMarker
-                var line = GroupItem(index: record.index, url: facts?.url ?? urls[record.key] ?? "",
+                var line = GroupItem(index: record.index, url: ownFacts(record)?.url ?? urls[record.key] ?? "",
                                      outcome: record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
-                if let facts { line.describe(facts) }
+                // Without per-file markers the group marker carries each file's facts.
+                if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
                 groupItems.append(line)
             case .failed(let failure):
                 failures.append(failure)
@@ -77,6 +76,13 @@ final class GroupCompletion {
                 return .groupEnded(request: claim.name, markerPath: nil, journal: nil, error: error)
             }
         }
+    }
+
+    /// The facts of a file this request published without a marker of its own (kept for the
+    /// group marker); nil otherwise — also for a file a 304 confirmed, whose facts are the
+    /// earlier publication's, URL included.
+    private func ownFacts(_ record: ItemRecord) -> ItemMarker? {
+        record.writesItemMarker || record.endedUnchanged ? nil : record.publishedMarker
     }
 
     /// What became of a group end.
