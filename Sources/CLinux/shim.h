@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -57,6 +58,25 @@ static inline long long spoolfetch_filesystem_type(int fd) {
     struct statfs s;
     if (fstatfs(fd, &s) != 0) return -1;
     return (long long)(unsigned long)s.f_type;
+}
+
+/// open(2)'s O_TMPFILE (__O_TMPFILE | O_DIRECTORY; fcntl.h defines it only under _GNU_SOURCE).
+#define SPOOLFETCH_O_TMPFILE (020000000 | O_DIRECTORY)
+
+/// An unnamed regular file on the filesystem of directory `dirfd`, open read-write: it has no name
+/// until `spoolfetch_link_open_file` gives it one, and vanishes if the process dies first. -1 with
+/// errno set (EOPNOTSUPP, EISDIR or EINVAL where the filesystem has no O_TMPFILE: NFS, most FUSE).
+static inline int spoolfetch_open_unnamed(int dirfd) {
+    return openat(dirfd, ".", O_RDWR | O_CLOEXEC | SPOOLFETCH_O_TMPFILE, 0644);
+}
+
+/// Gives the open file `fd` the name `newpath` in `newdirfd` (same filesystem); fails with EEXIST
+/// when the name is taken, never replacing it. Goes through /proc/self/fd: linkat with
+/// AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, the /proc path only that /proc is mounted.
+static inline int spoolfetch_link_open_file(int fd, int newdirfd, const char *newpath) {
+    char path[32];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, path, newdirfd, newpath, AT_SYMLINK_FOLLOW);
 }
 
 #endif

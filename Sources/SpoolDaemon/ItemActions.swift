@@ -234,8 +234,16 @@ extension Engine {
         var job = result.job
         job.alreadyPublishedAs = result.finalName
         record.publishJob = job
-        let partGone = result.finalName == nil && !store.partExists(record.base)
+        // An unnamed part cannot be gone: the job holds it open.
+        let partGone = result.finalName == nil && job.part.isNamed && !store.partExists(record.base)
         let permanent = result.error?.isPermanent ?? false
+        if result.finalName == nil && !partGone && !permanent {
+            // It waits for another try: named, a restart in between publishes it from staging
+            // (the batch journal has it) instead of downloading it again.
+            do { try store.name(job.part) } catch {
+                logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
+            }
+        }
         send(.publishFailed(partGone: partGone, permanent: permanent, message: result.error.map { "\($0)" } ?? "unknown error"),
              to: record)
     }

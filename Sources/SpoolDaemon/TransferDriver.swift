@@ -32,7 +32,8 @@ final class TransferDriver {
     /// whose hash was lost in a restart is re-hashed first. `item` is the record's full
     /// description (`ItemRecord.load()`).
     func start(_ record: ItemRecord, _ item: RequestItem) throws(StoreError) {
-        if record.startedAt == nil { record.startedAt = Date() }
+        let firstStart = record.startedAt == nil
+        if firstStart { record.startedAt = Date() }
         if record.part == nil {
             // A waiting item closed its part (see `Engine.send`): the same file is reopened when
             // it still holds the bytes counted — cut back to them: a write cut short by a full
@@ -41,7 +42,11 @@ final class TransferDriver {
                 if kept.size > record.bytesOnDisk { try kept.truncate(to: record.bytesOnDisk) }
                 record.part = kept
             } else {
-                record.part = try store.openPart(record.base, fresh: true)
+                // A small body's first attempt: its part starts unnamed and is published without
+                // ever having a staging name. Not for a later attempt, nor an item with a state
+                // file: a named part of theirs may be on disk, and only a named create replaces it.
+                let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
+                record.part = try store.openPart(record.base, fresh: true, unnamed: unnamed)
                 record.bytesOnDisk = 0
                 record.hash = nil
             }
@@ -124,7 +129,10 @@ final class TransferDriver {
             record.etag = started.facts.etag
             record.lastModified = started.facts.lastModified
             let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
-            guard total >= Self.resumeStateThreshold, record.validator != nil, let part = record.part else { continue }
+            guard total >= Self.resumeStateThreshold, let part = record.part else { continue }
+            // A large body gets its staging name now, resumable or not: a crash must not lose it
+            // unseen, and `ls staging/` shows it.
+            guard nameForResume(record, part), record.validator != nil else { continue }
             writeState(record, ItemState(
                 request: record.request.name, index: record.index, url: record.loaded?.url.string ?? "",
                 phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
@@ -135,11 +143,24 @@ final class TransferDriver {
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed).
     func saveResumeState(_ record: ItemRecord) {
-        guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part else { return }
+        guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part,
+              nameForResume(record, part) else { return }
         writeState(record, ItemState(
             request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
             phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
             bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
+    }
+
+    /// Gives an unnamed part its staging name, so that a restart finds it; false (logged) when
+    /// that fails: the item then starts over after a restart instead of resuming.
+    private func nameForResume(_ record: ItemRecord, _ part: StagingFile) -> Bool {
+        do {
+            try store.name(part)
+            return true
+        } catch {
+            logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
+            return false
+        }
     }
 
     func writeState(_ record: ItemRecord, _ state: ItemState) {

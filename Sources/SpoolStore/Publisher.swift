@@ -53,7 +53,8 @@ public struct PublishResult: Sendable {
 ///    so that a crash at any later point leaves enough to finish the job;
 /// 1. make the journal and the parts durable (see `makeDurable`);
 /// 2. rename each part into the final folder, never over an existing name (`Directory.rename`
-///    without replace; a taken name gets a `-N` suffix before its extension), or copy it there
+///    without replace, or `linkat` of a part that has no staging name yet, see
+///    `UnnamedPartSupport`; a taken name gets a `-N` suffix before its extension), or copy it there
 ///    and verify the copy when the final folder is on another filesystem. A job that replaces
 ///    (`replacesExisting`) first removes the old `NAME.done` (folder fsynced), then renames over
 ///    the old `NAME`: a consumer sees the old file with its marker, then the old file without a
@@ -256,12 +257,17 @@ public struct Publisher: Sendable {
         return errors
     }
 
-    /// Renames (or, across filesystems, copies) the part to a free name in the final folder.
+    /// Renames (links, for an unnamed part; across filesystems, copies) the part to a free name
+    /// in the final folder.
     /// `checked`: a name `MarkerFirst` found free of a marker a moment ago (not looked up again).
     private func moveIntoFinal(_ job: PublishJob, sameFilesystem: Bool, checked: String? = nil) throws(StoreError) -> String {
         let layout = store.layout
         let wished = job.marker.name
         let partName = job.part.base + ".part"
+        if !job.part.isNamed && (job.replacesExisting || !sameFilesystem) {
+            // Those two ways go through the part's staging name.
+            try store.name(job.part)
+        }
         if job.replacesExisting {
             try replaceInFinal(job, sameFilesystem: sameFilesystem)
             return wished
@@ -270,7 +276,13 @@ public struct Publisher: Sendable {
             let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
             if candidate != checked && layout.final.exists(candidate + ".done") { continue }
             do throws(StoreError) {
-                if sameFilesystem {
+                if !job.part.isNamed {
+                    // An unnamed part gets its final name directly: linkat fails with EEXIST
+                    // rather than replace, like the no-replace rename.
+                    if spoolfetch_link_open_file(job.part.fd, layout.final.fd, candidate) != 0 {
+                        throw StoreError("linkat", "\(layout.staging.path) (unnamed \(partName)) → \(layout.final.path(of: candidate))")
+                    }
+                } else if sameFilesystem {
                     try layout.staging.rename(partName, to: candidate, in: layout.final, replace: false)
                 } else {
                     try copyAcross(job, to: candidate)

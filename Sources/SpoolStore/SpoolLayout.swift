@@ -32,6 +32,8 @@ public final class SpoolLayout: Sendable {
     public let rejected: Directory
     public let control: Directory
     public let status: Directory
+    /// Whether fresh parts may start unnamed here (see `UnnamedPartSupport`).
+    let unnamedParts = UnnamedPartSupport()
 
     /// Creates missing folders (with the root's permissions) and opens them all.
     public init(root: String, finalFolder: String? = nil) throws(StoreError) {

@@ -7,8 +7,10 @@ import XCTest
 /// one request and for many large files at once.
 ///
 /// Where the timeline comes from: the spool itself, sampled every 50 ms while the run lasts —
-/// every `staging/*.part` plus every published file in `final/`, counted once per inode (a publish
-/// renames the part, keeping its inode, so a file caught in both listings counts once). The daemon
+/// every part the daemon holds open in `staging/` (a body under 1 MiB has no name there until it
+/// is published, see `UnnamedPartSupport`: it is found through `/proc/PID/fd`), every
+/// `staging/*.part`, and every published file in `final/`, counted once per inode (a publish
+/// links or renames the part, keeping its inode, so a file caught twice counts once). The daemon
 /// writes each chunk with `pwrite` in libcurl's write callback right after the rate gate admits it,
 /// so a file's size is what got through the gate. The server's side would not do: loopback
 /// sockets buffer megabytes (autotuned receive and send buffers), so the server "sends" far ahead
@@ -48,7 +50,8 @@ final class RateEndToEndTests: SpoolTestCase {
         // Dropped first: a drain that finds nothing to do exits at once.
         try spool.drop("rated", request)
         let start = Date()
-        let daemon = try DaemonProcess.launch(["run", "--once", "--spool", spool.root, "--max-rate", rateFlag,
+        // Not `--once`: the process must still be there to be read when the last marker appears.
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--max-rate", rateFlag,
                                                "--log-level", "warning"] + extra)
         defer { daemon.terminate() }
         let expectedSeconds = Double(count * size) / Double(rate)
@@ -56,12 +59,14 @@ final class RateEndToEndTests: SpoolTestCase {
         var samples: [Sample] = [Sample(from: 0, to: 0, bytes: 0)]
         while Date().timeIntervalSince(start) < bound {
             let from = Date().timeIntervalSince(start)
-            let bytes = receivedBytes()
+            // Markers first: when all are there, every body byte was written before the bytes are counted.
             let markers = spool.files(in: "final").filter { $0.hasSuffix(".bin.done") }.count
+            let bytes = receivedBytes(daemon: daemon)
             samples.append(Sample(from: from, to: Date().timeIntervalSince(start), bytes: bytes))
             if markers == count { break }
             usleep(50_000)
         }
+        daemon.signal(SIGTERM)
         XCTAssertEqual(try daemon.waitForExit(timeout: 30), 0, daemon.stderrText, file: file, line: line)
         let total = try XCTUnwrap(samples.last, file: file, line: line)
         XCTAssertEqual(total.bytes, Int64(count * size), "every byte arrived within \(bound) s", file: file, line: line)
@@ -91,9 +96,12 @@ final class RateEndToEndTests: SpoolTestCase {
         XCTAssertGreaterThanOrEqual(average, cap * 0.80, "the run kept near the cap", file: file, line: line)
     }
 
-    /// Bytes received so far: parts in `staging/` and published files in `final/`, once per inode.
-    private func receivedBytes() -> Int64 {
+    /// Bytes received so far: the parts `daemon` holds open (named or not), parts in `staging/`
+    /// and published files in `final/`, once per inode — listed in that order, so a part that
+    /// moves meanwhile is caught in the later listing.
+    private func receivedBytes(daemon: DaemonProcess) -> Int64 {
         var sizes: [UInt64: Int64] = [:]
+        for part in daemon.openParts(in: spool.path("staging")) { sizes[part.inode] = part.size }
         for name in spool.files(in: "staging") where name.hasSuffix(".part") {
             if let (inode, size) = status(spool.path("staging", name)) { sizes[inode] = size }
         }
