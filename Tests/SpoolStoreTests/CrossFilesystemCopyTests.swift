@@ -5,20 +5,7 @@ import XCTest
 
 /// The copy a final folder on another filesystem gets, and the refusals around it. The copy works
 /// within one filesystem too, so these run on any disk; the end-to-end tests cover real tmpfs.
-final class CrossFilesystemCopyTests: XCTestCase {
-    var root: String!
-    var store: SpoolStore!
-
-    override func setUpWithError() throws {
-        var template = Array((NSTemporaryDirectory() + "/spoolstore-copy-XXXXXX").utf8CString)
-        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        store = SpoolStore(layout: try SpoolLayout(root: root))
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: root)
-    }
-
+final class CrossFilesystemCopyTests: StoreTestCase {
     private func part(_ bytes: [UInt8]) throws -> StagingFile {
         let part = try store.openPart("r.0", fresh: true)
         XCTAssertEqual(bytes.count, bytes.withUnsafeBytes { Glibc.write(part.fd, $0.baseAddress, $0.count) })
@@ -26,10 +13,6 @@ final class CrossFilesystemCopyTests: XCTestCase {
     }
 
     private func hex(_ bytes: [UInt8]) -> String { SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined() }
-
-    private func files(_ folder: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "\(root!)/\(folder)")) ?? []).sorted()
-    }
 
     func testACopyMatchingItsMarkerIsWritten() throws {
         let body = (0..<1_300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }

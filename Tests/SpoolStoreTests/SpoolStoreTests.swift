@@ -2,30 +2,7 @@ import Foundation
 import SpoolStore
 import XCTest
 
-final class SpoolStoreTests: XCTestCase {
-    var root: String!
-    var store: SpoolStore!
-
-    override func setUpWithError() throws {
-        var template = Array((NSTemporaryDirectory() + "/spoolstore-XXXXXX").utf8CString)
-        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        store = SpoolStore(layout: try SpoolLayout(root: root))
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: root)
-    }
-
-    private func write(_ folder: String, _ name: String, _ text: String) {
-        _ = FileManager.default.createFile(atPath: "\(root!)/\(folder)/\(name)", contents: Data(text.utf8))
-    }
-    private func files(_ folder: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "\(root!)/\(folder)")) ?? []).sorted()
-    }
-    private func read(_ folder: String, _ name: String) -> String? {
-        FileManager.default.contents(atPath: "\(root!)/\(folder)/\(name)").map { String(decoding: $0, as: UTF8.self) }
-    }
-
+final class SpoolStoreTests: StoreTestCase {
     func testLayoutCreatesEveryFolderWithTheRootsPermissions() throws {
         chmod(root, 0o750)
         _ = try SpoolLayout(root: root)
@@ -79,16 +56,6 @@ final class SpoolStoreTests: XCTestCase {
         XCTAssertEqual(record?["line"] as? Int, 3)
         XCTAssertEqual(record?["code"] as? String, "unknown-key")
         XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lock"], "no claim left")
-    }
-
-    private func job(_ base: String, name: String, content: String) throws -> PublishJob {
-        let part = try store.openPart(base, fresh: true)
-        XCTAssertEqual(content.utf8.count, content.withCString { Glibc.write(part.fd, $0, content.utf8.count) })
-        let marker = ItemMarker(request: "r", group: "g", index: 0, url: "http://x/\(name)", finalURL: nil, name: name,
-                                bytes: Int64(content.utf8.count), sha256: "00", httpStatus: 200, etag: nil,
-                                lastModified: nil, contentType: nil, startedAt: "s", finishedAt: "f", attempts: 1)
-        let state = ItemState(request: "r", index: 0, url: marker.url, phase: .ready, inode: part.inode, marker: marker)
-        return PublishJob(part: part, state: state, marker: marker)
     }
 
     func testPublishBatchRenamesDataThenWritesMarkers() throws {
