@@ -35,6 +35,8 @@ public final class Engine {
     let hooks: HookDispatch
     let status: StatusReporter
     let control: ControlHandler
+    /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
+    let requestFile = RequestFileSlot()
     /// Set up by `startUp`: they need the session and the file limit.
     var driver: TransferDriver!
     var intake: Intake!
@@ -119,6 +121,7 @@ public final class Engine {
         networkMonitor?.stop()
         withExtendedLifetime(watcher) {}
         hooks.waitForAll()
+        requestFile.closeKept()
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
         // it stays, and its lock, released with the process, lets the next worker adopt them.
         store.releaseWorkerFolder()

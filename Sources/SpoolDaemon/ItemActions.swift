@@ -38,7 +38,7 @@ extension Engine {
         case .startTransfer:
             // The item's URL, name and headers come back from the request file only now.
             let item: RequestItem
-            do { item = try record.load() } catch {
+            do { item = try record.load(keepingOpenIn: requestFile) } catch {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
                 return
             }
@@ -303,6 +303,7 @@ extension Engine {
     func groupEnded(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
         table.remove(request)
         ledger.release(request)
+        requestFile.release(request.claim)
         let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
         logger.info("group ended", metadata: ["request": "\(request.name)", "group": "\(request.group)",
                                               "items": "\(request.items.count)", "failed": "\(failed)"])

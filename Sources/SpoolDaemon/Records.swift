@@ -144,11 +144,14 @@ final class ItemRecord {
 
     /// The full description: kept from now until the item ends. Fails when the claimed file can
     /// no longer be read, or its lines differ from when it was accepted (`changed-on-disk`).
-    func load() throws(ItemReadError) -> RequestItem {
+    /// `slot`, when given, keeps the claimed file open for the next item's start.
+    func load(keepingOpenIn slot: RequestFileSlot? = nil) throws(ItemReadError) -> RequestItem {
         if let item = transferState?.item { return item }
         let fd: Int32
-        do { fd = try request.claim.openFile() } catch { throw .store(error) }
-        defer { close(fd) }
+        do throws(StoreError) {
+            if let slot { fd = try slot.descriptor(for: request.claim) } else { fd = try request.claim.openFile() }
+        } catch { throw .store(error) }
+        defer { if slot == nil { close(fd) } }
         let item = try read(from: fd)
         transfer.item = item
         return item

@@ -4,6 +4,7 @@ import SpoolDaemon
 
 struct Add: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "add",
         abstract: "Validate a request and drop it into the spool's incoming/ folder.",
         discussion: """
         The request is checked exactly as the daemon checks dropped files; a bad URL, scheme or option is

@@ -26,6 +26,7 @@ extension ControlVerbCommand {
 struct Cancel: ControlVerbCommand {
     static let verb = ControlCommand.Verb.cancel
     static let configuration = CommandConfiguration(
+        commandName: "cancel",
         abstract: "Cancel a task: it ends in failed/ with the reason 'cancelled'.",
         discussion: "ID is REQUEST#INDEX for one item or REQUEST for all its items (see spoolfetch status).\nExample: spoolfetch cancel nightly#2")
     @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
@@ -35,6 +36,7 @@ struct Cancel: ControlVerbCommand {
 struct Pause: ControlVerbCommand {
     static let verb = ControlCommand.Verb.pause
     static let configuration = CommandConfiguration(
+        commandName: "pause",
         abstract: "Pause a task; its partial download is kept until resume.",
         discussion: "Example: spoolfetch pause nightly#2")
     @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
@@ -44,6 +46,7 @@ struct Pause: ControlVerbCommand {
 struct Resume: ControlVerbCommand {
     static let verb = ControlCommand.Verb.resume
     static let configuration = CommandConfiguration(
+        commandName: "resume",
         abstract: "Resume a paused task from its partial download.",
         discussion: "Example: spoolfetch resume nightly#2")
     @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly#2", valueName: "id")) var id: String
@@ -53,6 +56,7 @@ struct Resume: ControlVerbCommand {
 struct Retry: ControlVerbCommand {
     static let verb = ControlCommand.Verb.retry
     static let configuration = CommandConfiguration(
+        commandName: "retry",
         abstract: "Retry now: a task waiting to retry starts at once; a failed request's failed items are queued again.",
         discussion: """
         For a request in failed/, its failed items (or just REQUEST#INDEX) go back into incoming/ as a new

@@ -4,6 +4,7 @@ import SpoolDaemon
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "List every task: pending, waiting, running, retrying, recently done or failed.",
         discussion: """
         On a terminal: a table that fits its width. Otherwise: a header line, then one tab-separated line

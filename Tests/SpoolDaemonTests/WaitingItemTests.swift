@@ -93,6 +93,32 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertNil(request.items[1].details)
     }
 
+    /// Item starts read their lines through one kept descriptor: the items of one list share
+    /// it, another claim's start replaces it, and it goes when its request ends.
+    func testItemStartsShareOneKeptDescriptorOfTheirClaimedFile() throws {
+        let table = ItemTable()
+        let list = try claimAndAdd("list", "https://a.example/1\nhttps://a.example/2\nhttps://b.example/3\n", into: table)
+        let single = try claimAndAdd("single", "https://c.example/only\n", into: table)
+        func openFiles() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count }
+        let before = try openFiles()
+        let slot = RequestFileSlot()
+
+        XCTAssertEqual(try list.items[0].load(keepingOpenIn: slot).url.string, "https://a.example/1")
+        // Marks the kept descriptor: one opened again would have FD_CLOEXEC set.
+        XCTAssertEqual(fcntl(try slot.descriptor(for: list.claim), F_SETFD, 0), 0)
+        XCTAssertEqual(try list.items[1...].map { try $0.load(keepingOpenIn: slot).url.string },
+                       ["https://a.example/2", "https://b.example/3"])
+        XCTAssertEqual(fcntl(try slot.descriptor(for: list.claim), F_GETFD), 0, "the later starts read the same descriptor")
+        XCTAssertEqual(try openFiles(), before + 1, "one descriptor for the list's three starts")
+        XCTAssertEqual(try single.items[0].load(keepingOpenIn: slot).url.string, "https://c.example/only")
+        XCTAssertEqual(try openFiles(), before + 1, "the other claim's start replaced it")
+
+        slot.release(list.claim)
+        XCTAssertEqual(try openFiles(), before + 1, "the list's end leaves the single request's descriptor")
+        slot.release(single.claim)
+        XCTAssertEqual(try openFiles(), before, "its request's end closes it")
+    }
+
     func testOneItemRequestIsSmall() throws {
         let table = ItemTable()
         let request = try claimAndAdd("w0000001", "url: https://a.example/f?w1\nname: w0000001.bin\n", into: table)
