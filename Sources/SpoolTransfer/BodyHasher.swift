@@ -7,16 +7,18 @@ import Foundation
 /// (a 1 GiB body spends ~0.6 s in SHA-256 here), and the transfer cannot overlap the two. The
 /// receiving thread keeps writing the body into the staging file straight from libcurl's buffer
 /// (no extra copy on its side); this thread reads the written range back from the page cache with
-/// `pread` and feeds the hash, in order, some megabytes behind. The writer tells it how far the
-/// file is written (`advance`); `finish` waits until everything written is hashed and hands the
-/// state back, so a digest, a pause or a resume always covers exactly the bytes on disk.
+/// `pread` and feeds the hash, in order, about a `chunk` behind. The writer tells it how far the
+/// file is written (`advance`, every `chunk`); `finish` waits until everything written is hashed
+/// and hands the state back, so a digest, a pause or a resume always covers exactly the bytes on
+/// disk. The engine waits in `finish` for at most about a `chunk` of hashing, which is why the
+/// chunk is small (256 KiB): with 1 MiB a 1 MiB body was hashed at its end, on the engine's time.
 ///
 /// Locking: `written`, `hashed`, `stopping`, `readErrno` and `ended` are guarded by `condition`.
 /// `sha` is touched only by the thread while it runs, and by `finish` after the thread has
 /// said, under the lock, that it ended — so the two never overlap.
 final class BodyHasher: @unchecked Sendable {
     /// Bytes read and hashed per step (the hash runs about this far behind the writes).
-    static let chunk = 1 << 20
+    static let chunk = 256 << 10
 
     private let condition = NSCondition()
     private let fd: Int32
