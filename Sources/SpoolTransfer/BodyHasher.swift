@@ -11,7 +11,8 @@ import Foundation
 /// file is written (`advance`, every `chunk`); `finish` waits until everything written is hashed
 /// and hands the state back, so a digest, a pause or a resume always covers exactly the bytes on
 /// disk. The engine waits in `finish` for at most about a `chunk` of hashing, which is why the
-/// chunk is small (256 KiB): with 1 MiB a 1 MiB body was hashed at its end, on the engine's time.
+/// chunk is small (256 KiB): with 1 MiB steps, a 1 MiB body would be hashed at its end, on the
+/// engine's time.
 ///
 /// Locking: `written`, `hashed`, `stopping`, `readErrno` and `ended` are guarded by `condition`.
 /// `sha` is touched only by the thread while it runs, and by `finish` after the thread has

@@ -2,7 +2,7 @@ import Foundation
 import SpoolTestSupport
 import XCTest
 
-/// Bodies large enough to be hashed on the hash thread (4 MiB and more in one attempt): the digest
+/// Bodies large enough to be hashed on the hash thread (128 KiB and more in one attempt): the digest
 /// must still cover exactly the bytes on disk when an attempt ends half-way — a cut connection
 /// retried in the same daemon, a pause and a resume — and the resumed attempt, large again, must
 /// continue from the carried state. Each request names the body's SHA-256, so a wrong digest fails
@@ -33,7 +33,22 @@ final class LargeBodyHashTests: SpoolTestCase {
         XCTAssertEqual(try json("final", "big.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
         let range = try XCTUnwrap(server.requests(for: "/big").last?.header("Range"), "the retry resumes with a range")
         let offset = Int(range.dropFirst(6).dropLast()) ?? -1
-        XCTAssertGreaterThanOrEqual(offset, 4 << 20, "resumed past the point where hashing left the receiving thread")
+        XCTAssertGreaterThanOrEqual(offset, 4 << 20, "resumed well past the point where hashing left the receiving thread")
+    }
+
+    /// The common case since the threshold came down to 128 KiB: a body of about 1 MiB, not a
+    /// multiple of the hash thread's 256 KiB steps, cut between two steps and resumed.
+    func testMidSizeBodyCutPastTheHashThresholdIsResumedWithTheRightDigest() throws {
+        let body = TestBody.random(count: (1 << 20) + 12_345, seed: 33)
+        server.serve("/mid", body: body, etag: "\"m\"", script: [.cut(afterBytes: 700 << 10), .normal])
+        try spool.drop("mid", "url: \(server.url("/mid"))\nname: mid.bin\nsha256: \(TestBody.sha256Hex(body))\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "mid.bin"), body)
+        XCTAssertEqual(try json("final", "mid.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
+        let range = try XCTUnwrap(server.requests(for: "/mid").last?.header("Range"), "the retry resumes with a range")
+        let offset = Int(range.dropFirst(6).dropLast()) ?? -1
+        XCTAssertGreaterThanOrEqual(offset, 128 << 10, "resumed past the point where hashing left the receiving thread")
     }
 
     func testLargeBodyPausedPastTheHashThresholdResumesWithTheRightDigest() throws {
