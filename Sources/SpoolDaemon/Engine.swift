@@ -42,6 +42,15 @@ public final class Engine {
     var intake: Intake!
     /// The last thing that went wrong with a watched folder, for status.
     var watcherTrouble: String?
+    /// The watcher of `incoming/` and `control/`; nil once a drain has stopped it.
+    var watcher: DirectoryWatcher?
+    /// When a drain stops its inotify watcher (see `DrainWatch`) and the names its last
+    /// listings found, each taken up once.
+    var drainWatch: DrainWatch
+    var lastListingSeen: Set<String> = []
+    /// Request files whose claim failed (they stay in `incoming/`): a drain's last listing does
+    /// not take them for new work.
+    var unclaimable: Set<String> = []
     /// Reports network changes (rtnetlink); nil when it could not start.
     var networkMonitor: NetworkChangeMonitor?
     /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
@@ -65,6 +74,7 @@ public final class Engine {
         do { try configuration.validate() } catch { throw .configuration(error) }
         self.configuration = configuration
         self.logger = logger
+        drainWatch = DrainWatch(enabled: (configuration.once || configuration.due) && configuration.inotify)
         do {
             layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
         } catch {
@@ -93,7 +103,7 @@ public final class Engine {
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
     public func run() throws(DaemonError) -> RunSummary {
-        let watcher = try startUp()
+        watcher = try startUp()
         while true {
             let messages = inbox.drain()
             for message in messages { route(message) }
@@ -111,6 +121,7 @@ public final class Engine {
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
             turn(now: Date())
+            tendWatcher()
             if shouldExit() { break }
             if configuration.once { reportDrainWait() }
             do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
@@ -119,7 +130,6 @@ public final class Engine {
             }
         }
         networkMonitor?.stop()
-        withExtendedLifetime(watcher) {}
         hooks.waitForAll()
         requestFile.closeKept()
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
@@ -191,7 +201,7 @@ public final class Engine {
 
     // MARK: Messages
 
-    private func route(_ message: EngineMessage) {
+    func route(_ message: EngineMessage) {
         switch message {
         case .watcher(.arrived(let name)):
             claim(name)
@@ -215,6 +225,9 @@ public final class Engine {
                 do { try directory.reopen() } catch { logger.error("could not open the watched folder again: \(error)") }
             }
             status.markDirty()
+        case .watcher(.stopped):
+            watcher = nil
+            drainWatch.watcherStopped()
         case .watcher(.failed(let reason)):
             logger.critical("watcher stopped: \(reason)")
             watcherTrouble = "stopped: \(reason)"

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SpoolRequest
+import SpoolWatcher
 
 /// When a run ends: a stop ends once the I/O queue, the publisher and the hooks are quiet; a
 /// drain (`run --once`) when nothing is left; a due drain (`run --due`) when nothing left is due.
@@ -12,8 +13,9 @@ extension Engine {
         if stopping { return quiet }
         guard configuration.once || configuration.due, initialScanDone, backlog.isEmpty,
               quiet, publishing.isIdle else { return false }
-        if table.isEmpty { return true }
-        return configuration.due && !configuration.once && dueDrainIsDone(now: Date())
+        guard table.isEmpty || (configuration.due && !configuration.once && dueDrainIsDone(now: Date())) else { return false }
+        if drainWatch.blocksExit { return false }
+        return !(drainWatch.needsLastListing && lastListingFoundWork())
     }
 
     /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
@@ -49,6 +51,51 @@ extension Engine {
         }
         logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: [
             "left": "\(left)", "unreachable-hosts": "\(unreachable.count)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"])
+        return true
+    }
+
+    /// Stops a drain's inotify watcher once only endings are left, and starts rescans if work
+    /// comes back after that (see `DrainWatch`). O(1) a turn.
+    func tendWatcher() {
+        guard drainWatch.enabled else { return }
+        let onlyEndingsLeft = initialScanDone && backlog.isEmpty && !stopping && scheduler.isIdle
+            && table.busy.isEmpty && table.dormant.count == 0 && space.waitingCount == 0
+        switch drainWatch.turn(onlyEndingsLeft: onlyEndingsLeft) {
+        case .none:
+            break
+        case .stopWatcher:
+            if watcher?.stop() != true { drainWatch.stopNotDelivered() }
+        case .startRescans:
+            let inbox = self.inbox
+            let interval = configuration.rescanInterval > 0 ? configuration.rescanInterval : 1
+            let rescans = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path,
+                                           rescanInterval: interval, usesInotify: false) { inbox.post(.watcher($0)) }
+            do {
+                try rescans.start()
+                watcher = rescans
+                logger.info("work came back after the drain stopped watching; incoming/ and control/ are rescanned until it ends",
+                            metadata: ["seconds": "\(interval)"])
+            } catch {
+                logger.error("could not start rescans; a request file dropped now waits for the drain's last listing: \(error)")
+            }
+        }
+    }
+
+    /// A drain's last look at `incoming/` and `control/` once no inotify watcher runs: a file
+    /// that arrived since is taken up (a command at once, a request through the backlog), and
+    /// the drain goes on. Each name counts once, and request files that could not be claimed
+    /// not at all, so a file that stays there cannot keep the drain from ending.
+    func lastListingFoundWork() -> Bool {
+        let requests = (DirectoryWatcher.candidates(in: layout.incoming.path) ?? [])
+            .filter { !unclaimable.contains($0) && lastListingSeen.insert("incoming/" + $0).inserted }
+        let commands = (DirectoryWatcher.candidates(in: layout.control.path) ?? [])
+            .filter { lastListingSeen.insert("control/" + $0).inserted }
+        guard !requests.isEmpty || !commands.isEmpty else { return false }
+        logger.info("files arrived after the drain stopped watching; taking them up", metadata: [
+            "requests": "\(requests.count)", "commands": "\(commands.count)"])
+        for name in commands { route(.watcher(.control(name))) }
+        listed(requests)
+        status.markDirty()
         return true
     }
 

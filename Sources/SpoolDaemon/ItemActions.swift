@@ -145,7 +145,9 @@ extension Engine {
         switch intake.claim(name) {
         case .claimed(let claim): accept(claim, adopted: false)
         case .rejected: summary.rejected += 1
-        case .failed: summary.unclaimed += 1
+        case .failed:
+            summary.unclaimed += 1
+            unclaimable.insert(name)
         case .none: break
         }
     }

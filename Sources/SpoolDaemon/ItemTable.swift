@@ -15,6 +15,10 @@ final class ItemTable {
     /// Items that are neither waiting in the queue nor ended (running, retrying, waiting for
     /// space, paused, publishing): what a status report lists in full. Kept up to date by `note`.
     private(set) var active: [Int: ItemRecord] = [:]
+    /// The keys of the active items that are not publishing (running, retrying, waiting for
+    /// space, paused): with none of these, nothing queued and nothing dormant, only endings are
+    /// left (`DrainWatch`).
+    private(set) var busy: Set<Int> = []
     /// Items handed to the publisher, by staging base: its results name items by base. Only
     /// these are indexed so, to keep a waiting item small.
     private var publishing: [String: ItemRecord] = [:]
@@ -98,6 +102,7 @@ final class ItemTable {
         requests.removeValue(forKey: request.name)
         items.removeValue(forKey: record.key)
         active.removeValue(forKey: record.key)
+        busy.remove(record.key)
     }
 
     /// The records a sleeper stands for, as `add` made them (not entered in the table).
@@ -115,8 +120,15 @@ final class ItemTable {
     /// Files the item under `active` or takes it out, after its phase changed.
     func note(_ record: ItemRecord) {
         switch record.phase {
-        case .queued, .published, .failed: active.removeValue(forKey: record.key)
-        default: active[record.key] = record
+        case .queued, .published, .failed:
+            active.removeValue(forKey: record.key)
+            busy.remove(record.key)
+        case .publishing:
+            active[record.key] = record
+            busy.remove(record.key)
+        case .running, .retrying, .waitingForSpace, .paused:
+            active[record.key] = record
+            busy.insert(record.key)
         }
     }
 
@@ -138,6 +150,7 @@ final class ItemTable {
         for record in request.items {
             items.removeValue(forKey: record.key)
             active.removeValue(forKey: record.key)
+            busy.remove(record.key)
             if record.publishJob != nil { publishing.removeValue(forKey: record.base) }
         }
     }

@@ -29,6 +29,12 @@ import Synchronization
 ///
 /// Events are copied out of the library's buffer and handed over through `deliver`, which the
 /// engine implements as "append to the inbox and wake the transfer loop".
+///
+/// **Stopping** (`stop()`) removes the watches and closes the inotify descriptor on the watcher's
+/// own thread, then reports `stopped`. That close waits for the kernel to retire the watches (an
+/// SRCU grace period, 7–15 ms measured here); done at process exit instead, every `run --once`
+/// would pay it on its critical path. After `stopped` another watcher may be started, but its
+/// inotify descriptor must again be below 1024 (the daemon starts a rescan-only one instead).
 public final class DirectoryWatcher: Sendable {
     public let directory: String
     /// A second folder for command files (`control/`), reported as `.control`.
@@ -84,16 +90,42 @@ public final class DirectoryWatcher: Sendable {
         let thread = Thread { [self] in
             var loop = WatchLoop(watcher: self, identities: identities)
             loop.run()
+            guard isStopping else { return }          // failed: the engine stops, the process exits
+            if usesInotify { inotifytools_cleanup() } // removes the watches, closes the descriptor
+            send(.stopped)
         }
         thread.name = "spoolfetch-watcher"
         thread.start()
     }
 
-    /// Ends the thread at its next wake-up (an event or a rescan; with inotify only and no
-    /// rescans, the next event). For tests and tools; the daemon simply exits.
-    public func stop() { stopRequested.store(true, ordering: .relaxed) }
+    /// Ends the thread: with inotify, at once — it is woken by an empty dotfile made and removed
+    /// in the watched folder (`control/` when there is one; dotfiles are never read as
+    /// requests or commands) — and it removes its watches, closes the descriptor and reports
+    /// `stopped`. Without inotify, at the next rescan, and nothing is reported.
+    ///
+    /// Returns whether `stopped` is on its way: false without inotify, and when the wake-up
+    /// file could not be made (then the thread ends at the next event that comes by itself).
+    @discardableResult
+    public func stop() -> Bool {
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        guard usesInotify else { return false }
+        // Why a file and not a signal: an event queued on the inotify descriptor cannot be lost
+        // between the thread's look at the flag and its wait, and libinotifytools offers no
+        // other way into its select().
+        let wake = (controlDirectory ?? directory) + "/.spoolfetch-wake-\(getpid())"
+        let fd = open(wake, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return false }
+        close(fd)             // IN_CLOSE_WRITE: the thread wakes, sees the flag and ends
+        unlink(wake)
+        return true
+    }
 
-    fileprivate var isStopping: Bool { stopRequested.load(ordering: .relaxed) }
+    /// The candidate files in `folder` (as a listing reports them: no dotfiles, `*.tmp` or
+    /// files still open for writing); nil when it cannot be opened. For a drain's last look at
+    /// `incoming/` and `control/` once its watcher is stopped.
+    public static func candidates(in folder: String) -> [String]? { FolderScan.list(folder) }
+
+    fileprivate var isStopping: Bool { stopRequested.load(ordering: .sequentiallyConsistent) }
     fileprivate func send(_ event: WatcherEvent) { deliver(event) }
 }
 
@@ -163,7 +195,9 @@ private struct WatchLoop {
         if mask & UInt32(IN_Q_OVERFLOW) != 0 {
             // The kernel dropped events. Drain whatever is queued now (the listing covers it)
             // and list once, so a storm of overflows costs one scan, not one per overflow.
-            while inotifytools_next_event(0) != nil {}
+            // `inotifytools_next_events(0, 1)`, not `next_event(0)`: libinotifytools 3.22 turns a
+            // timeout of 0 in `next_event` into "wait forever", and the drain never ended.
+            while inotifytools_next_events(0, 1) != nil {}
             list(control: true)
             watcher.send(.listing(FolderScan.list(watcher.directory) ?? [], initial: false))
             return true

@@ -26,6 +26,9 @@ public enum WatcherEvent: Sendable, Equatable {
     /// logs this at error level and re-opens any descriptor it holds on `folder`, which still
     /// points at the old, gone folder.
     case folderLost(folder: String, reason: String)
+    /// The thread ended after `DirectoryWatcher.stop()`: with inotify, its watches are removed
+    /// and its descriptor closed. Nothing more comes from this watcher.
+    case stopped
 }
 
 /// The watcher could not be set up.

@@ -36,6 +36,35 @@ final class DrainTests: SpoolTestCase {
         XCTAssertEqual(try spool.read("final", "soon"), Array("soon".utf8))
     }
 
+    /// A drain stops watching once only endings are left, so the kernel's slow teardown of the
+    /// watches overlaps the publishing instead of delaying the exit. A request file dropped after
+    /// that — here by the item hook, once the daemon holds no inotify descriptor — is found by the
+    /// drain's last listing and fetched; the drain goes on with rescans and then ends.
+    func testARequestDroppedAfterTheDrainStoppedWatchingIsStillFetched() throws {
+        server.serve("/first", body: Array("first".utf8))
+        server.serve("/second", body: Array("second".utf8))
+        try spool.drop("first", "url: \(server.url("/first"))\n")
+        let staged = spool.path("tmp", "second.request")
+        try "url: \(server.url("/second"))\n".write(toFile: staged, atomically: true, encoding: .utf8)
+        let incoming = spool.path("incoming")
+        // The hook's parent is the daemon. Its wait is bounded (10 s); without the stop it ends
+        // there and the file is seen by the watcher, which the log assertions below catch.
+        let hook = """
+            case "$SPOOLFETCH_ID" in first*) ;; *) exit 0;; esac
+            i=0
+            while ls -l /proc/$PPID/fd 2>/dev/null | grep -q 'anon_inode:inotify' && [ $i -lt 1000 ]; do i=$((i+1)); sleep 0.01; done
+            cp '\(staged)' '\(incoming)/.second.tmp' && mv '\(incoming)/.second.tmp' '\(incoming)/second'
+            """
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--on-item", hook], timeout: 60)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "first"), Array("first".utf8))
+        XCTAssertEqual(try spool.read("final", "second"), Array("second".utf8), stderr)
+        XCTAssertTrue(stderr.contains("files arrived after the drain stopped watching"), stderr)
+        XCTAssertTrue(stderr.contains("rescanned until it ends"), stderr)
+        XCTAssertEqual(spool.files(in: "incoming"), [])
+        XCTAssertEqual(Set(spool.files(in: "done")), ["first", "second"])
+    }
+
     func testSIGHUPReloadsTheConfigurationFileAndNeverKills() throws {
         let config = spool.root + "/spoolfetch.conf"
         try "concurrency = 4\nlog-level = info\n".write(toFile: config, atomically: true, encoding: .utf8)

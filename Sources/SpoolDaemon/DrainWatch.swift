@@ -1,0 +1,86 @@
+/// When a drain (`run --once`, `run --due`) lets its inotify watcher go, and what it must do
+/// before it exits without one. Pure: the engine feeds it and carries out its steps.
+///
+/// **Why.** Closing an inotify descriptor that still has watches waits for the kernel to retire
+/// them (an SRCU grace period: 7–15 ms measured on the benchmark machine). At process exit that
+/// wait lies on the drain's critical path — a tenth of a 500-file HTTPS/2 drain. Once only
+/// endings are left (publishes, group ends, hooks), nothing the watcher can bring changes an item
+/// the drain holds: `cancel` is refused while publishing, `pause`, `resume` and `retry` have
+/// nothing to act on. So the watcher is stopped then, and its thread pays the wait while the
+/// engine publishes.
+///
+/// **What is kept.** A request file or command that lands after the watch ended is found by a
+/// last listing of `incoming/` and `control/` just before the drain would exit; if it brings
+/// work, the drain goes on, watched from then on by rescans (a second inotify start could get a
+/// descriptor ≥ 1024, which libinotifytools' `select()` cannot take).
+///
+/// | phase | input | condition | next phase | step |
+/// |---|---|---|---|---|
+/// | watching | turn | only endings left, not asked before | stopping | stopWatcher |
+/// | stopping | stopNotDelivered | | watching (never asked again) | — |
+/// | watching, stopping | watcherStopped | | stopped | — |
+/// | stopped | turn | work again (a last listing's file, a late event) | rescanning | startRescans |
+/// | any other | any | | unchanged | — |
+///
+/// A drain may exit in `watching` (the watcher never stopped: nothing changes from before), in
+/// `stopped` or `rescanning` after a last listing that finds nothing new; never in `stopping`.
+struct DrainWatch: Equatable {
+    enum Phase: Equatable {
+        case watching
+        /// Asked to stop; its `stopped` has not come yet.
+        case stopping
+        /// No watcher: the drain looks at the folders itself before it exits.
+        case stopped
+        /// Work came back after the stop: a rescan-only watcher runs.
+        case rescanning
+    }
+
+    enum Step: Equatable {
+        case none
+        case stopWatcher
+        case startRescans
+    }
+
+    private(set) var phase: Phase = .watching
+    /// Whether the watcher was asked once; a stop that could not be delivered is not asked again.
+    private var asked = false
+    /// false: not a drain, or no inotify (nothing to tear down): always `watching`.
+    let enabled: Bool
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    /// Once per loop turn. `onlyEndingsLeft`: the intake is done and every item held is
+    /// publishing or ended (nothing queued, running, retrying, waiting for space, paused or dormant).
+    mutating func turn(onlyEndingsLeft: Bool) -> Step {
+        guard enabled else { return .none }
+        switch phase {
+        case .watching where onlyEndingsLeft && !asked:
+            asked = true
+            phase = .stopping
+            return .stopWatcher
+        case .stopped where !onlyEndingsLeft:
+            phase = .rescanning
+            return .startRescans
+        default:
+            return .none
+        }
+    }
+
+    /// The wake-up could not be delivered: the watcher goes on until an event of its own wakes
+    /// it, and then stops (`watcherStopped` in `watching`).
+    mutating func stopNotDelivered() {
+        if phase == .stopping { phase = .watching }
+    }
+
+    /// The inotify watcher reported `stopped` (the rescan-only one is never stopped).
+    mutating func watcherStopped() {
+        if phase == .stopping || phase == .watching { phase = .stopped }
+    }
+
+    /// The drain may not exit while the watcher's stop is under way: a file that lands in that
+    /// moment would be seen neither by the watcher nor by the last listing.
+    var blocksExit: Bool { phase == .stopping }
+
+    /// No inotify watcher runs: before it exits, the drain lists `incoming/` and `control/`.
+    var needsLastListing: Bool { phase == .stopped || phase == .rescanning }
+}
