@@ -11,15 +11,20 @@
 ///
 /// **What is kept.** A request file or command that lands after the watch ended is found by a
 /// last listing of `incoming/` and `control/` just before the drain would exit; if it brings
-/// work, the drain goes on, watched from then on by rescans (a second inotify start could get a
-/// descriptor ≥ 1024, which libinotifytools' `select()` cannot take).
+/// work, the drain goes on. A drain that does not exit as soon as the watcher has stopped (hooks
+/// still run, a long publish, work that came back) is watched by rescans from then on, so a
+/// command (`spoolfetch cancel`, which waits 10 s for its answer) is answered within the rescan
+/// interval, not only at the end. Rescans, not a second inotify start: its descriptor could be
+/// ≥ 1024, which libinotifytools' `select()` cannot take.
+///
+/// `turn` is called once per loop turn in which the drain does not exit.
 ///
 /// | phase | input | condition | next phase | step |
 /// |---|---|---|---|---|
 /// | watching | turn | only endings left, not asked before | stopping | stopWatcher |
 /// | stopping | stopNotDelivered | | watching (never asked again) | — |
 /// | watching, stopping | watcherStopped | | stopped | — |
-/// | stopped | turn | work again (a last listing's file, a late event) | rescanning | startRescans |
+/// | stopped | turn | | rescanning | startRescans |
 /// | any other | any | | unchanged | — |
 ///
 /// A drain may exit in `watching` (the watcher never stopped: nothing changes from before), in
@@ -31,7 +36,7 @@ struct DrainWatch: Equatable {
         case stopping
         /// No watcher: the drain looks at the folders itself before it exits.
         case stopped
-        /// Work came back after the stop: a rescan-only watcher runs.
+        /// The drain went on after the stop: a rescan-only watcher runs.
         case rescanning
     }
 
@@ -58,7 +63,7 @@ struct DrainWatch: Equatable {
             asked = true
             phase = .stopping
             return .stopWatcher
-        case .stopped where !onlyEndingsLeft:
+        case .stopped:
             phase = .rescanning
             return .startRescans
         default:

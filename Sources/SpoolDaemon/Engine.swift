@@ -121,8 +121,8 @@ public final class Engine {
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
             turn(now: Date())
-            tendWatcher()
             if shouldExit() { break }
+            tendWatcher()
             if configuration.once { reportDrainWait() }
             do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
                 logger.critical("the transfer session failed: \(error)")

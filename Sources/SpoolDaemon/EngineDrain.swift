@@ -54,8 +54,8 @@ extension Engine {
         return true
     }
 
-    /// Stops a drain's inotify watcher once only endings are left, and starts rescans if work
-    /// comes back after that (see `DrainWatch`). O(1) a turn.
+    /// Stops a drain's inotify watcher once only endings are left, and starts rescans if the
+    /// drain goes on after that (see `DrainWatch`). O(1) a turn; called when the drain does not exit.
     func tendWatcher() {
         guard drainWatch.enabled else { return }
         let onlyEndingsLeft = initialScanDone && backlog.isEmpty && !stopping && scheduler.isIdle
@@ -68,13 +68,16 @@ extension Engine {
         case .startRescans:
             let inbox = self.inbox
             let interval = configuration.rescanInterval > 0 ? configuration.rescanInterval : 1
+            // No listing at start: the last listing before exit covers what lands meanwhile.
             let rescans = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path,
-                                           rescanInterval: interval, usesInotify: false) { inbox.post(.watcher($0)) }
+                                           rescanInterval: interval, usesInotify: false, listsAtStart: false) {
+                inbox.post(.watcher($0))
+            }
             do {
                 try rescans.start()
                 watcher = rescans
-                logger.info("work came back after the drain stopped watching; incoming/ and control/ are rescanned until it ends",
-                            metadata: ["seconds": "\(interval)"])
+                logger.debug("the drain stopped watching and goes on; incoming/ and control/ are rescanned until it ends",
+                             metadata: ["seconds": "\(interval)"])
             } catch {
                 logger.error("could not start rescans; a request file dropped now waits for the drain's last listing: \(error)")
             }

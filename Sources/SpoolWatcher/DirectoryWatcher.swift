@@ -44,15 +44,20 @@ public final class DirectoryWatcher: Sendable {
     public let rescanInterval: Double?
     /// false: no inotify at all; names come only from rescans (`rescanInterval` required).
     public let usesInotify: Bool
+    /// false: no listing at start (no `listing(initial: true)`); the first names come from the
+    /// first event or rescan. For a watcher that takes over from one that already listed.
+    public let listsAtStart: Bool
     private let deliver: @Sendable (WatcherEvent) -> Void
     private let stopRequested = Atomic<Bool>(false)
 
     public init(directory: String, controlDirectory: String? = nil, rescanInterval: Double? = nil,
-                usesInotify: Bool = true, deliver: @escaping @Sendable (WatcherEvent) -> Void) {
+                usesInotify: Bool = true, listsAtStart: Bool = true,
+                deliver: @escaping @Sendable (WatcherEvent) -> Void) {
         self.directory = directory
         self.controlDirectory = controlDirectory
         self.rescanInterval = rescanInterval.flatMap { $0 > 0 ? $0 : nil }
         self.usesInotify = usesInotify
+        self.listsAtStart = listsAtStart
         self.deliver = deliver
     }
 
@@ -61,7 +66,8 @@ public final class DirectoryWatcher: Sendable {
     public static func isCandidate(_ name: String) -> Bool { FolderScan.isCandidate(name) }
 
     /// Sets up the watches (so nothing that arrives from now on is missed) and then starts the
-    /// thread, which first lists what is already there and then waits for events and rescans.
+    /// thread, which first lists what is already there (unless `listsAtStart` is false) and then
+    /// waits for events and rescans.
     public func start() throws(WatcherError) {
         var folders = [directory]
         if let controlDirectory { folders.append(controlDirectory) }
@@ -162,8 +168,10 @@ private struct WatchLoop {
     var folders: [String] { [watcher.directory] + (watcher.controlDirectory.map { [$0] } ?? []) }
 
     mutating func run() {
-        list(control: true)
-        watcher.send(.listing(FolderScan.list(watcher.directory) ?? [], initial: true))
+        if watcher.listsAtStart {
+            list(control: true)
+            watcher.send(.listing(FolderScan.list(watcher.directory) ?? [], initial: true))
+        }
         nextRescan = watcher.rescanInterval.map { Date().addingTimeInterval($0) }
         while !watcher.isStopping {
             if watcher.usesInotify {
