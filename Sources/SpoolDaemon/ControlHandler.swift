@@ -16,11 +16,18 @@ final class ControlHandler {
 
     /// Handles `name` if it is a command for this daemon. `request` finds a claimed request by
     /// name; `apply` hands one item a command and says whether it changed anything.
+    /// Whether `name` is a command for this daemon (`cmd-PID-X` with its pid, or pid 0), not
+    /// an answer or another daemon's command.
+    static func isCommandForThisProcess(_ name: String) -> Bool {
+        let parts = name.split(separator: "-", maxSplits: 2)
+        guard parts.count == 3, parts[0] == "cmd", let target = Int32(parts[1]) else { return false }
+        return target == 0 || target == getpid()
+    }
+
     func handle(_ name: String, request: (String) -> RequestRecord?,
                 apply: (ItemRecord, ControlCommand.Verb) -> Bool) {
+        guard Self.isCommandForThisProcess(name) else { return }
         let parts = name.split(separator: "-", maxSplits: 2)
-        guard parts.count == 3, parts[0] == "cmd", let target = Int32(parts[1]), target == 0 || target == getpid()
-        else { return }
         let bytes: [UInt8]
         do { bytes = try directory.read(name, limit: 4096) } catch {
             logger.warning("could not read a control command: \(error)", metadata: ["command": "\(name)"])

@@ -92,7 +92,7 @@ extension Engine {
         let requests = (DirectoryWatcher.candidates(in: layout.incoming.path) ?? [])
             .filter { !unclaimable.contains($0) && lastListingSeen.insert("incoming/" + $0).inserted }
         let commands = (DirectoryWatcher.candidates(in: layout.control.path) ?? [])
-            .filter { lastListingSeen.insert("control/" + $0).inserted }
+            .filter { ControlHandler.isCommandForThisProcess($0) && lastListingSeen.insert("control/" + $0).inserted }
         guard !requests.isEmpty || !commands.isEmpty else { return false }
         logger.info("files arrived after the drain stopped watching; taking them up", metadata: [
             "requests": "\(requests.count)", "commands": "\(commands.count)"])

@@ -96,8 +96,9 @@ public final class DirectoryWatcher: Sendable {
         let thread = Thread { [self] in
             var loop = WatchLoop(watcher: self, identities: identities)
             loop.run()
-            guard isStopping else { return }          // failed: the engine stops, the process exits
-            if usesInotify { inotifytools_cleanup() } // removes the watches, closes the descriptor
+            // Failed: the engine stops and the process exits. Rescans alone: nothing to report.
+            guard isStopping, usesInotify else { return }
+            inotifytools_cleanup()                    // removes the watches, closes the descriptor
             send(.stopped)
         }
         thread.name = "spoolfetch-watcher"

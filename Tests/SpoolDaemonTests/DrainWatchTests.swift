@@ -56,6 +56,18 @@ final class DrainWatchTests: XCTestCase {
         XCTAssertEqual(watch.phase, .rescanning)
     }
 
+    /// The last listing takes up commands for this daemon only: an answer (`res-…`) or another
+    /// daemon's command left in `control/` is not new work.
+    func testTheLastListingCountsOnlyCommandsForThisDaemon() {
+        let pid = getpid()
+        XCTAssertTrue(ControlHandler.isCommandForThisProcess("cmd-\(pid)-abc"))
+        XCTAssertTrue(ControlHandler.isCommandForThisProcess("cmd-0-abc"))
+        XCTAssertFalse(ControlHandler.isCommandForThisProcess("res-\(pid)-abc"))
+        XCTAssertFalse(ControlHandler.isCommandForThisProcess("cmd-\(pid + 1)-abc"))
+        XCTAssertFalse(ControlHandler.isCommandForThisProcess("cmd-\(pid)"))
+        XCTAssertFalse(ControlHandler.isCommandForThisProcess("notes.txt"))
+    }
+
     func testDisabledNeverActs() {
         var watch = DrainWatch(enabled: false)
         XCTAssertEqual(watch.turn(onlyEndingsLeft: true), .none)
