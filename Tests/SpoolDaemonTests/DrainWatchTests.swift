@@ -60,12 +60,13 @@ final class DrainWatchTests: XCTestCase {
     /// daemon's command left in `control/` is not new work.
     func testTheLastListingCountsOnlyCommandsForThisDaemon() {
         let pid = getpid()
-        XCTAssertTrue(ControlHandler.isCommandForThisProcess("cmd-\(pid)-abc"))
-        XCTAssertTrue(ControlHandler.isCommandForThisProcess("cmd-0-abc"))
-        XCTAssertFalse(ControlHandler.isCommandForThisProcess("res-\(pid)-abc"))
-        XCTAssertFalse(ControlHandler.isCommandForThisProcess("cmd-\(pid + 1)-abc"))
-        XCTAssertFalse(ControlHandler.isCommandForThisProcess("cmd-\(pid)"))
-        XCTAssertFalse(ControlHandler.isCommandForThisProcess("notes.txt"))
+        let cases: [(name: String, counts: Bool)] = [
+            ("cmd-\(pid)-abc", true), ("cmd-0-abc", true), ("res-\(pid)-abc", false),
+            ("cmd-\(pid + 1)-abc", false), ("cmd-\(pid)", false), ("notes.txt", false),
+        ]
+        for (name, counts) in cases {
+            XCTAssertEqual(ControlHandler.isCommandForThisProcess(name), counts, name)
+        }
     }
 
     func testDisabledNeverActs() {
