@@ -20,35 +20,36 @@ final class LargeBodyHashTests: SpoolTestCase {
         return (report?["tasks"] as? [[String: Any]])?.first { $0["id"] as? String == id }
     }
 
+    /// Serves `body` at `/NAME`, cut after `cutAfter` bytes and then answered in full; the drain
+    /// must publish it whole with the right digest, resumed with a range from `resumedFrom` on.
+    private func assertCutBodyIsResumedWithTheRightDigest(_ body: [UInt8], name: String, cutAfter: Int,
+                                                          resumedFrom: Int, _ why: String) throws {
+        server.serve("/\(name)", body: body, etag: "\"\(name)\"", script: [.cut(afterBytes: cutAfter), .normal])
+        try spool.drop(name, "url: \(server.url("/\(name)"))\nname: \(name).bin\nsha256: \(TestBody.sha256Hex(body))\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "\(name).bin"), body)
+        XCTAssertEqual(try json("final", "\(name).bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
+        let range = try XCTUnwrap(server.requests(for: "/\(name)").last?.header("Range"), "the retry resumes with a range")
+        let offset = Int(range.dropFirst(6).dropLast()) ?? -1
+        XCTAssertGreaterThanOrEqual(offset, resumedFrom, why)
+    }
+
     func testLargeBodyCutPastTheHashThresholdIsResumedWithTheRightDigest() throws {
-        let body = TestBody.random(count: 13 << 20, seed: 31)
         // Cut after 9 MiB (the hash thread is running by then), then answer the range in full:
         // the second attempt carries the first one's state and is large enough to hash on its own
         // thread again.
-        server.serve("/big", body: body, etag: "\"b\"", script: [.cut(afterBytes: 9 << 20), .normal])
-        try spool.drop("big", "url: \(server.url("/big"))\nname: big.bin\nsha256: \(TestBody.sha256Hex(body))\n")
-        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
-        XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("final", "big.bin"), body)
-        XCTAssertEqual(try json("final", "big.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
-        let range = try XCTUnwrap(server.requests(for: "/big").last?.header("Range"), "the retry resumes with a range")
-        let offset = Int(range.dropFirst(6).dropLast()) ?? -1
-        XCTAssertGreaterThanOrEqual(offset, 4 << 20, "resumed well past the point where hashing left the receiving thread")
+        try assertCutBodyIsResumedWithTheRightDigest(TestBody.random(count: 13 << 20, seed: 31), name: "big",
+                                                     cutAfter: 9 << 20, resumedFrom: 4 << 20,
+                                                     "resumed well past the point where hashing left the receiving thread")
     }
 
     /// The common case since the threshold came down to 128 KiB: a body of about 1 MiB, not a
     /// multiple of the hash thread's 256 KiB steps, cut between two steps and resumed.
     func testMidSizeBodyCutPastTheHashThresholdIsResumedWithTheRightDigest() throws {
-        let body = TestBody.random(count: (1 << 20) + 12_345, seed: 33)
-        server.serve("/mid", body: body, etag: "\"m\"", script: [.cut(afterBytes: 700 << 10), .normal])
-        try spool.drop("mid", "url: \(server.url("/mid"))\nname: mid.bin\nsha256: \(TestBody.sha256Hex(body))\n")
-        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
-        XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(try spool.read("final", "mid.bin"), body)
-        XCTAssertEqual(try json("final", "mid.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
-        let range = try XCTUnwrap(server.requests(for: "/mid").last?.header("Range"), "the retry resumes with a range")
-        let offset = Int(range.dropFirst(6).dropLast()) ?? -1
-        XCTAssertGreaterThanOrEqual(offset, 128 << 10, "resumed past the point where hashing left the receiving thread")
+        try assertCutBodyIsResumedWithTheRightDigest(TestBody.random(count: (1 << 20) + 12_345, seed: 33), name: "mid",
+                                                     cutAfter: 700 << 10, resumedFrom: 128 << 10,
+                                                     "resumed past the point where hashing left the receiving thread")
     }
 
     func testLargeBodyPausedPastTheHashThresholdResumesWithTheRightDigest() throws {
