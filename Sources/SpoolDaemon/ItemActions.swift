@@ -147,7 +147,8 @@ extension Engine {
         case .rejected: summary.rejected += 1
         case .failed:
             summary.unclaimed += 1
-            unclaimable.insert(name)
+            // Only a drain's last listing asks; a daemon that runs for months keeps no such set.
+            if drainWatch.enabled { unclaimable.insert(name) }
         case .none: break
         }
     }
