@@ -345,4 +345,18 @@ final class SpoolJSONTests: XCTestCase {
         XCTAssertEqual(SpoolJSON.encode(states: [state, failed]), SpoolJSON.encode([state, failed]))
         XCTAssertEqual(SpoolJSON.decode([ItemState].self, SpoolJSON.encode(states: [state])), [state])
     }
+
+    /// Every ASCII byte (each control character, the quote and the backslash among them), a
+    /// string that is all escapes, escapes at both ends, and multi-byte characters.
+    func testEveryByteIsWrittenAsJSONEncoderWritesIt() {
+        let ascii = String(decoding: (0..<0x80).map { UInt8($0) }, as: UTF8.self)
+        for name in [ascii, "\"\\\n", "\u{1F}a\u{0}", "plain", "", "é€😀\u{7F}\u{1B}[0m"] {
+            var marker = ItemMarker(request: "r", group: "g", index: 0, url: "http://h/", finalURL: nil, name: name,
+                                    bytes: 0, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
+                                    contentType: nil, startedAt: "s", finishedAt: "f", attempts: 1)
+            XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker), "name \(name.debugDescription)")
+            marker.url = name
+            XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker), "url \(name.debugDescription)")
+        }
+    }
 }
