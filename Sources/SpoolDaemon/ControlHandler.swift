@@ -14,8 +14,6 @@ final class ControlHandler {
         self.logger = logger
     }
 
-    /// Handles `name` if it is a command for this daemon. `request` finds a claimed request by
-    /// name; `apply` hands one item a command and says whether it changed anything.
     /// Whether `name` is a command for this daemon (`cmd-PID-X` with its pid, or pid 0), not
     /// an answer or another daemon's command.
     static func isCommandForThisProcess(_ name: String) -> Bool {
@@ -24,6 +22,8 @@ final class ControlHandler {
         return target == 0 || target == getpid()
     }
 
+    /// Handles `name` if it is a command for this daemon. `request` finds a claimed request by
+    /// name; `apply` hands one item a command and says whether it changed anything.
     func handle(_ name: String, request: (String) -> RequestRecord?,
                 apply: (ItemRecord, ControlCommand.Verb) -> Bool) {
         guard Self.isCommandForThisProcess(name) else { return }
