@@ -190,10 +190,11 @@ struct JSONObjectWriter {
     private(set) var bytes: [UInt8]
     private var first = true
 
-    init() {
+    /// `capacity`: the bytes to reserve. A marker is 400-600 bytes: one allocation instead of
+    /// a few regrowths.
+    init(capacity: Int = 768) {
         bytes = [0x7B]
-        // A marker is 400-600 bytes: one allocation instead of a few regrowths.
-        bytes.reserveCapacity(768)
+        bytes.reserveCapacity(capacity)
     }
 
     private mutating func key(_ name: StaticString) {
@@ -220,6 +221,25 @@ struct JSONObjectWriter {
         guard let json else { return }
         key(name)
         bytes.append(contentsOf: json)
+    }
+
+    /// An array of objects, each written by `element` into a writer of its own over the same bytes.
+    mutating func array<T>(_ name: StaticString, _ values: [T], _ element: (T, inout JSONObjectWriter) -> Void) {
+        key(name)
+        bytes.append(0x5B)
+        for (i, value) in values.enumerated() {
+            if i > 0 { bytes.append(0x2C) }
+            // The element's writer takes the bytes over by a swap: with a second reference,
+            // its first append would copy everything written so far.
+            var inner = JSONObjectWriter(capacity: 0)
+            inner.bytes = []
+            swap(&inner.bytes, &bytes)
+            inner.bytes.append(0x7B)
+            element(value, &inner)
+            swap(&inner.bytes, &bytes)
+            bytes.append(0x7D)
+        }
+        bytes.append(0x5D)
     }
 
     mutating func close() -> [UInt8] {
@@ -308,7 +328,43 @@ extension ItemState {
     }
 }
 
+extension GroupItem {
+    /// Writes the line's fields (the same bytes JSONEncoder with sorted keys writes).
+    func write(to w: inout JSONObjectWriter) {
+        w.int("bytes", bytes)
+        w.string("code", code)
+        w.string("file", file)
+        w.string("finalURL", finalURL)
+        w.int("httpStatus", httpStatus.map(Int64.init))
+        w.int("index", Int64(index))
+        w.string("marker", marker)
+        w.string("message", message)
+        w.string("outcome", outcome)
+        w.string("sha256", sha256)
+        w.string("url", url)
+    }
+}
+
+extension GroupMarker {
+    /// The group marker's JSON (the same bytes JSONEncoder with sorted keys writes), without a
+    /// newline. JSONEncoder took about 1 % of a 2,000-item group's CPU, all at its end.
+    func jsonBytes() -> [UInt8] {
+        var w = JSONObjectWriter(capacity: 64 + items.count * 192)
+        w.int("failed", Int64(failed))
+        w.string("finishedAt", finishedAt)
+        w.string("group", group)
+        w.array("items", items) { item, w in item.write(to: &w) }
+        w.int("published", Int64(published))
+        w.string("request", request)
+        w.int("unchanged", unchanged.map(Int64.init))
+        return w.close()
+    }
+}
+
 extension SpoolJSON {
+    /// A group marker file's bytes.
+    public static func encode(groupMarker: GroupMarker) -> [UInt8] { groupMarker.jsonBytes() + [0x0A] }
+
     /// A marker file's bytes.
     public static func encode(marker: ItemMarker) -> [UInt8] { marker.jsonBytes() + [0x0A] }
 

@@ -88,7 +88,7 @@ public struct SpoolStore: Sendable {
             // Durable before the marker exists, or a crash could leave a marker nobody knows of.
             journal = try layout.staging.writeAtomicallyLocked(
                 journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)), sync: true)
-            try layout.final.writeAtomically(markerName, SpoolJSON.encode(marker), replace: false, sync: true)
+            try layout.final.writeAtomically(markerName, SpoolJSON.encode(groupMarker: marker), replace: false, sync: true)
             try layout.final.sync()
         }
         // On a retry whose move went through (only its folder sync failed), nothing is left to move.

@@ -359,4 +359,23 @@ final class SpoolJSONTests: XCTestCase {
             XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker), "url \(name.debugDescription)")
         }
     }
+
+    /// The group marker, in both modes (facts per line under `markers: group`, a marker name per
+    /// line with per-file markers), with failed and unchanged lines, escapes, and no items.
+    func testHandWrittenGroupMarkerEqualsJSONEncoderOutput() {
+        let facts = ItemMarker(request: "r", group: "g", index: 0, url: "http://h/a", finalURL: "http://h/b\"c",
+                               name: "a", bytes: 1 << 33, sha256: "ff", httpStatus: 200, etag: nil, lastModified: nil,
+                               contentType: nil, startedAt: "s", finishedAt: "f", attempts: 1)
+        var published = GroupItem(index: 0, url: "http://h/a", outcome: "published", file: "a-1\n")
+        published.describe(facts)
+        let withMarker = GroupItem(index: 1, url: "http://h/é", outcome: "published", file: "b", marker: "b.done")
+        let failed = GroupItem(index: 2, url: "http://h/\u{1}", outcome: "failed", code: "http-status",
+                               message: "HTTP 404 \"Not Found\"\n")
+        let unchanged = GroupItem(index: 3, url: "http://h/u", outcome: "unchanged", file: "u", marker: "u.done")
+        for items in [[published, withMarker, failed, unchanged], [published], [failed], []] {
+            let marker = GroupMarker(group: "g/\"1\"", request: "r\t", finishedAt: "2026-11-25T12:00:00Z", items: items)
+            XCTAssertEqual(SpoolJSON.encode(groupMarker: marker), SpoolJSON.encode(marker), "\(items.count) items")
+            XCTAssertEqual(SpoolJSON.decode(GroupMarker.self, SpoolJSON.encode(groupMarker: marker)), marker)
+        }
+    }
 }
