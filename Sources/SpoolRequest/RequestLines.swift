@@ -21,7 +21,9 @@ struct RequestLines {
         in source: inout Source, fileName: String, firstLine: Int = 1, baseOffset: Int = 0, maxBytes: Int,
         _ body: (_ line: UnsafeBufferPointer<UInt8>, _ number: Int, _ offset: Int) throws(RequestRejection) -> Void
     ) throws(RequestReadError) -> Int {
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        // An item's slice is a line or a few: a chunk of its own size, not 256 KiB. (Each start
+        // re-reads its item; a 256 KiB buffer per start showed up as page faults and malloc time.)
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(chunkSize, maxBytes)), alignment: 16)
         defer { chunk.deallocate() }
         var carry: [UInt8] = []          // a line begun in an earlier chunk
         var carryOffset = 0
