@@ -16,6 +16,8 @@ final class TransferDriver {
     private let logger: Logger
     /// Items whose transfer is in the session, by key.
     private(set) var running: [Int: ItemRecord] = [:]
+    /// Writes the small bodies transfers leave unwritten, off the engine's thread.
+    private let writer = PartWriter()
 
     /// Bodies smaller than this are simply fetched again after a crash: no `B.state` is written
     /// when they begin.
@@ -52,6 +54,9 @@ final class TransferDriver {
             }
         }
         let part = record.part!
+        // Bytes an earlier attempt left unwritten (its publish failed, or its body was refused)
+        // go into the file before it is resumed or cut back.
+        try part.writeUnwritten()
         var resumeFrom: Int64 = 0
         if record.bytesOnDisk > 0, record.validator != nil {
             if record.hash == nil {
@@ -69,7 +74,12 @@ final class TransferDriver {
             url: item.url.string, headers: item.headers.map(\.line) + conditionalHeaders(record, item, resumeFrom: resumeFrom),
             destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
-            ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item))
+            ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
+            // A small body of an unnamed part may be written off the engine's thread (a crash
+            // loses an unnamed part either way; see `ReceivedBody`) — under `markers: group`
+            // only: with a marker per file the publisher's thread has the most to do, and three
+            // busy threads on two cores made those drains slower, not faster.
+            writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker)
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -93,6 +103,10 @@ final class TransferDriver {
     func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
         guard let record = running.removeValue(forKey: outcome.key) else { return nil }
         keepPartial(record, outcome)
+        if let body = outcome.unwritten, let part = record.part {
+            part.unwritten = body
+            writer.writeSoon(part)
+        }
         record.lastFacts = outcome.facts
         if let unchanged = notModified(record, outcome) {
             return (record, TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false, notModified: unchanged))
@@ -211,3 +225,6 @@ final class TransferDriver {
         }
     }
 }
+
+/// A body the transfer left unwritten is written by whoever next uses its part (the publisher).
+extension ReceivedBody: UnwrittenPartBytes {}

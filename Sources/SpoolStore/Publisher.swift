@@ -49,7 +49,9 @@ public struct PublishResult: Sendable {
 
 /// Commits finished items in batches (docs/ARCHITECTURE.md, "Durability order"):
 ///
-/// 0. one journal file records every item's state (phase `ready`, its marker, the part's inode),
+/// 0. bytes a transfer left unwritten (`StagingFile.unwritten`, a small body written behind)
+///    go into their parts; a job whose bytes cannot be written leaves the batch;
+///    then one journal file records every item's state (phase `ready`, its marker, the part's inode),
 ///    so that a crash at any later point leaves enough to finish the job;
 /// 1. make the journal and the parts durable (see `makeDurable`);
 /// 2. rename each part into the final folder, never over an existing name (`Directory.rename`
@@ -86,8 +88,15 @@ public struct Publisher: Sendable {
         var results = jobs.map { PublishResult(job: $0, base: $0.part.base, finalName: $0.alreadyPublishedAs) }
         let batched = jobs.count > 2
 
-        // 0. One journal for the batch.
-        let journaled = jobs.filter { $0.alreadyPublishedAs == nil }.map(\.state)
+        // 0. Bytes the engine left unwritten go into their parts first; a job whose bytes cannot
+        //    be written is left out of the batch (and keeps them, for its next try).
+        for (i, job) in jobs.enumerated() where job.part.unwritten != nil {
+            do throws(StoreError) { try job.part.writeUnwritten() } catch { results[i].error = error }
+        }
+        let inBatch = jobs.indices.filter { jobs[$0].alreadyPublishedAs == nil && results[$0].error == nil }
+
+        // 0a. One journal for the batch.
+        let journaled = inBatch.map { jobs[$0].state }
         var journal: JournalFile?
         // Its descriptor is needed only until step 1 made it durable.
         defer { journal?.closeDescriptor() }
@@ -95,9 +104,9 @@ public struct Publisher: Sendable {
             do throws(StoreError) {
                 let held = try store.writeJournal(journaled)
                 journal = held
-                for i in results.indices where jobs[i].alreadyPublishedAs == nil { results[i].journal = held }
+                for i in inBatch { results[i].journal = held }
             } catch {
-                return results.map { var r = $0; r.error = error; return r }
+                return results.map { var r = $0; r.error = r.error ?? error; return r }
             }
         }
 
@@ -109,7 +118,7 @@ public struct Publisher: Sendable {
         var predicted: [Int: String] = [:]
         if batched && sameFilesystem && layout.staging.syncMethod == .syncfs && layout.final.syncMethod == .syncfs {
             var taken = Set<String>()
-            for (i, job) in jobs.enumerated() where MarkerFirst.applies(to: job) {
+            for (i, job) in jobs.enumerated() where MarkerFirst.applies(to: job) && results[i].error == nil {
                 guard let name = MarkerFirst.likelyName(of: job, in: layout.final, taken: taken) else { continue }
                 taken.insert(name)
                 if let temp = writeMarkerTemp(job.marker, finalName: name, into: &results[i]) {
@@ -122,8 +131,8 @@ public struct Publisher: Sendable {
         // 1. Journal and data durable.
         var staged: [(index: Int?, target: SyncTarget)] = []
         if let journal { staged.append((nil, SyncTarget(fd: journal.fd, path: layout.staging.path(of: journal.name)))) }
-        for (i, job) in jobs.enumerated() where job.alreadyPublishedAs == nil {
-            staged.append((i, SyncTarget(fd: job.part.fd, path: layout.staging.path(of: job.part.base + ".part"))))
+        for i in inBatch {
+            staged.append((i, SyncTarget(fd: jobs[i].part.fd, path: layout.staging.path(of: jobs[i].part.base + ".part"))))
         }
         let stagingErrors = makeDurable(staged.map(\.target), in: layout.staging, batched: batched)
         if stagingErrors.contains(where: { $0 != nil }) {
@@ -136,7 +145,7 @@ public struct Publisher: Sendable {
         }
         for (k, error) in stagingErrors.enumerated() {
             guard let error else { continue }
-            if let i = staged[k].index { results[i].error = error } else { return results.map { var r = $0; r.error = error; return r } }
+            if let i = staged[k].index { results[i].error = error } else { return results.map { var r = $0; r.error = r.error ?? error; return r } }
         }
 
         // 2. Data into the final folder.

@@ -1,5 +1,6 @@
 internal import CLinux
 import Foundation
+import Synchronization
 
 /// Items' parts in `staging/`: created (named, or unnamed where `UnnamedPartSupport` allows),
 /// named when worth resuming, reopened to resume, removed.
@@ -33,6 +34,8 @@ extension SpoolStore {
     /// the item's bytes.
     public func name(_ part: StagingFile) throws(StoreError) {
         guard !part.isNamed else { return }
+        // A named part must hold all its bytes: a restart may find it.
+        try part.writeUnwritten()
         let name = part.base + ".part"
         if spoolfetch_link_open_file(part.fd, layout.staging.fd, name) != 0 {
             guard errno == EEXIST else { throw StoreError("linkat", layout.staging.path(of: name)) }
@@ -65,6 +68,12 @@ extension SpoolStore {
 /// An item's open part: `staging/B.part`, or an unnamed file on the staging filesystem until
 /// it is worth resuming (see `UnnamedPartSupport`). The owner of its descriptor for the item's
 /// whole attempt.
+/// Body bytes received for a part and not yet written to it, at `offset` (see `StagingFile.unwritten`).
+public protocol UnwrittenPartBytes: AnyObject, Sendable {
+    var offset: Int64 { get }
+    var bytes: [UInt8] { get }
+}
+
 public final class StagingFile: @unchecked Sendable {
     public let base: String
     public let fd: Int32
@@ -75,6 +84,18 @@ public final class StagingFile: @unchecked Sendable {
     /// `UnnamedPartSupport`) until `SpoolStore.name` gives it one. (Changed only by the thread
     /// that holds the part: the engine, or the publisher while a batch has it.)
     public internal(set) var isNamed: Bool
+    /// Bytes that belong in the part but are not in its file yet: a small body the engine
+    /// received whole and left to be written off its thread (`PartWriter`). The part's content
+    /// is its file plus these; whoever reads, syncs, names or resumes the part writes them first
+    /// (`writeUnwritten`). Guarded by a lock, taken once or twice per item and held for one
+    /// `pwrite`: the writer's thread and the publisher's may both try to write them.
+    private let pending = Mutex<(any UnwrittenPartBytes)?>(nil)
+
+    /// The bytes not yet written, if any.
+    public var unwritten: (any UnwrittenPartBytes)? {
+        get { pending.withLock { $0 } }
+        set { pending.withLock { $0 = newValue } }
+    }
 
     init(base: String, fd: Int32, inode: UInt64, size: Int64, isNamed: Bool = true) {
         self.base = base
@@ -86,8 +107,43 @@ public final class StagingFile: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// Writes `unwritten` into the file; kept, for another try, when that fails.
+    public func writeUnwritten() throws(StoreError) {
+        let failed: Int32? = pending.withLock { held in
+            guard let bytes = held else { return nil }
+            var done = 0
+            while done < bytes.bytes.count {
+                let n = bytes.bytes.withUnsafeBytes {
+                    pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(bytes.offset) + off_t(done))
+                }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                done += n
+            }
+            held = nil
+            return nil
+        }
+        if let failed { throw StoreError("pwrite", base + ".part", errno: failed) }
+    }
+
     /// Cuts the part back to `length` bytes (a resume that must start over, a bad tail).
     public func truncate(to length: Int64) throws(StoreError) {
         if ftruncate(fd, off_t(length)) != 0 { throw StoreError("ftruncate", base + ".part") }
+    }
+}
+
+/// Writes the bytes the engine left unwritten (`StagingFile.unwritten`) on a thread of its own,
+/// soon after each transfer ends: on many small files the engine's thread and the publisher's
+/// were each busy enough that either would become the bottleneck with the writes on it. A write
+/// that fails leaves the bytes in place; the publisher tries again, and reports the error.
+public final class PartWriter: Sendable {
+    private let queue = DispatchQueue(label: "spoolfetch-part-writer")
+
+    public init() {}
+
+    public func writeSoon(_ part: StagingFile) {
+        queue.async { try? part.writeUnwritten() }
     }
 }

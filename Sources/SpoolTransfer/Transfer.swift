@@ -47,6 +47,11 @@ final class Transfer {
     /// A finished body's tail at least this large is handed to writeback at once (see
     /// `outcome`); a small file's is left to the batch's sync, which writes many of them together.
     static let writebackTail: Int64 = 256 << 10
+    /// A small body's bytes, held to be written by the caller (see `ReceivedBody`); nil when
+    /// the body is written as it arrives. They start at byte 0 (only a fresh body is held) and
+    /// `heldReserved` bytes of `WriteBehind.budget` are taken for them.
+    private var held: [UInt8]?
+    private var heldReserved = 0
     /// An error response's body is read and dropped (keeps the connection reusable), up to a bound.
     private var discardingErrorBody = false
     private var discarded = 0
@@ -134,6 +139,7 @@ final class Transfer {
             bodyStarted = true
             if !beginBody() { return false }
             bodyJustBegan = !discardingErrorBody
+            if !discardingErrorBody { holdIfSmall() }
         }
         if discardingErrorBody {
             discarded += bytes.count
@@ -143,6 +149,16 @@ final class Transfer {
         if let limit = request.maxBytes, bytesOnDisk + Int64(bytes.count) > limit {
             abortReason = .tooLarge(limit: limit)
             return false
+        }
+        if held != nil {
+            if held!.count + bytes.count <= heldReserved {
+                held!.append(contentsOf: bytes)
+                hasher.update(bufferPointer: bytes)
+                bytesOnDisk += Int64(bytes.count)
+                return true
+            }
+            // More than Content-Length said (a decoded body): write what is held, then as it comes.
+            if let error = writeHeld() { abortReason = .write(errno: error); return false }
         }
         // pwrite at the known end: no seek per response, and no dependence on the shared offset.
         var offset = 0
@@ -173,6 +189,44 @@ final class Transfer {
             writebackStart = bytesOnDisk
         }
         return true
+    }
+
+    /// Holds the body in memory instead of writing it (see `ReceivedBody`) when the caller
+    /// allows it, the body starts at byte 0 and is announced small, and the budget has room.
+    private func holdIfSmall() {
+        guard request.writeBehind, request.resumeFrom == 0, bytesOnDisk == 0, facts.httpStatus == 200,
+              let length = facts.contentLength, length > 0, length < WriteBehind.limit,
+              WriteBehind.budget.reserve(Int(length)) else { return }
+        held = []
+        held!.reserveCapacity(Int(length))
+        heldReserved = Int(length)
+    }
+
+    /// Writes the held bytes to the file (from byte 0) and stops holding. On failure the file and
+    /// the hash start over from byte 0, so that they still agree; returns the errno.
+    private func writeHeld() -> Int32? {
+        guard let bytes = held else { return nil }
+        held = nil
+        WriteBehind.budget.release(heldReserved)
+        heldReserved = 0
+        var written = 0
+        let error: Int32? = bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let n = pwrite(request.destination, buffer.baseAddress! + written, buffer.count - written, off_t(written))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                written += n
+            }
+            return nil
+        }
+        if error != nil {
+            hasher = SHA256()
+            bytesOnDisk = 0
+            _ = ftruncate(request.destination, 0)
+        }
+        return error
     }
 
     /// Decides what to do with the final response's body, once, before its first byte.
@@ -231,10 +285,13 @@ final class Transfer {
         // Removed without an outcome (session teardown): stop the thread before the caller
         // closes the file it reads.
         _ = settleHash()
+        WriteBehind.budget.release(heldReserved)
     }
 
-    /// The outcome once libcurl reports the transfer done with `code`.
-    func outcome(curlCode code: CURLcode) -> TransferOutcome {
+    /// The outcome once libcurl reports the transfer done with `code`. A held body is handed
+    /// over in `unwritten` only on success and when `handingOverHeld`; otherwise it is written
+    /// now, so that a partial kept for a resume is on disk.
+    func outcome(curlCode code: CURLcode, handingOverHeld: Bool = true) -> TransferOutcome {
         let hashError = settleHash()
         facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         if facts.httpStatus == 0 { facts.httpStatus = easy.long(CURLINFO_RESPONSE_CODE) }
@@ -278,13 +335,24 @@ final class Transfer {
                 failure = .curl(code: 18, text: "body ended at \(bytesOnDisk) bytes, expected \(start + expected)")
             }
         }
+        var unwritten: ReceivedBody? = nil
+        if let bytes = held {
+            if failure == nil && handingOverHeld {
+                unwritten = ReceivedBody(offset: 0, bytes: bytes, reserved: heldReserved)
+                held = nil
+                heldReserved = 0
+            } else if let error = writeHeld(), failure == nil {
+                failure = .write(errno: error)
+            }
+        }
         let digest = failure == nil ? Hex.encode(hasher.finalize()) : nil
         let proxy = proxies.proxy(for: facts.finalURL ?? request.url)
         return TransferOutcome(key: key, failure: failure, facts: facts, bytesOnDisk: bytesOnDisk,
                                bytesReceived: bytesReceived, sha256: digest, hashState: HashState(hasher),
                                restartedFromZero: restartedFromZero, proxy: proxy,
                                evidence: ConnectionEvidence(responseStarted: responseStarted,
-                                                            osErrno: Int32(truncatingIfNeeded: easy.long(CURLINFO_OS_ERRNO))))
+                                                            osErrno: Int32(truncatingIfNeeded: easy.long(CURLINFO_OS_ERRNO))),
+                               unwritten: unwritten)
     }
 }
 

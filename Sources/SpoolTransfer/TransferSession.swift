@@ -112,7 +112,7 @@ public final class TransferSession {
         // Removing a handle this session added cannot fail short of memory corruption; the
         // result is checked in `performTransfers`, where the engine can act on it.
         _ = curl_multi_remove_handle(multi, t.easy.raw)
-        var outcome = t.outcome(curlCode: CURLE_OK)
+        var outcome = t.outcome(curlCode: CURLE_OK, handingOverHeld: false)
         outcome.failure = .cancelled
         outcome.sha256 = nil
         return outcome

@@ -20,9 +20,14 @@ public struct TransferRequest: Sendable {
     public var ifRange: String?
     /// A larger body is cut and the transfer fails with `.tooLarge`.
     public var maxBytes: Int64?
+    /// A small body may be handed back unwritten, in `TransferOutcome.unwritten`, for the caller
+    /// to write on another thread (see `ReceivedBody`).
+    public var writeBehind: Bool
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
-                prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil) {
+                prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
+                writeBehind: Bool = false) {
+        self.writeBehind = writeBehind
         self.url = url
         self.headers = headers
         self.destination = destination
@@ -153,7 +158,8 @@ public struct TransferOutcome: Sendable {
     /// nil on success: the whole body is in the destination file.
     public var failure: TransferFailure?
     public var facts: ResponseFacts
-    /// Size of the destination file's content now (resumed prefix + bytes written).
+    /// Size of the destination file's content now (resumed prefix + bytes written), counting
+    /// `unwritten` as written.
     public var bytesOnDisk: Int64
     /// Bytes received over the network in this attempt.
     public var bytesReceived: Int64
@@ -169,6 +175,9 @@ public struct TransferOutcome: Sendable {
     /// What the connection saw: whether a response began, the socket's errno. Decides
     /// `failureKind` (outage or failure from the server).
     public var evidence: ConnectionEvidence
+    /// On success only: body bytes not yet in the destination file, which the caller must write
+    /// at `unwritten.offset` before anything reads, syncs or names the file (see `ReceivedBody`).
+    public var unwritten: ReceivedBody?
 }
 
 /// The running SHA-256 of a body, carried between attempts so a resumed file's digest covers
