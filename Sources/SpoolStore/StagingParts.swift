@@ -65,15 +65,15 @@ extension SpoolStore {
     }
 }
 
-/// An item's open part: `staging/B.part`, or an unnamed file on the staging filesystem until
-/// it is worth resuming (see `UnnamedPartSupport`). The owner of its descriptor for the item's
-/// whole attempt.
 /// Body bytes received for a part and not yet written to it, at `offset` (see `StagingFile.unwritten`).
 public protocol UnwrittenPartBytes: AnyObject, Sendable {
     var offset: Int64 { get }
     var bytes: [UInt8] { get }
 }
 
+/// An item's open part: `staging/B.part`, or an unnamed file on the staging filesystem until
+/// it is worth resuming (see `UnnamedPartSupport`). The owner of its descriptor for the item's
+/// whole attempt.
 public final class StagingFile: @unchecked Sendable {
     public let base: String
     public let fd: Int32
