@@ -65,7 +65,7 @@ let package = Package(
                 path: "Tests/SpoolTestSupport"),
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
-        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore",
+        .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore", "CLinux",
                                                             .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SpoolDaemonTests",
                     dependencies: ["SpoolDaemon", "SpoolStore", "SpoolTransfer", "SpoolTestSupport", "spoolfetch",

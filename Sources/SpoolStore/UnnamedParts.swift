@@ -20,8 +20,9 @@ import Synchronization
 /// announced as small, which the next start downloads again.
 ///
 /// Supported where staging and the final folder share a filesystem with `O_TMPFILE` and `/proc`
-/// is mounted (ext4, xfs, btrfs, tmpfs); found once by a probe (`probe`), else every part is
-/// named from its creation as before.
+/// is mounted or the process may link with `AT_EMPTY_PATH` (`spoolfetch_link_open_file`) (ext4,
+/// xfs, btrfs, tmpfs); found once by a probe (`probe`), else every part is named from its
+/// creation as before.
 final class UnnamedPartSupport: Sendable {
     /// 0: not probed yet; 1: supported; 2: not supported.
     private let state = Atomic<UInt8>(0)

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 @testable import SpoolStore
 import XCTest
@@ -21,6 +22,33 @@ final class UnnamedPartTests: StoreTestCase {
     private func inode(_ folder: String, _ name: String) -> UInt64? {
         var st = stat()
         return stat("\(root!)/\(folder)/\(name)", &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+
+    /// Both ways of naming an open unnamed file: linkat with AT_EMPTY_PATH (taken when the process
+    /// may: as root, here) and the /proc/self/fd path every other process falls back to.
+    func testBothWaysOfNamingAnOpenFileGiveItTheNameAndNeverReplace() throws {
+        let ways: [(String, (Int32, Int32, String) -> Int32)] = [
+            ("preferred", { spoolfetch_link_open_file($0, $1, $2) }),
+            ("via /proc", { spoolfetch_link_open_file_via_proc($0, $1, $2) }),
+        ]
+        let folder = store.layout.final
+        for (way, link) in ways {
+            let name = "\(way.filter(\.isLetter)).bin"
+            for content in ["first", "second"] {
+                let fd = spoolfetch_open_unnamed(folder.fd)
+                XCTAssertGreaterThanOrEqual(fd, 0, way)
+                defer { close(fd) }
+                XCTAssertEqual(Array(content.utf8).withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }, content.utf8.count)
+                let result = link(fd, folder.fd, name)
+                if content == "first" {
+                    XCTAssertEqual(result, 0, "\(way): \(String(cString: strerror(errno)))")
+                } else {
+                    XCTAssertEqual(result, -1, way)
+                    XCTAssertEqual(errno, EEXIST, "\(way): a taken name fails with EEXIST")
+                }
+            }
+            XCTAssertEqual(read("final", name), "first", "\(way): named once, never replaced")
+        }
     }
 
     func testAnUnnamedPartLeavesNoEntryInStagingOrFinal() throws {
