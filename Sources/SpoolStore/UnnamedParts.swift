@@ -19,10 +19,10 @@ import Synchronization
 /// on stop, pause, a retry or a full disk). A crash then loses at most the first bytes of a body
 /// announced as small, which the next start downloads again.
 ///
-/// Supported where staging and the final folder share a filesystem with `O_TMPFILE` and `/proc`
-/// is mounted or the process may link with `AT_EMPTY_PATH` (`spoolfetch_link_open_file`) (ext4,
-/// xfs, btrfs, tmpfs); found once by a probe (`probe`), else every part is named from its
-/// creation as before.
+/// Supported where staging and the final folder share a filesystem with `O_TMPFILE` (ext4, xfs,
+/// btrfs, tmpfs) and `/proc` is mounted or the kernel lets the process link with `AT_EMPTY_PATH`
+/// (`spoolfetch_link_open_file`); found once by a probe (`probe`), else every part is named from
+/// its creation as before.
 final class UnnamedPartSupport: Sendable {
     /// 0: not probed yet; 1: supported; 2: not supported.
     private let state = Atomic<UInt8>(0)

@@ -24,8 +24,9 @@ final class UnnamedPartTests: StoreTestCase {
         return stat("\(root!)/\(folder)/\(name)", &st) == 0 ? UInt64(st.st_ino) : nil
     }
 
-    /// Both ways of naming an open unnamed file: linkat with AT_EMPTY_PATH (taken when the process
-    /// may: as root, here) and the /proc/self/fd path every other process falls back to.
+    /// Both ways of naming an open unnamed file: linkat with AT_EMPTY_PATH (taken where the
+    /// kernel allows it: Linux 6.10 or later, or as root) and the /proc/self/fd path a process
+    /// falls back to.
     func testBothWaysOfNamingAnOpenFileGiveItTheNameAndNeverReplace() throws {
         let ways: [(String, (Int32, Int32, String) -> Int32)] = [
             ("preferred", { spoolfetch_link_open_file($0, $1, $2) }),
