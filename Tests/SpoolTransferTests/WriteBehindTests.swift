@@ -23,7 +23,7 @@ final class WriteBehindTests: XCTestCase {
                                                                    writeBehind: writeBehind))
         try driver.run(until: { $0.outcomes[1] != nil }, timeout: 20)
         let outcome = try XCTUnwrap(driver.outcomes[1], "no outcome for \(path)")
-        var onDisk = [UInt8](repeating: 0, count: 64 << 10)
+        var onDisk = [UInt8](repeating: 0, count: 512 << 10)
         let n = onDisk.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         XCTAssertGreaterThanOrEqual(n, 0)
         return (outcome, Array(onDisk[0..<max(0, n)]))
@@ -69,6 +69,34 @@ final class WriteBehindTests: XCTestCase {
         XCTAssertEqual(outcome.bytesOnDisk, 5_000)
         XCTAssertEqual(outcome.hashState.hexDigest, hex(body[0..<5_000]))
         XCTAssertEqual(WriteBehind.budget.held, heldBefore)
+    }
+
+    func testABodyAnnouncedAtTheLimitIsWrittenAsItArrives() throws {
+        let large = (0..<Int(WriteBehind.limit)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
+        server.serve("/large", body: large)
+        let heldBefore = WriteBehind.budget.held
+        let (outcome, onDisk) = try fetch("/large")
+        XCTAssertNil(outcome.failure)
+        XCTAssertNil(outcome.unwritten, "\(large.count) bytes is not small")
+        XCTAssertEqual(hex(onDisk), hex(large))
+        XCTAssertEqual(outcome.sha256, hex(large))
+        XCTAssertEqual(WriteBehind.budget.held, heldBefore)
+    }
+
+    /// With the budget taken (a slow disk with many bodies waiting), a small body is written as it
+    /// arrives instead of adding to memory.
+    func testASmallBodyIsWrittenAsItArrivesWhenTheBudgetIsTaken() throws {
+        server.serve("/small", body: body)
+        let free = WriteBehind.budget.capacity - WriteBehind.budget.held
+        let leave = body.count - 1
+        XCTAssertTrue(WriteBehind.budget.reserve(free - leave))
+        defer { WriteBehind.budget.release(free - leave) }
+        let (outcome, onDisk) = try fetch("/small")
+        XCTAssertNil(outcome.failure)
+        XCTAssertNil(outcome.unwritten, "no room for \(body.count) bytes")
+        XCTAssertEqual(hex(onDisk), hex(body))
+        XCTAssertEqual(outcome.sha256, hex(body))
+        XCTAssertEqual(WriteBehind.budget.capacity - WriteBehind.budget.held, leave, "nothing taken")
     }
 
     func testABodyWithoutContentLengthIsWrittenAsItArrives() throws {
