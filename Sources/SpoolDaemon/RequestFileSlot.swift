@@ -1,4 +1,5 @@
 import Foundation
+import SpoolRequest
 import SpoolStore
 
 /// The claimed request file the engine last read an item from, kept open for the next start.
@@ -9,19 +10,25 @@ import SpoolStore
 /// kept descriptor saves those three calls for all but the first. It is one descriptor in all,
 /// never one per claim (a claim still holds none of its own).
 ///
+/// The kept file is read through a `RequestItemReader`, whose window serves the next items'
+/// lines from memory: items starting in file order cost one `pread` per window, not one each.
+///
 /// Keyed by inode: while the slot holds the file open, no other file on that filesystem can
 /// take its inode number, so a matching inode is the same claimed file. Engine thread only.
 final class RequestFileSlot {
     private var fd: Int32 = -1
     private var inode: UInt64 = 0
+    private var kept: RequestItemReader?
 
-    /// A descriptor of `claim`'s file, valid until the next call or `release`.
-    func descriptor(for claim: ClaimedRequest) throws(StoreError) -> Int32 {
-        if fd >= 0 && inode == claim.inode { return fd }
+    /// A reader of `claim`'s file, valid until the next call or `release`.
+    func reader(for claim: ClaimedRequest) throws(StoreError) -> RequestItemReader {
+        if let kept, fd >= 0 && inode == claim.inode { return kept }
         closeKept()
         fd = try claim.openFile()
         inode = claim.inode
-        return fd
+        let reader = RequestItemReader(fd: fd)
+        kept = reader
+        return reader
     }
 
     /// Closes the kept descriptor if it is `claim`'s (its request has ended).
@@ -31,6 +38,7 @@ final class RequestFileSlot {
 
     /// Closes the kept descriptor, whichever file it is.
     func closeKept() {
+        kept = nil
         if fd >= 0 { close(fd) }
         fd = -1
     }

@@ -54,7 +54,8 @@ public struct InMemoryRequestSource: RequestByteSource {
 
 /// An open file read with `pread` from `offset` on, never moving the descriptor's own offset
 /// (the caller may hold it for a lock and read it again later). The descriptor stays the
-/// caller's: it is not closed here. This is the module's only system call.
+/// caller's: it is not closed here. (The module's other system calls: `index`'s `fstat`, and
+/// `RequestItemReader`'s `pread`.)
 public struct DescriptorRequestSource: RequestByteSource {
     public let fd: Int32
     public private(set) var offset: Int64

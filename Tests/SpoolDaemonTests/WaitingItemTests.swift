@@ -105,10 +105,10 @@ final class WaitingItemTests: XCTestCase {
 
         XCTAssertEqual(try list.items[0].load(keepingOpenIn: slot).url.string, "https://a.example/1")
         // Marks the kept descriptor: one opened again would have FD_CLOEXEC set.
-        XCTAssertEqual(fcntl(try slot.descriptor(for: list.claim), F_SETFD, 0), 0)
+        XCTAssertEqual(fcntl(try slot.reader(for: list.claim).fd, F_SETFD, 0), 0)
         XCTAssertEqual(try list.items[1...].map { try $0.load(keepingOpenIn: slot).url.string },
                        ["https://a.example/2", "https://b.example/3"])
-        XCTAssertEqual(fcntl(try slot.descriptor(for: list.claim), F_GETFD), 0, "the later starts read the same descriptor")
+        XCTAssertEqual(fcntl(try slot.reader(for: list.claim).fd, F_GETFD), 0, "the later starts read the same descriptor")
         XCTAssertEqual(try openFiles(), before + 1, "one descriptor for the list's three starts")
         XCTAssertEqual(try single.items[0].load(keepingOpenIn: slot).url.string, "https://c.example/only")
         XCTAssertEqual(try openFiles(), before + 1, "the other claim's start replaced it")
