@@ -13,9 +13,10 @@ import Foundation
 /// So a list read front to back costs a handful of reads, and an item read out of order (a retry,
 /// another priority) costs one small read, not a large one.
 ///
-/// The bytes served are checked as `RequestParser.item` checks them (the summary's length and
-/// checksum), so a window is never trusted beyond what a fresh read would be. The descriptor
-/// stays the caller's: it is neither closed nor moved (`pread` only). Not thread-safe.
+/// The bytes served are checked as a fresh read's are (the summary's length and checksum), so
+/// the window only ever serves an item as it was accepted; a change on disk made after the window
+/// was read is seen by the items read in a later window, not by those already in it. The
+/// descriptor stays the caller's: it is neither closed nor moved (`pread` only). Not thread-safe.
 public final class RequestItemReader {
     /// The first read's size, and the size after a read behind the window.
     public static let minimumRead = 4 << 10
