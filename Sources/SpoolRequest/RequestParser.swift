@@ -7,7 +7,9 @@ import Foundation
 /// - `index(fileName:descriptor:limits:)`: streams the file in chunks, validates all of it, and
 ///   keeps only a compact `RequestIndex` — the file's text is never held whole.
 /// - `item(_:in:descriptor:)`, `item(_:hostKey:settings:descriptor:)`: re-reads one item's slice (its byte range in the index) and
-///   returns the full `RequestItem`, when the item is about to start.
+///   returns the full `RequestItem`, when the item is about to start. `RequestItemReader` does the
+///   same for many items of one open file through a window of it (a daemon's item starts, and a
+///   group end reading every item's URL).
 ///
 /// All-or-nothing: any bad line rejects the whole file, before any item is handed out. Errors
 /// name the file, the line and the rule; they quote at most a key, never a value taken from the
