@@ -14,17 +14,14 @@ final class Transfer {
     var facts = ResponseFacts()
     /// The running hash while it is computed here, on the receiving thread (small bodies).
     var hasher: SHA256
-    /// Once a body is large, the hash runs on its own thread behind the writes (see `BodyHasher`);
-    /// `hasher` is then stale until `settleHash` takes the state back.
-    private var background: BodyHasher?
-    /// How far `background` was told the file is written (it is told every `BodyHasher.chunk`).
-    private var backgroundTold: Int64 = 0
-    /// A body that reaches this many bytes in one attempt is hashed on a thread of its own; below
-    /// it (a 16 KiB body), a thread costs more than hashing inline. Set from 4 MiB down to 128 KiB
-    /// because 1 MiB bodies hashed inline kept the engine thread a quarter of its time in SHA-256:
-    /// 200 × 1 MiB from a local nginx then took 0.91–0.92 × the wall time (two paired runs of
-    /// 10 and 12) for about 11 % more CPU (the thread and the read-back).
-    static let backgroundHashThreshold: Int64 = 128 << 10
+    /// Once a body is large, its writes and hash run on a thread of its own (see `BodyWriter`);
+    /// `hasher` is then stale until `settleWriter` takes the state back.
+    private var background: BodyWriter?
+    /// A body that reaches this many bytes in one attempt is written and hashed on a thread of
+    /// its own; below it (a 16 KiB body), a thread costs more than doing both here. Set from
+    /// 4 MiB down to 128 KiB when only the hash moved: 1 MiB bodies hashed inline kept the engine
+    /// thread a quarter of its time in SHA-256.
+    static let backgroundThreshold: Int64 = 128 << 10
     /// Bytes of content in the destination file (prefix + written).
     var bytesOnDisk: Int64
     var bytesReceived: Int64 = 0
@@ -38,12 +35,8 @@ final class Transfer {
     var bodyJustBegan = false
     /// Whether the first body byte of the final response has been seen (decisions are made there).
     private var bodyStarted = false
-    /// Where the range not yet handed to writeback starts (see `writebackChunk`).
+    /// Where the range not yet handed to writeback starts (see `BodyWriter.writebackChunk`).
     private var writebackStart: Int64
-    /// Every 8 MiB of a body, its pages are handed to writeback: on a machine with lots of RAM the
-    /// kernel would otherwise keep a whole large file dirty until the fdatasync before publishing,
-    /// which then writes it all while nothing else happens.
-    static let writebackChunk: Int64 = 8 << 20
     /// A finished body's tail at least this large is handed to writeback at once (see
     /// `outcome`); a small file's is left to the batch's sync, which writes many of them together.
     static let writebackTail: Int64 = 256 << 10
@@ -160,6 +153,12 @@ final class Transfer {
             // More than Content-Length said (a decoded body): write what is held, then as it comes.
             if let error = writeHeld() { abortReason = .write(errno: error); return false }
         }
+        if let background {
+            let error = background.append(bytes, at: bytesOnDisk)
+            if error != 0 { abortReason = .write(errno: error); return false }
+            bytesOnDisk += Int64(bytes.count)
+            return true
+        }
         // pwrite at the known end: no seek per response, and no dependence on the shared offset.
         var offset = 0
         while offset < bytes.count {
@@ -172,21 +171,11 @@ final class Transfer {
             }
             offset += n
         }
-        if background == nil && bytesReceived >= Self.backgroundHashThreshold {
-            // Everything up to here is hashed; from now on the hash thread reads the file back.
-            background = BodyHasher(fd: request.destination, sha: hasher, from: bytesOnDisk)
-            backgroundTold = bytesOnDisk
-        }
-        if background == nil { hasher.update(bufferPointer: bytes) }
+        hasher.update(bufferPointer: bytes)
         bytesOnDisk += Int64(bytes.count)
-        if let background, bytesOnDisk - backgroundTold >= Int64(BodyHasher.chunk) {
-            background.advance(to: bytesOnDisk)
-            backgroundTold = bytesOnDisk
-        }
-        if bytesOnDisk - writebackStart >= Self.writebackChunk {
-            // Errors are ignored: it is only a hint, and the final fdatasync reports real ones.
-            _ = spoolfetch_start_writeback(request.destination, writebackStart, bytesOnDisk - writebackStart)
-            writebackStart = bytesOnDisk
+        if bytesReceived >= Self.backgroundThreshold {
+            // Everything up to here is written and hashed; from now on the writer thread does both.
+            background = BodyWriter(fd: request.destination, sha: hasher, from: bytesOnDisk, writebackFrom: writebackStart)
         }
         return true
     }
@@ -268,23 +257,23 @@ final class Transfer {
         return text
     }
 
-    /// Waits for the hash thread (if any) to catch up with the bytes on disk and takes its state
-    /// back into `hasher`. Returns the errno of a failed read-back (the state then covers fewer
-    /// bytes, and `bytesOnDisk` is cut to what it covers, so a resume stays consistent).
-    private func settleHash() -> Int32 {
+    /// Waits for the writer thread (if any) to write and hash every byte handed over and takes
+    /// its state back into `hasher`. Returns the errno of a failed write (the state then covers
+    /// fewer bytes, and `bytesOnDisk` is cut to what it covers, so a resume stays consistent).
+    private func settleWriter() -> Int32 {
         guard let background else { return 0 }
-        background.advance(to: bytesOnDisk)
-        let (sha, hashed, error) = background.finish()
+        let (sha, written, error, writebackFrom) = background.finish()
         self.background = nil
         hasher = sha
-        if error != 0 { bytesOnDisk = hashed }
+        writebackStart = max(writebackStart, writebackFrom)
+        if error != 0 { bytesOnDisk = written }
         return error
     }
 
     deinit {
         // Removed without an outcome (session teardown): stop the thread before the caller
-        // closes the file it reads.
-        _ = settleHash()
+        // closes the file it writes.
+        _ = settleWriter()
         WriteBehind.budget.release(heldReserved)
     }
 
@@ -292,7 +281,7 @@ final class Transfer {
     /// over in `unwritten` only on success and when `handingOverHeld`; otherwise it is written
     /// now, so that a partial kept for a resume is on disk.
     func outcome(curlCode code: CURLcode, handingOverHeld: Bool = true) -> TransferOutcome {
-        let hashError = settleHash()
+        let writeError = settleWriter()
         facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         if facts.httpStatus == 0 { facts.httpStatus = easy.long(CURLINFO_RESPONSE_CODE) }
         if facts.retryAfter == nil {
@@ -302,8 +291,8 @@ final class Transfer {
         var failure: TransferFailure? = nil
         if let reason = abortReason {
             failure = reason
-        } else if hashError != 0 {
-            failure = .write(errno: hashError)
+        } else if writeError != 0 {
+            failure = .write(errno: writeError)
         } else if code != CURLE_OK {
             if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
                 failure = .tooLarge(limit: limit)

@@ -30,8 +30,8 @@ public final class ReceivedBody: @unchecked Sendable {
 
 /// The limits of writing behind: a body's size, and all bodies' bytes held at once.
 public enum WriteBehind {
-    /// A body this large or larger is written as it arrives (also below the size at which the
-    /// hash moves to a thread of its own, which reads the file back).
+    /// A body this large or larger is not held (from this size on, the rest of a body is written
+    /// and hashed on a thread of its own as it arrives: `BodyWriter`).
     public static let limit: Int64 = 128 << 10
 
     /// Bytes held at once, across every transfer and the publish queue. Past it, bodies are

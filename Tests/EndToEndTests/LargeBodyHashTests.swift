@@ -2,10 +2,10 @@ import Foundation
 import SpoolTestSupport
 import XCTest
 
-/// Bodies large enough to be hashed on the hash thread (128 KiB and more in one attempt): the digest
-/// must still cover exactly the bytes on disk when an attempt ends half-way — a cut connection
-/// retried in the same daemon, a pause and a resume — and the resumed attempt, large again, must
-/// continue from the carried state. Each request names the body's SHA-256, so a wrong digest fails
+/// Bodies large enough to be written and hashed on a writer thread (128 KiB and more in one
+/// attempt, `BodyWriter`): the digest must still cover exactly the bytes on disk when an attempt
+/// ends half-way — a cut connection retried in the same daemon, a pause and a resume — and the
+/// resumed attempt, large again, must continue from the carried state. Each request names the body's SHA-256, so a wrong digest fails
 /// the item (`sha256-mismatch`) instead of passing unnoticed.
 final class LargeBodyHashTests: SpoolTestCase {
     private func cli(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {

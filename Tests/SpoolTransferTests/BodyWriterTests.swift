@@ -1,0 +1,99 @@
+import Crypto
+import Foundation
+import SpoolTestSupport
+@testable import SpoolTransfer
+import XCTest
+
+/// The writer thread of large bodies (`BodyWriter`): every byte handed over lands at its offset
+/// and in the hash, in order, whatever the chunk sizes; `finish` covers exactly what is on disk;
+/// a failed write is reported to the engine without hanging it; writeback is started every 8 MiB.
+final class BodyWriterTests: XCTestCase {
+    /// The file's first `count` bytes.
+    private func contents(_ fd: Int32, count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count + 1)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        return Array(bytes[0..<max(0, n)])
+    }
+
+    /// Hands `body[from...]` over in chunks of varying sizes (1 byte to past a block), as libcurl
+    /// would; returns the first non-zero errno an append reported.
+    private func append(_ body: [UInt8], from start: Int, to writer: BodyWriter) -> Int32 {
+        let sizes = [1, 16_384, 300_000, 7, 262_144, 65_536, 100_003]
+        var offset = start, turn = 0
+        while offset < body.count {
+            let n = min(sizes[turn % sizes.count], body.count - offset)
+            let error = body.withUnsafeBytes { writer.append(UnsafeRawBufferPointer(rebasing: $0[offset..<offset + n]),
+                                                             at: Int64(offset)) }
+            if error != 0 { return error }
+            offset += n
+            turn += 1
+        }
+        return 0
+    }
+
+    func testEveryByteLandsAtItsOffsetAndInTheHashInOrder() throws {
+        let fd = try SessionDriver.scratchFile()
+        defer { close(fd) }
+        let body = TestBody.random(count: (3 << 20) + 12_345, seed: 41)
+        let writer = BodyWriter(fd: fd, sha: SHA256(), from: 0, writebackFrom: 0)
+        XCTAssertEqual(append(body, from: 0, to: writer), 0)
+        let (sha, written, error, _) = writer.finish()
+        XCTAssertEqual(error, 0)
+        XCTAssertEqual(written, Int64(body.count), "finish covers every byte handed over, the partial last block too")
+        XCTAssertEqual(contents(fd, count: body.count), body)
+        XCTAssertEqual(Hex.encode(sha.finalize()), TestBody.sha256Hex(body))
+    }
+
+    /// A writer takes over after the engine wrote and hashed a prefix (the first 128 KiB of an
+    /// attempt, or a resumed partial): the digest covers prefix and rest.
+    func testContinuesFromAPrefixAndItsHashState() throws {
+        let fd = try SessionDriver.scratchFile()
+        defer { close(fd) }
+        let body = TestBody.random(count: 1 << 20, seed: 42)
+        let prefix = 131_072 + 99
+        XCTAssertEqual(body.withUnsafeBytes { pwrite(fd, $0.baseAddress, prefix, 0) }, prefix)
+        var sha = SHA256()
+        body.withUnsafeBytes { sha.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<prefix])) }
+        let writer = BodyWriter(fd: fd, sha: sha, from: Int64(prefix), writebackFrom: 0)
+        XCTAssertEqual(append(body, from: prefix, to: writer), 0)
+        let (state, written, error, _) = writer.finish()
+        XCTAssertEqual(error, 0)
+        XCTAssertEqual(written, Int64(body.count))
+        XCTAssertEqual(contents(fd, count: body.count), body)
+        XCTAssertEqual(Hex.encode(state.finalize()), TestBody.sha256Hex(body))
+    }
+
+    /// The write fails on the thread (a descriptor opened read-only: `EBADF`, as a full disk
+    /// gives `ENOSPC`): the engine hears the errno from `append` — more than the blocks that may
+    /// wait are handed over, so a writer that stopped taking blocks without saying so would hang
+    /// here — and `finish` says no byte of this writer made it.
+    func testAFailedWriteIsReportedWithItsErrnoAndNothingIsCounted() throws {
+        let path = NSTemporaryDirectory() + "bodywriter-\(UUID().uuidString)"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: nil))
+        defer { unlink(path) }
+        let fd = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        let body = TestBody.random(count: 4 << 20, seed: 43)
+        let writer = BodyWriter(fd: fd, sha: SHA256(), from: 0, writebackFrom: 0)
+        XCTAssertEqual(append(body, from: 0, to: writer), EBADF)
+        let (_, written, error, _) = writer.finish()
+        XCTAssertEqual(error, EBADF)
+        XCTAssertEqual(written, 0)
+    }
+
+    /// Every 8 MiB written, the range goes to writeback, from where the engine last handed it
+    /// over; `finish` tells where the range not yet handed over starts (the tail is the
+    /// transfer's to hint).
+    func testWritebackIsStartedEveryEightMebibytes() throws {
+        let fd = try SessionDriver.scratchFile()
+        defer { close(fd) }
+        let body = TestBody.random(count: (9 << 20) + 5, seed: 44)
+        let writer = BodyWriter(fd: fd, sha: SHA256(), from: 0, writebackFrom: 0)
+        XCTAssertEqual(append(body, from: 0, to: writer), 0)
+        let (_, written, error, writebackFrom) = writer.finish()
+        XCTAssertEqual(error, 0)
+        XCTAssertEqual(written, Int64(body.count))
+        XCTAssertEqual(writebackFrom, 8 << 20)
+    }
+}
