@@ -36,7 +36,7 @@ final class LargeBodyHashTests: SpoolTestCase {
     }
 
     func testLargeBodyCutPastTheHashThresholdIsResumedWithTheRightDigest() throws {
-        // Cut after 9 MiB (the hash thread is running by then), then answer the range in full:
+        // Cut after 9 MiB (the writer thread is running by then), then answer the range in full:
         // the second attempt carries the first one's state and is large enough to hash on its own
         // thread again.
         try assertCutBodyIsResumedWithTheRightDigest(TestBody.random(count: 13 << 20, seed: 31), name: "big",
@@ -45,7 +45,7 @@ final class LargeBodyHashTests: SpoolTestCase {
     }
 
     /// The common case since the threshold came down to 128 KiB: a body of about 1 MiB, not a
-    /// multiple of the hash thread's 256 KiB steps, cut between two steps and resumed.
+    /// multiple of the writer thread's 256 KiB blocks, cut between two blocks and resumed.
     func testMidSizeBodyCutPastTheHashThresholdIsResumedWithTheRightDigest() throws {
         try assertCutBodyIsResumedWithTheRightDigest(TestBody.random(count: (1 << 20) + 12_345, seed: 33), name: "mid",
                                                      cutAfter: 700 << 10, resumedFrom: 128 << 10,
