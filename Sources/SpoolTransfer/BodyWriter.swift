@@ -13,9 +13,15 @@ import Synchronization
 /// writeback every `writebackChunk`. The first `Transfer.backgroundThreshold` bytes of an
 /// attempt are written and hashed by the engine itself: for a 16 KiB body a thread costs more.
 ///
-/// Back-pressure: at most `queuedBlocks` full blocks wait per body. When the disk (or this
-/// thread) falls behind, the engine waits in `append` for a block to be written — where it
-/// used to wait in `pwrite` when the kernel throttled dirty pages. So memory stays bounded:
+/// When a block goes: when it is full, or — part-filled — whenever the thread runs out of blocks
+/// (at the engine's next chunk, or by taking the engine's block between two chunks). A fast body,
+/// whose thread is busy, is written in whole blocks; a slow one (a rate cap, a trickling server,
+/// a stall) reaches the file chunk by chunk, as when the engine wrote it, and never waits in
+/// memory while the thread has nothing to do.
+///
+/// Back-pressure: at most `queuedBlocks` blocks wait per body. When the disk (or this thread)
+/// falls behind, the engine waits in `append` for a block to be written — where it used to wait
+/// in `pwrite` when the kernel throttled dirty pages. So memory stays bounded:
 /// `(queuedBlocks + 1) × blockSize` per running large body.
 ///
 /// Consistency: `finish` waits until every handed-over byte is written and hashed and returns
@@ -23,14 +29,15 @@ import Synchronization
 /// exactly the bytes on disk. After a failed `pwrite` nothing more is written; `append` reports
 /// the errno (the engine aborts the transfer) and `finish` says how many bytes made it.
 ///
-/// Locking: `queue`, `written`, `stopping`, `ended`, `writeErrno` and `hinted` are guarded by
-/// `condition`, taken once per block (256 KiB), not per chunk; `failed` mirrors `writeErrno` for
-/// the per-chunk check. `sha` is touched only by the thread while it runs and by `finish` after the
-/// thread has said, under the lock, that it ended. `filling` belongs to the engine alone.
+/// Locking: everything the two sides share (`queue`, `offered`, `written`, `handedOver`,
+/// `stopping`, `ended`, `writeErrno`, `hinted`) is guarded by `condition`: taken twice per chunk
+/// (uncontended while the thread writes, which it does outside the lock) and once per full
+/// block; the engine copies outside it. `sha` is touched only by the thread while it runs and by
+/// `finish` after the thread has said, under the lock, that it ended.
 final class BodyWriter: @unchecked Sendable {
     /// Bytes per block: what the thread writes and hashes in one step.
     static let blockSize = 256 << 10
-    /// Full blocks that may wait per body before the engine waits for the thread.
+    /// Blocks that may wait per body (the one being written included) before the engine waits.
     static let queuedBlocks = 4
     /// Every this many bytes written, the range is handed to writeback (`sync_file_range`): on a
     /// machine with lots of RAM the kernel would otherwise keep a whole large file dirty until
@@ -40,15 +47,18 @@ final class BodyWriter: @unchecked Sendable {
     private let condition = NSCondition()
     private let fd: Int32
     private var sha: SHA256
+    /// Blocks handed over, oldest first; the one being written stays first until it is written,
+    /// so an empty queue means an idle thread.
     private var queue: [Block] = []
-    private var filling: Block?
+    /// The engine's part-filled block between two chunks: the engine takes it back to fill it
+    /// further, or the thread takes it when it runs out of blocks.
+    private var offered: Block?
+    private var handedOver: Int64 = 0
     private var written: Int64
     private var hinted: Int64
     private var stopping = false
     private var ended = false
     private var writeErrno: Int32 = 0
-    /// `writeErrno`, readable without the lock.
-    private let failed = Atomic<Int32>(0)
 
     /// Starts writing into `fd` from `offset` (the bytes before it are on disk and hashed into
     /// `sha`); `writebackFrom` is where the range not yet handed to writeback starts.
@@ -62,22 +72,50 @@ final class BodyWriter: @unchecked Sendable {
         thread.start()
     }
 
+    /// Bytes the thread has taken so far (queued, written or being written), from its start.
+    var bytesHandedOver: Int64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return handedOver
+    }
+
     /// Hands over `bytes`, which go at `offset` (contiguous with what came before). Returns the
     /// errno of a write that failed on the thread (0: none so far); the caller then stops.
+    /// Takes the lock twice (the copy is made outside it), and once more per full block.
     func append(_ bytes: UnsafeRawBufferPointer, at offset: Int64) -> Int32 {
+        condition.lock()
+        var block = offered
+        offered = nil
+        let failure = writeErrno
+        condition.unlock()
+        if failure != 0 {
+            block?.release()
+            return failure
+        }
         var taken = 0
         while taken < bytes.count {
-            if filling == nil { filling = Block(offset: offset + Int64(taken)) }
-            let n = filling!.fill(from: UnsafeRawBufferPointer(rebasing: bytes[taken...]))
-            taken += n
-            if filling!.isFull {
-                let error = enqueue(filling!)
-                filling = nil
+            if block == nil { block = Block(offset: offset + Int64(taken)) }
+            taken += block!.fill(from: UnsafeRawBufferPointer(rebasing: bytes[taken...]))
+            if block!.isFull {
+                let error = enqueue(block!)
+                block = nil
                 if error != 0 { return error }
             }
         }
-        // Read without the lock (once per chunk): the lock is taken once per block.
-        return failed.load(ordering: .acquiring)
+        condition.lock()
+        defer { condition.unlock() }
+        guard let block else { return writeErrno }
+        if writeErrno != 0 {
+            block.release()
+        } else if queue.isEmpty {
+            // The thread has nothing to do: it takes the part-filled block now.
+            queue.append(block)
+            handedOver += Int64(block.count)
+            condition.broadcast()
+        } else {
+            offered = block
+        }
+        return writeErrno
     }
 
     private func enqueue(_ block: Block) -> Int32 {
@@ -89,6 +127,7 @@ final class BodyWriter: @unchecked Sendable {
             return writeErrno
         }
         queue.append(block)
+        handedOver += Int64(block.count)
         condition.broadcast()
         return 0
     }
@@ -97,10 +136,6 @@ final class BodyWriter: @unchecked Sendable {
     /// state, the bytes it covers, the errno of a failed write (0: none) and where the range not
     /// yet handed to writeback starts.
     func finish() -> (sha: SHA256, written: Int64, errno: Int32, writebackFrom: Int64) {
-        if let block = filling {
-            filling = nil
-            if block.count > 0 { _ = enqueue(block) } else { block.release() }
-        }
         condition.lock()
         stopping = true
         condition.broadcast()
@@ -113,7 +148,12 @@ final class BodyWriter: @unchecked Sendable {
     private func run() {
         condition.lock()
         while true {
-            while queue.isEmpty && !stopping { condition.wait() }
+            while queue.isEmpty && offered == nil && !stopping { condition.wait() }
+            if queue.isEmpty, let block = offered {
+                offered = nil
+                queue.append(block)
+                handedOver += Int64(block.count)
+            }
             guard let block = queue.first else { break }   // stopping, and everything is written
             condition.unlock()
             let error = writeAndHash(block)
@@ -122,9 +162,10 @@ final class BodyWriter: @unchecked Sendable {
             block.release()
             if error != 0 {
                 writeErrno = error
-                failed.store(error, ordering: .releasing)
                 for rest in queue { rest.release() }
                 queue = []
+                offered?.release()
+                offered = nil
                 condition.broadcast()
                 break
             }
