@@ -183,17 +183,10 @@ final class BodyWriter: @unchecked Sendable {
     }
 
     private func writeAndHash(_ block: Block) -> Int32 {
-        var done = 0
-        while done < block.count {
-            let n = pwrite(fd, block.memory + done, block.count - done, off_t(block.offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            done += n
-        }
-        sha.update(bufferPointer: UnsafeRawBufferPointer(start: block.memory, count: block.count))
-        return 0
+        let bytes = UnsafeRawBufferPointer(start: block.memory, count: block.count)
+        let error = writeAll(fd, bytes, at: block.offset)
+        if error == 0 { sha.update(bufferPointer: bytes) }
+        return error
     }
 }
 

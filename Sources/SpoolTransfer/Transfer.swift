@@ -159,18 +159,8 @@ final class Transfer {
             bytesOnDisk += Int64(bytes.count)
             return true
         }
-        // pwrite at the known end: no seek per response, and no dependence on the shared offset.
-        var offset = 0
-        while offset < bytes.count {
-            let n = pwrite(request.destination, bytes.baseAddress! + offset, bytes.count - offset,
-                           off_t(bytesOnDisk) + off_t(offset))
-            if n < 0 {
-                if errno == EINTR { continue }
-                abortReason = .write(errno: errno)
-                return false
-            }
-            offset += n
-        }
+        let error = writeAll(request.destination, bytes, at: bytesOnDisk)
+        if error != 0 { abortReason = .write(errno: error); return false }
         hasher.update(bufferPointer: bytes)
         bytesOnDisk += Int64(bytes.count)
         if bytesReceived >= Self.backgroundThreshold {
@@ -198,18 +188,8 @@ final class Transfer {
         held = nil
         WriteBehind.budget.release(heldReserved)
         heldReserved = 0
-        var written = 0
-        let error: Int32? = bytes.withUnsafeBytes { buffer in
-            while written < buffer.count {
-                let n = pwrite(request.destination, buffer.baseAddress! + written, buffer.count - written, off_t(written))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                written += n
-            }
-            return nil
-        }
+        let failed = bytes.withUnsafeBytes { writeAll(request.destination, $0, at: 0) }
+        let error: Int32? = failed == 0 ? nil : failed
         if error != nil {
             hasher = SHA256()
             bytesOnDisk = 0
