@@ -49,7 +49,7 @@ let package = Package(
         // The engine that wires them, and the thin executable.
         .target(name: "SpoolDaemon",
                 dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
-                               "SpoolTransfer", "SpoolNetwork",
+                               "SpoolTransfer", "SpoolNetwork", "CLinux",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "spoolfetch",
                           dependencies: ["SpoolDaemon",

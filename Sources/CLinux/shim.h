@@ -1,12 +1,14 @@
 // Linux calls that Swift's Glibc module does not expose: they are declared only under
 // _GNU_SOURCE (renameat2, syncfs, F_SETLEASE), are variadic (fcntl with a lease type), or live in
-// a header Glibc's module map leaves out (fstatfs's f_type).
-// Each wrapper goes through syscall(2)/fcntl(2) directly and returns -1 with errno set on failure.
+// a header Glibc's module map leaves out (fstatfs's f_type, malloc.h's mallopt and malloc_trim).
+// Each wrapper of a system call goes through syscall(2)/fcntl(2) directly and returns -1 with
+// errno set on failure.
 #ifndef SPOOLFETCH_CLINUX_SHIM_H
 #define SPOOLFETCH_CLINUX_SHIM_H
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
 #include <sys/inotify.h>
@@ -95,6 +97,22 @@ static inline int spoolfetch_link_open_file(int fd, int newdirfd, const char *ne
         __atomic_store_n(&empty_path_refused, 1, __ATOMIC_RELAXED);
     }
     return spoolfetch_link_open_file_via_proc(fd, newdirfd, newpath);
+}
+
+/// glibc malloc settings (mallopt) for a process that frees and allocates the same sizes over and
+/// over: allocations under `mmap_threshold` come from the heap, up to `trim_threshold` of free
+/// memory at its top is kept rather than given back, and it grows by `top_pad` more than asked.
+/// 1 when glibc took all three.
+static inline int spoolfetch_heap_keep_for_reuse(int mmap_threshold, int trim_threshold, int top_pad) {
+    int ok = mallopt(M_MMAP_THRESHOLD, mmap_threshold);
+    ok &= mallopt(M_TRIM_THRESHOLD, trim_threshold);
+    ok &= mallopt(M_TOP_PAD, top_pad);
+    return ok;
+}
+
+/// Gives the free memory of every heap arena back to the kernel (malloc_trim(0)); 1 when some was.
+static inline int spoolfetch_heap_give_back(void) {
+    return malloc_trim(0);
 }
 
 #endif

@@ -69,6 +69,8 @@ public final class Engine {
     var summary = RunSummary()
     /// The deadline a drain last said it waits for.
     var lastDrainWait: Date?
+    /// Gives the heap back once transfers stop (see `HeapPolicy`).
+    var heap = HeapPolicy()
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
@@ -103,6 +105,7 @@ public final class Engine {
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
     public func run() throws(DaemonError) -> RunSummary {
+        HeapPolicy.keepFreedMemoryForReuse()
         watcher = try startUp()
         while true {
             let messages = inbox.drain()
@@ -122,6 +125,7 @@ public final class Engine {
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
             turn(now: Date())
             if shouldExit() { break }
+            heap.turnEnded(working: !messages.isEmpty || !driver.running.isEmpty || table.publishingCount > 0)
             tendWatcher()
             if configuration.once { reportDrainWait() }
             do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
