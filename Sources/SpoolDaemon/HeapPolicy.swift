@@ -16,7 +16,8 @@ import CLinux
 /// with each of them. Larger ones (4 MiB, 64 MiB and a 16 MiB pad) saved no more faults but kept
 /// memory in the other threads' arenas: glibc trims a thread arena's top only past the threshold,
 /// and `malloc_trim` never does, so 100,000 queued requests took 331 bytes each instead of 240.
-/// With these, 230–234.
+/// With these, 230–234; what the heap holds after taking in 20,000 requests is 2.5 MiB more
+/// (7.6 MiB of anonymous memory against 5.1), and an empty daemon's is the same (0.8 MiB).
 struct HeapPolicy {
     /// Allocations from this size on are mapped apart (glibc's default starts at 128 KiB and rises).
     static let mmapThreshold: Int32 = 1 << 20
