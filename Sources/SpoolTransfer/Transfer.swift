@@ -188,13 +188,11 @@ final class Transfer {
         held = nil
         WriteBehind.budget.release(heldReserved)
         heldReserved = 0
-        let failed = bytes.withUnsafeBytes { writeAll(request.destination, $0, at: 0) }
-        let error: Int32? = failed == 0 ? nil : failed
-        if error != nil {
-            hasher = SHA256()
-            bytesOnDisk = 0
-            _ = ftruncate(request.destination, 0)
-        }
+        let error = bytes.withUnsafeBytes { writeAll(request.destination, $0, at: 0) }
+        if error == 0 { return nil }
+        hasher = SHA256()
+        bytesOnDisk = 0
+        _ = ftruncate(request.destination, 0)
         return error
     }
 
