@@ -54,6 +54,47 @@ final class BodyWriterTests: XCTestCase {
         XCTAssertEqual(Hex.encode(sha.finalize()), TestBody.sha256Hex(body))
     }
 
+    /// A write that fails partway (the file-size limit, `EFBIG`, as a disk filling up gives
+    /// `ENOSPC` after some blocks went through): `finish` counts only the blocks written whole,
+    /// and the hash covers exactly those bytes, never the block that failed. That is what a
+    /// resume starts from.
+    func testAWriteFailingPartwayLeavesTheHashCoveringExactlyTheBytesWritten() throws {
+        let fd = try SessionDriver.scratchFile()
+        defer { close(fd) }
+        let body = TestBody.random(count: 6 << 20, seed: 47)
+        let limit = (2 << 20) + 12_345
+        let (error, written, sha) = try withFileSizeLimit(limit) { () -> (Int32, Int64, SHA256) in
+            let writer = BodyWriter(fd: fd, sha: SHA256(), from: 0, writebackFrom: 0)
+            _ = append(body, from: 0, to: writer)
+            let (sha, written, error, _) = writer.finish()
+            return (error, written, sha)
+        }
+        XCTAssertEqual(error, EFBIG)
+        XCTAssertGreaterThan(written, 0, "the blocks before the limit were written")
+        XCTAssertLessThanOrEqual(written, Int64(limit))
+        let prefix = Array(body[0..<Int(written)])
+        XCTAssertEqual(Hex.encode(sha.finalize()), TestBody.sha256Hex(prefix))
+        // The block that crossed the limit may have left some of its bytes past `written`.
+        XCTAssertTrue(contents(fd, count: Int(written)).prefix(Int(written)).elementsEqual(prefix),
+                      "the counted bytes are on disk")
+    }
+
+    /// Runs `body` with this process's file-size limit at `bytes` (SIGXFSZ ignored, so a write
+    /// past it fails with EFBIG), then puts both back.
+    private func withFileSizeLimit<T>(_ bytes: Int, _ body: () throws -> T) throws -> T {
+        var old = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_FSIZE.rawValue), &old), 0)
+        let oldHandler = signal(SIGXFSZ, SIG_IGN)
+        var limited = old
+        limited.rlim_cur = rlim_t(bytes)
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limited), 0)
+        defer {
+            _ = setrlimit(Int32(RLIMIT_FSIZE.rawValue), &old)
+            _ = signal(SIGXFSZ, oldHandler)
+        }
+        return try body()
+    }
+
     /// A chunk that arrives while the thread is idle goes to it at once, part-filled block and
     /// all: a slow body's bytes follow it onto the disk (what `--max-rate`'s end-to-end test and
     /// a part's size in `status` rely on) instead of waiting in memory for 256 KiB to gather.
