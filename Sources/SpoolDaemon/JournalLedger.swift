@@ -61,10 +61,12 @@ final class JournalLedger {
 
     /// The request's group ended: its journals may go once no other open request needs them.
     func release(_ request: RequestRecord) {
+        var spent: [String] = []
         for journal in request.journals {
             journal.openRequests -= 1
-            if journal.openRequests == 0 { staging.remove(journal.file.name) }
+            if journal.openRequests == 0 { spent.append(journal.file.name) }
         }
+        staging.removeAll(spent)
         request.journals = []
         if request.adopted {
             adoptedOpen -= 1
@@ -75,7 +77,7 @@ final class JournalLedger {
     /// Once every adopted request has ended, the dead workers' journals have told all they can.
     func forgetDeadIfSpent() {
         guard adoptedOpen == 0, !deadFiles.isEmpty else { return }
-        for file in deadFiles { staging.remove(file) }
+        staging.removeAll(deadFiles)
         deadFiles = []
         deadStates = [:]
     }

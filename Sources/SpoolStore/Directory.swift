@@ -234,6 +234,24 @@ public final class Directory: @unchecked Sendable {
         _ = unlinkat(fd, name, 0)
     }
 
+    /// Removes every name (errors ignored, as `remove`). Many go from a few threads at once
+    /// (`FewThreads`): where the filesystem discards a removed file's blocks before `unlinkat`
+    /// returns (ext4 mounted with `discard` and without a journal, as on the test machine), each
+    /// removal waits for the device, and those waits overlap. There a 2,000-file drain's end spent
+    /// 13.7 ms removing its 137 batch journals one after the other; 137 such files took 12 ms one
+    /// by one and 5.5 ms from 4 threads.
+    public func removeAll(_ names: [String]) {
+        if names.count < Self.removedAlone {
+            for name in names { remove(name) }
+            return
+        }
+        let fd = self.fd
+        FewThreads.forEach(names.count, width: FileSync.width) { i in _ = unlinkat(fd, names[i], 0) }
+    }
+
+    /// Fewer removals than this go one after the other: starting threads costs more than it saves.
+    static let removedAlone = 8
+
     /// fsync of the directory itself: makes renames and creations in it durable.
     public func sync() throws(StoreError) {
         if fsync(fd) != 0 { throw StoreError("fsync", path) }
