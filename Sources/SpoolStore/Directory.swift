@@ -245,8 +245,7 @@ public final class Directory: @unchecked Sendable {
             for name in names { remove(name) }
             return
         }
-        let fd = self.fd
-        FewThreads.forEach(names.count, width: FileSync.width) { i in _ = unlinkat(fd, names[i], 0) }
+        FewThreads.forEach(names.count, width: FileSync.width) { i in self.remove(names[i]) }
     }
 
     /// Fewer removals than this go one after the other: starting threads costs more than it saves.

@@ -14,7 +14,7 @@ final class RemoveAllTests: StoreTestCase {
         XCTAssertEqual(files("staging"), ["keep.part"], "each named file removed, a missing one ignored, the rest kept")
     }
 
-    func testAFewNamesGoOneAfterTheOther() throws {
+    func testFewerNamesThanTheThreadThresholdGoToo() throws {
         let names = (0..<(Directory.removedAlone - 1)).map { "j\($0)" }
         for name in names { write("staging", name, "x") }
         store.layout.staging.removeAll(names)
