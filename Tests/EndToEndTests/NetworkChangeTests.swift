@@ -43,8 +43,8 @@ final class NetworkChangeTests: SpoolTestCase {
         try daemon.waitForStderr(containing: "host unreachable; its items wait", timeout: 30)
         // Let the probe back-off grow (1, 2, 4 s …): after three failed probes the next one is
         // at least 4 s away.
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 60, what: "three failed probes") {
-            daemon.stderrText.components(separatedBy: "probe failed").count - 1 >= 3
+        try daemon.waitForStderr(timeout: 60, what: "three failed probes") { log in
+            log.components(separatedBy: "probe failed").count - 1 >= 3
         }
         let appeared = Date()
         try run("/usr/sbin/ip", ["-n", namespace, "addr", "add", "\(address)/32", "dev", "lo"])

@@ -24,8 +24,8 @@ final class OutageTests: SpoolTestCase {
         XCTAssertEqual(try json("final", "other.group.done")["published"] as? Int, 20)
         try daemon.waitForStderr(containing: "host unreachable; its items wait", timeout: 30)
         // Let the outage outlast many times what the attempts would have lasted: two failed probes.
-        try DirectoryWaiter.wait(in: spool.path("done"), timeout: 30, what: "two failed probes") {
-            daemon.stderrText.components(separatedBy: "probe failed").count - 1 >= 2
+        try daemon.waitForStderr(timeout: 30, what: "two failed probes") { log in
+            log.components(separatedBy: "probe failed").count - 1 >= 2
         }
         XCTAssertEqual(spool.files(in: "failed"), [], "an outage fails nothing")
 

@@ -132,6 +132,13 @@ public final class DaemonProcess: @unchecked Sendable {
         }
     }
 
+    /// Waits until the process's stderr satisfies `predicate` (woken by writes to the log file).
+    /// For a condition on the log, wait here rather than on a spool folder: the folder may not
+    /// change after the log does, and the wait would then only end at its deadline.
+    public func waitForStderr(timeout: Double, what: String, until predicate: @escaping (String) -> Bool) throws {
+        try DirectoryWaiter.wait(in: outputDir, timeout: timeout, what: what) { predicate(self.stderrText) }
+    }
+
     /// Waits until the process's stdout satisfies `predicate` (woken by writes to the output file).
     public func waitForStdout(timeout: Double, what: String, until predicate: @escaping (String) -> Bool) throws {
         try DirectoryWaiter.wait(in: outputDir, timeout: timeout, what: what) { predicate(self.stdoutText) }
