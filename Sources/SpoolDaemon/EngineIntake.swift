@@ -13,7 +13,7 @@ extension Engine {
         let claims = store.adoptOrphans()
         if !claims.isEmpty || alone {
             let (states, files) = store.readJournals()
-            ledger.learn(states: states, files: files)
+            ledger.learn(states: states, files: files, preferring: store.preferringPublished)
         }
         if !claims.isEmpty {
             logger.notice("adopting the requests of workers that are gone", metadata: ["requests": "\(claims.count)"])

@@ -25,9 +25,10 @@ final class JournalLedger {
 
     init(staging: Directory) { self.staging = staging }
 
-    /// Merges what dead workers' journals say (read by the store).
-    func learn(states: [String: ItemState], files: [String]) {
-        deadStates.merge(states) { _, new in new }
+    /// Merges what dead workers' journals say (read by the store). Where both name an item,
+    /// `preferring(new, old)` picks the record to go by (`SpoolStore.preferringPublished`).
+    func learn(states: [String: ItemState], files: [String], preferring: (ItemState, ItemState) -> ItemState) {
+        deadStates.merge(states) { old, new in preferring(new, old) }
         for file in files where !deadFiles.contains(file) { deadFiles.append(file) }
     }
 

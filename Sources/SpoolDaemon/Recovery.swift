@@ -84,18 +84,26 @@ struct Recovery {
     }
 
     private func gatherFacts(_ record: ItemRecord, deadStates: [String: ItemState]) -> (facts: RecoveryFacts, part: StagingFile?) {
-        var state = store.readState(record.base) ?? deadStates[record.base]
-        if let s = state, s.request != record.request.name || s.index != record.index { state = nil }
+        let own = itsOwn(store.readState(record.base), record)
+        let journaled = itsOwn(deadStates[record.base], record)
+        var state = own ?? journaled
+        // A large body's `B.state` (phase running) is written when its response begins and stays
+        // until the group ends; the batch journal that published it is newer. When the item was
+        // published from the journal's part, that record wins (see `preferringPublished`).
+        if let own, own.phase == .running, let journaled { state = store.preferringPublished(own, journaled) }
+        let publishedFile = state.flatMap(store.publishedFile(of:))
         var part: StagingFile? = nil
         do { part = try store.openPartIfPresent(record.base) } catch {
             logger.warning("could not open a kept partial; starting the item over: \(error)", metadata: ["item": "\(record.id)"])
         }
-        var publishedFile: String? = nil
-        if let s = state, let marker = s.marker, let inode = s.inode {
-            publishedFile = s.finalName ?? store.findPublished(name: marker.name, inode: inode)
-        }
         let markerExists = publishedFile.map { store.hasMarker(ofPublished: $0) } ?? false
         return (RecoveryFacts(state: state, partSize: part?.size, publishedFile: publishedFile,
                               publishedMarkerExists: markerExists, markersPerItem: record.writesItemMarker), part)
+    }
+
+    /// The state if it is this item's (same request, same index), else nil.
+    private func itsOwn(_ state: ItemState?, _ record: ItemRecord) -> ItemState? {
+        guard let state, state.request == record.request.name, state.index == record.index else { return nil }
+        return state
     }
 }

@@ -5,7 +5,9 @@ import SpoolStore
 /// from before a crash). Gathered from disk by `Recovery`; the planner itself does no I/O.
 struct RecoveryFacts: Equatable {
     /// `staging/B.state`, else the item's entry in a dead worker's publish journal — only when it
-    /// names this request and item.
+    /// names this request and item. A resume state (phase running) gives way to a journal entry
+    /// the item was published from, and of several journal entries that one wins
+    /// (`SpoolStore.preferringPublished`).
     var state: ItemState?
     /// Size of `staging/B.part`; nil when there is none.
     var partSize: Int64?

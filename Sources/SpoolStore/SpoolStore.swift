@@ -229,9 +229,33 @@ public struct SpoolStore: Sendable {
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
                   let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }
-            for state in list { states[Self.stagingBase(state.request, index: state.index)] = state }
+            for state in list {
+                let base = Self.stagingBase(state.request, index: state.index)
+                states[base] = states[base].map { preferringPublished(state, $0) } ?? state
+            }
         }
         return (states, files)
+    }
+
+    /// The data file in the final folder an item's record says it was published as: its
+    /// `finalName`, else a file among `NAME`, `NAME-1`, … with the record's part inode.
+    public func publishedFile(of state: ItemState) -> String? {
+        guard let marker = state.marker, let inode = state.inode else { return nil }
+        return state.finalName ?? findPublished(name: marker.name, inode: inode)
+    }
+
+    /// Of two records of one item, the one a restart goes by: `other` when the item was published
+    /// from it (its part is in the final folder) and not from `preferred`, else `preferred`.
+    ///
+    /// Why: a record outlives the attempt that wrote it. A worker killed between its batch
+    /// journal and its rename leaves an entry for a part that is gone; the next worker downloads
+    /// the item again and journals its own publish, so two dead journals name the item. And a
+    /// large body's `B.state`, written when its response began, stays until the group ends. Going
+    /// by the stale record, a restart fetches a published item again and publishes it a second
+    /// time (as `NAME-1`, under `on-exists: keep-both`).
+    public func preferringPublished(_ preferred: ItemState, _ other: ItemState) -> ItemState {
+        guard publishedFile(of: preferred) == nil, publishedFile(of: other) != nil else { return preferred }
+        return other
     }
 
     public func writeState(_ base: String, _ state: ItemState) throws(StoreError) {

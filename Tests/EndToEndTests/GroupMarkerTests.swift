@@ -68,9 +68,23 @@ final class GroupMarkerTests: SpoolTestCase {
     }
 
     func testKillNineAfterTheFirstFileDoesNotFetchOrPublishItAgain() throws {
+        try killNineAfterTheFirstFile(Array("first item".utf8), etag: nil)
+    }
+
+    /// A body of 1 MiB or more with a validator keeps its `B.state` (phase running, written when
+    /// it began) until the group ends; the batch journal that published it is newer and must win
+    /// after a crash, or the file is fetched again and published a second time as `one-1.txt`.
+    func testKillNineAfterALargeFirstFileWithAResumeStateDoesNotFetchOrPublishItAgain() throws {
+        try killNineAfterTheFirstFile(TestBody.random(count: 2 << 20, seed: 13), etag: "\"f\"")
+    }
+
+    /// Two items under `markers: group`, `kill -9` once the first is published, then a drain.
+    private func killNineAfterTheFirstFile(_ first: [UInt8], etag: String?) throws {
         let second = TestBody.random(count: 4 << 20, seed: 12)
-        let first = Array("first item".utf8)
-        server.serve("/first", body: first)
+        // A large first body arrives over ~80 ms, so that the engine sees it begin while it runs
+        // (and writes its resume state) rather than after it has ended.
+        server.serve("/first", body: first, etag: etag,
+                     script: etag == nil ? [] : [.slow(chunkSize: 256 << 10, interval: .milliseconds(10))])
         server.serve("/second", body: second, etag: "\"s\"",
                      script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
         try spool.drop("pair", "markers: group\n" + server.url("/first") + "\nname: one.txt\n"
@@ -82,12 +96,17 @@ final class GroupMarkerTests: SpoolTestCase {
         doomed.signal(SIGKILL)
         XCTAssertEqual(try doomed.waitForExit(timeout: 10), 128 + SIGKILL)
         XCTAssertEqual(spool.claimed(), ["pair"], "the request is still open: its second item runs")
+        if etag != nil {
+            XCTAssertTrue(spool.files(in: "staging").contains("pair.0.state"),
+                          "the premise: the published item's resume state is still there")
+        }
 
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(server.requests(for: "/first").count, 1, "the published item is not fetched again")
         XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("one") }, ["one.txt"],
                        "nor published twice, and no per-file marker written by the recovery")
+        XCTAssertEqual(try spool.read("final", "one.txt"), first)
         XCTAssertEqual(try spool.read("final", "two.bin"), second)
         let items = try XCTUnwrap(try json("final", "pair.group.done")["items"] as? [[String: Any]])
         XCTAssertEqual(items.map { $0["file"] as? String }, ["one.txt", "two.bin"])

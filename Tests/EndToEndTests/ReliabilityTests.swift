@@ -189,8 +189,24 @@ final class ReliabilityTests: SpoolTestCase {
     }
 
     func testKillNineBetweenTwoItemsOfARequestDoesNotFetchOrPublishTheFirstAgain() throws {
+        try killNineAfterTheFirstItem(Array("first item".utf8), etag: nil)
+    }
+
+    /// A body of 1 MiB or more with a validator gets `B.state` (phase running) when it begins, for
+    /// resuming, and keeps it until its group ends; the batch journal that published it is newer
+    /// and must win after a crash.
+    func testKillNineAfterALargeFirstItemWithAResumeStateDoesNotFetchOrPublishItAgain() throws {
+        try killNineAfterTheFirstItem(TestBody.random(count: 2 << 20, seed: 13), etag: "\"f\"")
+    }
+
+    /// Two items, `kill -9` once the first is published, then a drain: the first is neither fetched
+    /// nor published again.
+    private func killNineAfterTheFirstItem(_ firstBody: [UInt8], etag: String?) throws {
         let second = TestBody.random(count: 4 << 20, seed: 12)
-        server.serve("/first", body: Array("first item".utf8))
+        // A large first body arrives over ~80 ms, so that the engine sees it begin while it runs
+        // (and writes its resume state) rather than after it has ended.
+        server.serve("/first", body: firstBody, etag: etag,
+                     script: etag == nil ? [] : [.slow(chunkSize: 256 << 10, interval: .milliseconds(10))])
         server.serve("/second", body: second, etag: "\"s\"",
                      script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
         try spool.drop("pair", server.url("/first") + "\nname: one.txt\n" + server.url("/second") + "\nname: two.bin\n")
@@ -201,12 +217,17 @@ final class ReliabilityTests: SpoolTestCase {
         first.signal(SIGKILL)
         XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
         XCTAssertEqual(spool.claimed(), ["pair"], "the request is still open: its second item runs")
+        if etag != nil {
+            XCTAssertTrue(spool.files(in: "staging").contains("pair.0.state"),
+                          "the premise: the published item's resume state is still there")
+        }
 
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(server.requests(for: "/first").count, 1, "the published item is not fetched again")
         XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("one") }, ["one.txt", "one.txt.done"],
                        "nor published twice")
+        XCTAssertEqual(try spool.read("final", "one.txt"), firstBody)
         XCTAssertEqual(try spool.read("final", "two.bin"), second)
         let group = try JSONSerialization.jsonObject(with: Data(try spool.read("final", "pair.group.done"))) as? [String: Any]
         XCTAssertEqual((group?["items"] as? [[String: Any]])?.map { $0["file"] as? String }, ["one.txt", "two.bin"])
