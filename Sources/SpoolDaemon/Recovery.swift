@@ -97,7 +97,7 @@ struct Recovery {
             logger.warning("could not open a kept partial; starting the item over: \(error)", metadata: ["item": "\(record.id)"])
         }
         let markerExists = publishedFile.map { store.hasMarker(ofPublished: $0) } ?? false
-        return (RecoveryFacts(state: state, partSize: part?.size, publishedFile: publishedFile,
+        return (RecoveryFacts(state: state, partSize: part?.size, partInode: part?.inode, publishedFile: publishedFile,
                               publishedMarkerExists: markerExists, markersPerItem: record.writesItemMarker), part)
     }
 

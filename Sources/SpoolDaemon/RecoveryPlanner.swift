@@ -11,6 +11,9 @@ struct RecoveryFacts: Equatable {
     var state: ItemState?
     /// Size of `staging/B.part`; nil when there is none.
     var partSize: Int64?
+    /// Inode of `staging/B.part`: whether it is the part `state` describes, or one of a later
+    /// attempt whose bytes nobody has verified against `state`'s marker.
+    var partInode: UInt64? = nil
     /// The data file in the final folder this item was published as: the state's `finalName`, else
     /// a file among `NAME`, `NAME-1`, … with the part's inode. nil when none is found.
     var publishedFile: String?
@@ -50,8 +53,8 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | data file found, its marker exists | published |
 /// | ready / published | `markers: group`, data file found | published |
 /// | ready / published | data file found, no marker | writeMarker |
-/// | ready / published | no data file, part as large as the marker says | publishPart |
-/// | ready / published | no data file, part missing or of another size | startOver |
+/// | ready / published | no data file, the record's own part (same inode), as large as the marker says | publishPart |
+/// | ready / published | no data file, part missing, of another size, or of another attempt | startOver |
 /// | running | validator (ETag or Last-Modified) and a non-empty part | resume |
 /// | running | otherwise | startOver |
 ///
@@ -69,7 +72,11 @@ enum RecoveryPlanner {
                 if facts.publishedMarkerExists || !facts.markersPerItem { return .published(file: file) }
                 return .writeMarker(file: file, marker: marker)
             }
-            if let size = facts.partSize, size == marker.bytes { return .publishPart(marker: marker) }
+            // Only the part the record was journaled with: a part of a later attempt (downloaded
+            // again after a crash, then interrupted) has bytes the marker's hash does not vouch for.
+            if let size = facts.partSize, size == marker.bytes, let inode = state.inode, facts.partInode == inode {
+                return .publishPart(marker: marker)
+            }
             return .startOver
         case .running:
             if state.etag != nil || state.lastModified != nil, let size = facts.partSize, size > 0 {

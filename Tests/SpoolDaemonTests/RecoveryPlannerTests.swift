@@ -16,9 +16,10 @@ final class RecoveryPlannerTests: XCTestCase {
                   lastModified: lastModified, attempts: 2, marker: marker, failure: failure)
     }
 
-    private func plan(_ state: ItemState?, part: Int64? = nil, file: String? = nil, markerExists: Bool = false,
-                      groupMarker: Bool = false) -> RecoveryPlan {
-        RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, publishedFile: file,
+    /// `partInode` 42 is the part the state (`inode: 42`) describes.
+    private func plan(_ state: ItemState?, part: Int64? = nil, partInode: UInt64 = 42, file: String? = nil,
+                      markerExists: Bool = false, groupMarker: Bool = false) -> RecoveryPlan {
+        RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, partInode: part == nil ? nil : partInode, publishedFile: file,
                                            publishedMarkerExists: markerExists, markersPerItem: !groupMarker))
     }
 
@@ -61,6 +62,12 @@ final class RecoveryPlannerTests: XCTestCase {
     func testMissingOrShortPartStartsOver() {
         XCTAssertEqual(plan(state(.ready, marker: marker)), .startOver)
         XCTAssertEqual(plan(state(.ready, marker: marker), part: 99), .startOver)
+    }
+
+    func testAPartOfAnotherAttemptIsNotPublishedUnderTheRecordsMarker() {
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, partInode: 43), .startOver,
+                       "downloaded again after the record was journaled: its bytes are not the marker's")
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, partInode: 43, groupMarker: true), .startOver)
     }
 
     func testRunningWithValidatorAndPartResumes() {
