@@ -81,10 +81,10 @@ final class GroupMarkerTests: SpoolTestCase {
     /// Two items under `markers: group`, `kill -9` once the first is published, then a drain.
     private func killNineAfterTheFirstFile(_ first: [UInt8], etag: String?) throws {
         let second = TestBody.random(count: 4 << 20, seed: 12)
-        // A large first body arrives over ~80 ms, so that the engine sees it begin while it runs
+        // A large first body arrives over ~320 ms, so that the engine sees it begin while it runs
         // (and writes its resume state) rather than after it has ended.
         server.serve("/first", body: first, etag: etag,
-                     script: etag == nil ? [] : [.slow(chunkSize: 256 << 10, interval: .milliseconds(10))])
+                     script: etag == nil ? [] : [.slow(chunkSize: 128 << 10, interval: .milliseconds(20))])
         server.serve("/second", body: second, etag: "\"s\"",
                      script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
         try spool.drop("pair", "markers: group\n" + server.url("/first") + "\nname: one.txt\n"
