@@ -7,8 +7,8 @@ import Foundation
 /// is only safe for what a *dead* worker left. A worker that gets the lock exclusively at start
 /// knows no other worker is alive, so every temp file is a leftover; otherwise another worker
 /// may be halfway through writing one, and only old ones are swept. Exclusive is then turned
-/// into shared: the kernel converts an uncontended `flock` in place, and nothing of this worker
-/// needs protecting before its loop starts.
+/// into shared (`share`): the kernel converts the `flock`, letting a worker that waits for a
+/// shared one in as it does, and nothing of this worker needs protecting once its loop starts.
 ///
 /// A worker that finds the lock held exclusively waits for a shared one: another worker is
 /// in its start-up, and two start-ups must not overlap. Without the wait, a second worker could
