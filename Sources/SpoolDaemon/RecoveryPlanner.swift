@@ -13,7 +13,7 @@ struct RecoveryFacts: Equatable {
     var partSize: Int64?
     /// Inode of `staging/B.part`: whether it is the part `state` describes, or one of a later
     /// attempt whose bytes nobody has verified against `state`'s marker.
-    var partInode: UInt64? = nil
+    let partInode: UInt64?
     /// The data file in the final folder this item was published as: the state's `finalName`, else
     /// a file among `NAME`, `NAME-1`, … with the part's inode. nil when none is found.
     var publishedFile: String?
