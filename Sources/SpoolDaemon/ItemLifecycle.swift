@@ -191,7 +191,7 @@ struct ItemLifecycle {
             return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
         }
         var actions: [ItemAction] = []
-        if case .rangeMismatch = failure { actions.append(.discardPartial) }
+        if failure.discardsPartial { actions.append(.discardPartial) }
 
         let withinDeadlineForOutage = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout
         if end.outage && withinDeadlineForOutage && !context.stopping {

@@ -118,7 +118,10 @@ final class TransferDriver {
         let failure = outcome.failure ?? .curl(code: -1, text: "no result")
         record.lastFailure = failure
         var whole: String? = nil
-        if case .httpStatus(416) = failure, outcome.facts.rangeTotal == record.bytesOnDisk, let hash = record.hash {
+        // A 416 says the kept part is whole only if it is about the part's version (see
+        // `validatorContradicting`): else a server ignoring If-Range sized another version.
+        if case .httpStatus(416) = failure, outcome.facts.rangeTotal == record.bytesOnDisk, let hash = record.hash,
+           outcome.facts.validatorContradicting(record.validator) == nil {
             whole = hash.hexDigest
         }
         return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
@@ -219,7 +222,11 @@ final class TransferDriver {
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
         record.bytesOnDisk = outcome.bytesOnDisk
         record.hash = outcome.hashState
-        if outcome.facts.etag != nil || outcome.facts.lastModified != nil {
+        // Only a response whose body went into the part names the part's version: an error
+        // page's or a 416's validators must not become the next resume's If-Range (nor the
+        // validator a 416 is checked against).
+        let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
+        if ofThePart, outcome.facts.etag != nil || outcome.facts.lastModified != nil {
             record.etag = outcome.facts.etag
             record.lastModified = outcome.facts.lastModified
         }

@@ -60,7 +60,7 @@ extension TransferFailure {
     /// | 23, 27, 42, 43 | write, memory, abort, bad argument | local                                     |
     /// | any other |                            | server (counts an attempt, as before)                    |
     ///
-    /// Other failures: `httpStatus`, `tooLarge` and `rangeMismatch` are server; `write` is local;
+    /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch` and `resourceChanged` are server; `write` is local;
     /// `cancelled` is cancelled. A proxy that answers (even with an error) counts as a response:
     /// the proxy was reached, and what it says is treated like the server's answer.
     ///
@@ -73,7 +73,7 @@ extension TransferFailure {
         switch self {
         case .cancelled: return .cancelled
         case .write: return .local
-        case .httpStatus, .tooLarge, .rangeMismatch: return .server
+        case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged: return .server
         case .curl(let code, let text):
             switch code {
             case 5, 6, 7, 52: return .outage

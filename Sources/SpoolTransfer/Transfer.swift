@@ -205,6 +205,10 @@ final class Transfer {
                 abortReason = .rangeMismatch(asked: request.resumeFrom, got: facts.rangeStart)
                 return false
             }
+            if let sent = request.ifRange, let got = facts.validatorContradicting(sent) {
+                abortReason = .resourceChanged(sent: sent, got: got)
+                return false
+            }
             return true
         case 200:
             if request.resumeFrom > 0 {

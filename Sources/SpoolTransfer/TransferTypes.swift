@@ -81,6 +81,21 @@ public struct ResponseFacts: Sendable, Hashable {
     public var redirects: Int = 0
 
     public init() {}
+
+    /// This response's own validator when it contradicts `validator`, the `If-Range` a resume
+    /// sent; nil when it agrees or the response has none of that kind.
+    ///
+    /// A server that honours `If-Range` answers a changed resource with 200 and the whole body.
+    /// One that ignores it answers 206 (or 416) about the *new* version, and the tail appended
+    /// to the kept part would make a file that is neither version. A 206 must carry the
+    /// validators a 200 would (RFC 9110 §15.3.7), so the answer tells which version it is of.
+    public func validatorContradicting(_ validator: String?) -> String? {
+        guard let validator else { return nil }
+        // `TransferDriver` sends the ETag when there was one, else the Last-Modified date.
+        let isETag = validator.hasPrefix("\"") || validator.hasPrefix("W/")
+        guard let own = isETag ? etag : lastModified, own != validator else { return nil }
+        return own
+    }
 }
 
 /// Why a transfer did not produce a complete body.
@@ -98,6 +113,9 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     case tooLarge(limit: Int64)
     /// The server answered a ranged request with a range other than the one asked for.
     case rangeMismatch(asked: Int64, got: Int64?)
+    /// The server answered a resume's `If-Range: sent` with a range of another version (`got`,
+    /// its validator): it ignored `If-Range`. The kept part is of the old version.
+    case resourceChanged(sent: String, got: String)
     /// The transfer was removed by the engine (pause, cancel, shutdown).
     case cancelled
 
@@ -109,6 +127,8 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .tooLarge(let limit): return "response larger than the limit of \(limit) bytes"
         case .rangeMismatch(let asked, let got):
             return "asked to resume at byte \(asked), server sent a range starting at \(got.map(String.init) ?? "?")"
+        case .resourceChanged(let sent, let got):
+            return "resumed with If-Range: \(sent), but the server sent part of another version (\(got)): it ignored If-Range; starting over"
         case .cancelled: return "cancelled"
         }
     }
@@ -131,7 +151,16 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .write(let e): return e == ENOSPC || e == EDQUOT ? "disk-full" : "write"
         case .tooLarge: return "too-large"
         case .rangeMismatch: return "range-mismatch"
+        case .resourceChanged: return "resource-changed"
         case .cancelled: return "cancelled"
+        }
+    }
+
+    /// Whether the kept part must go: the server would not (or could not) continue it.
+    public var discardsPartial: Bool {
+        switch self {
+        case .rangeMismatch, .resourceChanged: return true
+        default: return false
         }
     }
 
@@ -146,7 +175,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
         case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
         case .tooLarge: return false
-        case .rangeMismatch: return true
+        case .rangeMismatch, .resourceChanged: return true
         case .cancelled: return false
         }
     }

@@ -89,6 +89,53 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertEqual(try marker("changing")["etag"] as? String, "\"new\"")
     }
 
+    /// Starts a transfer of `old` that stalls after `keptBytes`, waits until the part holds them,
+    /// then replaces the resource with `new` behind a server that ignores `If-Range`.
+    private func changeBehindAServerIgnoringIfRange(_ path: String, old: [UInt8], keptBytes: Int, new: [UInt8]) throws -> DaemonProcess {
+        server.serve(path, body: old, etag: "\"old\"", script: [.stall(afterBytes: keptBytes)])
+        try spool.drop(String(path.dropFirst()), server.url(path) + "\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--stall-timeout", "1", "--retry-base", "0.5"])
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "a partial of \(keptBytes) bytes") {
+            self.partSize(self.spool) >= keptBytes
+        }
+        server.serve(path, body: new, etag: "\"new\"", script: [.ignoreIfRange])
+        return daemon
+    }
+
+    func testServerIgnoringIfRangeSendsATailOfTheNewVersionWhichIsNotSpliced() throws {
+        let old = TestBody.random(count: 2_000_000, seed: 40)
+        let new = TestBody.random(count: 1_800_000, seed: 41)
+        let daemon = try changeBehindAServerIgnoringIfRange("/spliced", old: old, keptBytes: 500_000, new: new)
+        defer { daemon.terminate() }
+        try DirectoryWaiter.waitForFile("spliced.done", in: spool.path("final"), timeout: 60)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "spliced")), TestBody.sha256Hex(new),
+                       "the old prefix is dropped, not spliced to the new tail")
+        let requests = server.requests(for: "/spliced")
+        XCTAssertEqual(requests.count, 3)
+        guard requests.count == 3 else { return }
+        XCTAssertEqual(requests[1].header("Range"), "bytes=500000-", "the premise: a resume")
+        XCTAssertEqual(requests[1].header("If-Range"), "\"old\"")
+        XCTAssertNil(requests[2].header("Range"), "after a 206 of another version, the item starts over")
+        let m = try marker("spliced")
+        XCTAssertEqual(m["etag"] as? String, "\"new\"")
+        XCTAssertEqual(m["sha256"] as? String, TestBody.sha256Hex(new))
+    }
+
+    func testServerIgnoringIfRangeAnswering416ForAShorterNewVersionDoesNotPublishTheOldPrefix() throws {
+        let old = TestBody.random(count: 2_000_000, seed: 42)
+        let new = TestBody.random(count: 1_000_000, seed: 43)
+        let daemon = try changeBehindAServerIgnoringIfRange("/shrunk", old: old, keptBytes: 1_000_000, new: new)
+        defer { daemon.terminate() }
+        try DirectoryWaiter.waitForFile("shrunk.done", in: spool.path("final"), timeout: 60)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "shrunk")), TestBody.sha256Hex(new),
+                       "a 416 whose total is the kept size, but of another version, does not make the old prefix whole")
+        let requests = server.requests(for: "/shrunk")
+        XCTAssertEqual(requests.count, 3)
+        guard requests.count == 3 else { return }
+        XCTAssertEqual(requests[1].header("Range"), "bytes=1000000-", "the premise: a resume answered 416")
+        XCTAssertNil(requests[2].header("Range"))
+    }
+
     func testStalledTransferIsCutAndResumed() throws {
         let body = TestBody.random(count: 1_200_000, seed: 6)
         server.serve("/stall", body: body, etag: "\"s\"", script: [.stall(afterBytes: 400_000), .normal])

@@ -171,6 +171,13 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(l.phase, .retrying)
     }
 
+    func testAResumeAnsweredWithAnotherVersionDiscardsThePartialBeforeRetrying() {
+        var l = running()
+        let actions = l.handle(end(.resourceChanged(sent: "\"a\"", got: "\"b\""), partial: true), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .discardPartial)
+        XCTAssertEqual(l.phase, .retrying)
+    }
+
     func testTransientFailureGivesUpAfterMaxAttempts() {
         var l = running()
         for _ in 1..<3 {

@@ -12,6 +12,9 @@ public enum ResponseBehavior: Sendable {
     case normal
     /// Like `.normal` but ignores `Range` (always 200, no Accept-Ranges).
     case ignoreRange
+    /// Like `.normal` but ignores `If-Range`: a range (or 416) of the current version whatever
+    /// validator the request names, as a broken server would answer.
+    case ignoreIfRange
     /// Like `.normal` but chunked, without Content-Length.
     case chunked
     /// A bare status with extra headers and a short text body.
@@ -165,12 +168,13 @@ final class RequestHandler: ChannelInboundHandler {
             var headers = HTTPHeaders([("Location", location), ("Content-Length", "0")])
             headers.add(name: "Content-Type", value: "text/plain")
             send(context, head, .init(statusCode: code), headers, body: [], mode: .whole)
-        case .normal, .ignoreRange, .chunked, .cut, .stall, .slow:
+        case .normal, .ignoreRange, .ignoreIfRange, .chunked, .cut, .stall, .slow:
             guard let resource else { return }
-            var ignoreRange = false
+            var ignoreRange = false, ignoreIfRange = false
             var mode = SendMode.whole
             switch behavior {
             case .ignoreRange: ignoreRange = true
+            case .ignoreIfRange: ignoreIfRange = true
             case .chunked: mode = .chunked
             case .cut(let n): mode = .cut(n)
             case .stall(let n): mode = .stall(n)
@@ -188,6 +192,7 @@ final class RequestHandler: ChannelInboundHandler {
             if !ignoreRange, let range = head.headers.first(name: "Range"), let (start, end) = Self.parseRange(range, size: size) {
                 let ifRange = head.headers.first(name: "If-Range")
                 let validatorMatches = ifRange == nil || ifRange == resource.etag || ifRange == resource.lastModified
+                    || ignoreIfRange
                 if validatorMatches {
                     if start >= size {
                         headers.add(name: "Content-Range", value: "bytes */\(size)")
