@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SpoolStore
+import SpoolTransfer
 
 /// What the engine does with an adopted item once its recovery plan has been carried out.
 enum RecoveryStep {
@@ -97,7 +98,15 @@ struct Recovery {
             logger.warning("could not open a kept partial; starting the item over: \(error)", metadata: ["item": "\(record.id)"])
         }
         let markerExists = publishedFile.map { store.hasMarker(ofPublished: $0) } ?? false
-        return (RecoveryFacts(state: state, partSize: part?.size, partInode: part?.inode, publishedFile: publishedFile,
+        // Read the part only when it could be published again: rare (a crash between a batch's
+        // journal and its renames), and then worth one read of it.
+        var partSHA256: String? = nil
+        if publishedFile == nil, let state, state.phase == .ready || state.phase == .published, let marker = state.marker,
+           let part, part.size == marker.bytes, part.inode == state.inode {
+            partSHA256 = try? HashState.ofPrefix(fd: part.fd, length: part.size).hexDigest
+        }
+        return (RecoveryFacts(state: state, partSize: part?.size, partInode: part?.inode, partSHA256: partSHA256,
+                              publishedFile: publishedFile,
                               publishedMarkerExists: markerExists, markersPerItem: record.writesItemMarker), part)
     }
 

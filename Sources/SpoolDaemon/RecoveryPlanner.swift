@@ -14,6 +14,11 @@ struct RecoveryFacts: Equatable {
     /// Inode of `staging/B.part`: whether it is the part `state` describes, or one of a later
     /// attempt whose bytes nobody has verified against `state`'s marker.
     let partInode: UInt64?
+    /// SHA-256 of `staging/B.part`, read only when the part could be published again (it has the
+    /// record's inode and the marker's size). The inode alone does not prove the part is the
+    /// record's: a filesystem gives a freed inode to the next file at once (ext4 does), so a
+    /// part of a later attempt can carry the number of the record's part, which died unlinked.
+    let partSHA256: String?
     /// The data file in the final folder this item was published as: the state's `finalName`, else
     /// a file among `NAME`, `NAME-1`, … with the part's inode. nil when none is found.
     var publishedFile: String?
@@ -53,8 +58,8 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | data file found, its marker exists | published |
 /// | ready / published | `markers: group`, data file found | published |
 /// | ready / published | data file found, no marker | writeMarker |
-/// | ready / published | no data file, the record's own part (same inode), as large as the marker says | publishPart |
-/// | ready / published | no data file, part missing, of another size, or of another attempt | startOver |
+/// | ready / published | no data file, the record's own part (same inode), as large as the marker says, with its SHA-256 | publishPart |
+/// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
 /// | running | validator (ETag or Last-Modified) and a non-empty part | resume |
 /// | running | otherwise | startOver |
 ///
@@ -74,7 +79,8 @@ enum RecoveryPlanner {
             }
             // Only the part the record was journaled with: a part of a later attempt (downloaded
             // again after a crash, then interrupted) has bytes the marker's hash does not vouch for.
-            if let size = facts.partSize, size == marker.bytes, let inode = state.inode, facts.partInode == inode {
+            if let size = facts.partSize, size == marker.bytes, let inode = state.inode, facts.partInode == inode,
+               facts.partSHA256 == marker.sha256 {
                 return .publishPart(marker: marker)
             }
             return .startOver

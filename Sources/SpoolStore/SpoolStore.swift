@@ -253,9 +253,26 @@ public struct SpoolStore: Sendable {
     /// large body's `B.state`, written when its response began, stays until the group ends. Going
     /// by the stale record, a restart fetches a published item again and publishes it a second
     /// time (as `NAME-1`, under `on-exists: keep-both`).
+    ///
+    /// Both may name the same published file: the stale record's part was never linked, its
+    /// inode was freed when its worker died, and the filesystem gave that number to the part of
+    /// the attempt that was published (ext4 hands out the lowest free inode, and the adopting
+    /// worker creates that item's part again among its first). Then the record of the file is
+    /// the one whose size it has, and of two such the later one: a part is linked only once, and
+    /// the stale record's part was gone before the other was made. Going by the stale record, a
+    /// restart lists the wrong size and SHA-256 in the group marker (or writes them in the item's
+    /// marker), which nobody sees until the resource changes between the two attempts.
     public func preferringPublished(_ preferred: ItemState, _ other: ItemState) -> ItemState {
-        guard publishedFile(of: preferred) == nil, publishedFile(of: other) != nil else { return preferred }
-        return other
+        guard let otherFile = publishedFile(of: other) else { return preferred }
+        guard let preferredFile = publishedFile(of: preferred) else { return other }
+        guard preferredFile == otherFile, let size = layout.final.status(of: preferredFile).map({ Int64($0.st_size) }),
+              let p = preferred.marker, let o = other.marker else { return preferred }
+        if (o.bytes == size) != (p.bytes == size) { return o.bytes == size ? other : preferred }
+        // The daemon writes every time as `YYYY-MM-DDTHH:MM:SS.mmmZ`: in that one shape, the
+        // later time is the greater string.
+        guard p.finishedAt.utf8.count == o.finishedAt.utf8.count, p.finishedAt.hasSuffix("Z"),
+              o.finishedAt.hasSuffix("Z") else { return preferred }
+        return o.finishedAt > p.finishedAt ? other : preferred
     }
 
     public func writeState(_ base: String, _ state: ItemState) throws(StoreError) {

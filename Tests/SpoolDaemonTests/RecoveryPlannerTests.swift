@@ -17,9 +17,11 @@ final class RecoveryPlannerTests: XCTestCase {
     }
 
     /// `partInode` 42 is the part the state (`inode: 42`) describes.
-    private func plan(_ state: ItemState?, part: Int64? = nil, partInode: UInt64 = 42, file: String? = nil,
-                      markerExists: Bool = false, groupMarker: Bool = false) -> RecoveryPlan {
-        RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, partInode: part == nil ? nil : partInode, publishedFile: file,
+    /// `partSHA256` "ab" is the marker's digest.
+    private func plan(_ state: ItemState?, part: Int64? = nil, partInode: UInt64 = 42, partSHA256: String = "ab",
+                      file: String? = nil, markerExists: Bool = false, groupMarker: Bool = false) -> RecoveryPlan {
+        RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, partInode: part == nil ? nil : partInode,
+                                           partSHA256: part == nil ? nil : partSHA256, publishedFile: file,
                                            publishedMarkerExists: markerExists, markersPerItem: !groupMarker))
     }
 
@@ -68,6 +70,12 @@ final class RecoveryPlannerTests: XCTestCase {
         XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, partInode: 43), .startOver,
                        "downloaded again after the record was journaled: its bytes are not the marker's")
         XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, partInode: 43, groupMarker: true), .startOver)
+    }
+
+    func testAPartWithTheRecordsInodeAndSizeButAnotherDigestIsNotPublished() {
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, partSHA256: "cd"), .startOver,
+                       "a later attempt's part that was given the freed inode of the record's")
+        XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, partSHA256: "cd", groupMarker: true), .startOver)
     }
 
     func testRunningWithValidatorAndPartResumes() {

@@ -9,18 +9,23 @@ final class StaleRecordTests: StoreTestCase {
 
     /// A worker killed between its journal and its rename, then a second attempt that published:
     /// two journals name the item (one stale, with a part that is gone).
-    private func staleAndPublished(staleFirst: Bool) throws -> (stale: PublishJob, published: PublishJob) {
+    /// `staleWith`: changes the stale entry before it is journaled (given the published part's
+    /// inode when the stale entry is journaled last, else nil).
+    private func staleAndPublished(staleFirst: Bool, staleWith change: (inout ItemState, UInt64?) -> Void = { _, _ in })
+        throws -> (stale: PublishJob, published: PublishJob) {
         write("incoming", "held", "http://127.0.0.1/x\n")
         guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
         let stale = try job("r.0", name: "x.bin", content: "first try")
-        let staleJournal = { () throws in
-            _ = try self.store.writeJournal([stale.state])
-            self.store.removePart("r.0")
+        func staleJournal(_ publishedInode: UInt64?) throws {
+            var state = stale.state
+            change(&state, publishedInode)
+            _ = try store.writeJournal([state])
+            store.removePart("r.0")
         }
-        if staleFirst { try staleJournal() }
+        if staleFirst { try staleJournal(nil) }
         let published = try job("r.0", name: "x.bin", content: "second try")
         XCTAssertNil(Publisher(store: store).publish([published])[0].error)
-        if !staleFirst { try staleJournal() }
+        if !staleFirst { try staleJournal(published.part.inode) }
         XCTAssertEqual(files("final").filter { $0.hasPrefix("x") }, ["x.bin", "x.bin.done"])
         XCTAssertEqual(files("staging").filter { $0.hasSuffix(".journal") }.count, 2, "two journals name the item")
         store.releaseWorkerFolder()    // the writer died
@@ -37,6 +42,36 @@ final class StaleRecordTests: StoreTestCase {
         let (_, published) = try staleAndPublished(staleFirst: false)
         let states = SpoolStore(layout: try SpoolLayout(root: root)).readJournals().states
         XCTAssertEqual(states["r.0"]?.inode, published.part.inode)
+    }
+
+    /// The stale record's inode was reused by the part that was published: both records name
+    /// the published file. Its own record has its size and the later time, in either order.
+    func testWhenAReusedInodeMakesBothRecordsNameTheFileItsOwnRecordWins() throws {
+        let (stale, published) = try staleAndPublished(staleFirst: true)
+        var reused = stale.state
+        reused.inode = published.part.inode
+        reused.marker?.finishedAt = "2026-11-26T05:04:00.000Z"
+        var own = published.state
+        own.marker?.finishedAt = "2026-11-26T05:04:01.000Z"
+        XCTAssertEqual(store.publishedFile(of: reused), "x.bin", "the premise: both name the file")
+        XCTAssertNotEqual(reused.marker?.bytes, own.marker?.bytes)
+        XCTAssertEqual(store.preferringPublished(reused, own).marker?.bytes, own.marker?.bytes)
+        XCTAssertEqual(store.preferringPublished(own, reused).marker?.bytes, own.marker?.bytes)
+
+        // The same size (a resource changed in place, or not at all): the later record.
+        reused.marker?.bytes = own.marker!.bytes
+        reused.marker?.sha256 = "stale"
+        XCTAssertEqual(store.preferringPublished(reused, own).marker?.sha256, own.marker?.sha256)
+        XCTAssertEqual(store.preferringPublished(own, reused).marker?.sha256, own.marker?.sha256)
+    }
+
+    func testReadingTheJournalsGoesByTheFilesOwnRecordWhenAReusedInodeIsInBoth() throws {
+        let (_, published) = try staleAndPublished(staleFirst: false) { state, inode in
+            state.inode = inode
+            state.marker?.finishedAt = "2026-11-26T05:04:00.000Z"
+        }
+        let states = SpoolStore(layout: try SpoolLayout(root: root)).readJournals().states
+        XCTAssertEqual(states["r.0"]?.marker?.bytes, published.marker.bytes, "not the stale entry's size")
     }
 
     func testPreferringPublishedKeepsThePreferredRecordUnlessOnlyTheOtherWasPublished() throws {
