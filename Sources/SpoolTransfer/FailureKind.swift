@@ -60,9 +60,10 @@ extension TransferFailure {
     /// | 23, 27, 42, 43 | write, memory, abort, bad argument | local                                     |
     /// | any other |                            | server (counts an attempt, as before)                    |
     ///
-    /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch` and `resourceChanged` are server; `write` is local;
-    /// `cancelled` is cancelled. A proxy that answers (even with an error) counts as a response:
-    /// the proxy was reached, and what it says is treated like the server's answer.
+    /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch` and `resourceChanged` are
+    /// server; `write` is local; `cancelled` is cancelled. A proxy that answers (even with an
+    /// error) counts as a response: the proxy was reached, and what it says is treated like the
+    /// server's answer.
     ///
     /// For 35, as seen with libcurl 7.88 + OpenSSL 3: a peer that closes mid-handshake gives
     /// "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to …" (errno 0), one that resets it
