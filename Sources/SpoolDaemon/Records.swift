@@ -215,7 +215,8 @@ final class ItemRecord {
             throw .request(error)
         }
     }
-    var validator: String? { etag ?? lastModified }
+    /// The `If-Range` a resume of this item's part would send (nil: the part cannot be resumed).
+    var validator: String? { ResumeValidator.ifRange(etag: etag, lastModified: lastModified) }
 
     private var transfer: ItemTransfer {
         if let t = transferState { return t }

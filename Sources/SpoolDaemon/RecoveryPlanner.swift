@@ -1,5 +1,6 @@
 import Foundation
 import SpoolStore
+import SpoolTransfer
 
 /// What the spool says about one item of an adopted request (a dead worker's, or this worker's
 /// from before a crash). Gathered from disk by `Recovery`; the planner itself does no I/O.
@@ -60,7 +61,7 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | data file found, no marker | writeMarker |
 /// | ready / published | no data file, the record's own part (same inode), as large as the marker says, with its SHA-256 | publishPart |
 /// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
-/// | running | validator (ETag or Last-Modified) and a non-empty part | resume |
+/// | running | validator (a strong ETag or Last-Modified) and a non-empty part | resume |
 /// | running | otherwise | startOver |
 ///
 /// Attempts carry over in every plan but `startOver` of an item without a state.
@@ -85,7 +86,8 @@ enum RecoveryPlanner {
             }
             return .startOver
         case .running:
-            if state.etag != nil || state.lastModified != nil, let size = facts.partSize, size > 0 {
+            if ResumeValidator.ifRange(etag: state.etag, lastModified: state.lastModified) != nil,
+               let size = facts.partSize, size > 0 {
                 return .resume(bytes: size, etag: state.etag, lastModified: state.lastModified)
             }
             return .startOver

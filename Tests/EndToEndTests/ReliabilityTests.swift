@@ -32,6 +32,29 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertEqual(m["attempts"] as? Int, 2)
     }
 
+    func testAWeakETagIsNeverSentInIfRangeTheDateIsOrTheItemStartsOver() throws {
+        let date = "Tue, 24 Nov 2026 10:00:00 GMT"
+        for (path, lastModified) in [("/weak-dated", Optional(date)), ("/weak-only", nil)] {
+            let body = TestBody.random(count: 2_000_000, seed: 60)
+            server.serve(path, body: body, etag: "W/\"w\"", lastModified: lastModified,
+                         script: [.cut(afterBytes: 800_000), .normal])
+            try spool.drop(String(path.dropFirst()), server.url(path) + "\n")
+        }
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        for path in ["/weak-dated", "/weak-only"] {
+            XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", String(path.dropFirst()))),
+                           TestBody.sha256Hex(TestBody.random(count: 2_000_000, seed: 60)))
+            XCTAssertEqual(server.requests(for: path).count, 2)
+        }
+        let dated = server.requests(for: "/weak-dated")
+        XCTAssertEqual(dated.last?.header("Range"), "bytes=800000-", "resumed")
+        XCTAssertEqual(dated.last?.header("If-Range"), date, "with the date, not the weak ETag")
+        let weakOnly = server.requests(for: "/weak-only")
+        XCTAssertNil(weakOnly.last?.header("Range"), "nothing safe to resume with: started over")
+        XCTAssertNil(weakOnly.last?.header("If-Range"))
+    }
+
     func testServiceUnavailableWithRetryAfterIsRetriedAfterThatDelay() throws {
         let body = TestBody.random(count: 10_000, seed: 2)
         server.serve("/busy", body: body, script: [.status(503, [("Retry-After", "1")]), .normal])

@@ -81,6 +81,13 @@ final class RecoveryPlannerTests: XCTestCase {
     func testRunningWithValidatorAndPartResumes() {
         XCTAssertEqual(plan(state(.running, etag: "\"e\""), part: 4096), .resume(bytes: 4096, etag: "\"e\"", lastModified: nil))
         XCTAssertEqual(plan(state(.running, lastModified: "Mon"), part: 1), .resume(bytes: 1, etag: nil, lastModified: "Mon"))
+        XCTAssertEqual(plan(state(.running, etag: "W/\"e\"", lastModified: "Mon"), part: 1),
+                       .resume(bytes: 1, etag: "W/\"e\"", lastModified: "Mon"), "resumed with the date")
+    }
+
+    func testRunningWithOnlyAWeakETagStartsOver() {
+        XCTAssertEqual(plan(state(.running, etag: "W/\"e\""), part: 4096), .startOver,
+                       "a weak ETag promises no bytes: If-Range must not carry it")
     }
 
     func testRunningWithoutValidatorOrPartStartsOver() {

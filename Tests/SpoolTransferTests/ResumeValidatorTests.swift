@@ -1,7 +1,8 @@
 import SpoolTransfer
 import XCTest
 
-/// `ResponseFacts.validatorContradicting(_:)`: which answers to a resume are of another version.
+/// `ResumeValidator.ifRange`: what a resume sends; `ResponseFacts.validatorContradicting(_:)`:
+/// which answers to it are of another version.
 final class ResumeValidatorTests: XCTestCase {
     private func facts(etag: String? = nil, lastModified: String? = nil) -> ResponseFacts {
         var f = ResponseFacts()
@@ -37,6 +38,14 @@ final class ResumeValidatorTests: XCTestCase {
 
     func testNoValidatorSentNeverContradicts() {
         XCTAssertNil(facts(etag: "\"v2\"", lastModified: tuesday).validatorContradicting(nil))
+    }
+
+    func testIfRangeIsAStrongETagElseTheDateNeverAWeakETag() {
+        XCTAssertEqual(ResumeValidator.ifRange(etag: "\"v1\"", lastModified: monday), "\"v1\"")
+        XCTAssertEqual(ResumeValidator.ifRange(etag: "W/\"v1\"", lastModified: monday), monday)
+        XCTAssertNil(ResumeValidator.ifRange(etag: "W/\"v1\"", lastModified: nil), "nothing safe to resume with")
+        XCTAssertEqual(ResumeValidator.ifRange(etag: nil, lastModified: monday), monday)
+        XCTAssertNil(ResumeValidator.ifRange(etag: nil, lastModified: nil))
     }
 
     func testTheFailureSaysWhatHappenedAndDropsThePart() {
