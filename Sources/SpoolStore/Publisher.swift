@@ -67,7 +67,11 @@ public struct PublishResult: Sendable {
 /// 4. rename each marker into place (the commit point of "published"); fsync the folder once.
 ///    A job without a marker (`markers: group`) skips 3 and the first half of 4: its data was
 ///    made durable in 1, and the one folder fsync of 4 makes its final name durable — the commit
-///    point of its "published"; the group marker comes later, from the group end.
+///    point of its "published"; the group marker comes later, from the group end;
+/// 5. remove the parts a copy across filesystems left behind;
+/// 6. append the final names of the items published to the journal (its second line, not
+///    synced: see `JournalFile.appendPublished`), so that a file a consumer has already taken
+///    away is still known as published after a crash.
 ///
 /// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
 /// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
@@ -98,7 +102,7 @@ public struct Publisher: Sendable {
         // 0a. One journal for the batch.
         let journaled = inBatch.map { jobs[$0].state }
         var journal: JournalFile?
-        // Its descriptor is needed only until step 1 made it durable.
+        // Its descriptor is needed until step 6 appended the final names.
         defer { journal?.closeDescriptor() }
         if !journaled.isEmpty {
             do throws(StoreError) {
@@ -224,6 +228,18 @@ public struct Publisher: Sendable {
             for (i, job) in jobs.enumerated() where results[i].isPublished {
                 layout.staging.remove(job.part.base + ".part")
             }
+        }
+
+        // 6. The journal learns under which names the batch was published (see
+        //    `JournalFile.appendPublished`): after a crash, a file a consumer has already taken
+        //    away is still known as published, and not fetched and delivered again.
+        if let journal {
+            var published: [String: String] = [:]
+            for i in inBatch where results[i].isPublished {
+                let state = jobs[i].state
+                published[SpoolStore.stagingBase(state.request, index: state.index)] = results[i].finalName
+            }
+            journal.appendPublished(published)
         }
         return results
     }

@@ -228,7 +228,7 @@ public struct SpoolStore: Sendable {
             if !includingLive && journalIsLive(name, writers: &writers) { continue }
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
-                  let list = SpoolJSON.decode([ItemState].self, bytes) else { continue }
+                  let list = Self.decodeJournal(bytes) else { continue }
             for state in list {
                 let base = Self.stagingBase(state.request, index: state.index)
                 states[base] = states[base].map { preferringPublished(state, $0) } ?? state
@@ -265,6 +265,10 @@ public struct SpoolStore: Sendable {
     public func preferringPublished(_ preferred: ItemState, _ other: ItemState) -> ItemState {
         guard let otherFile = publishedFile(of: other) else { return preferred }
         guard let preferredFile = publishedFile(of: preferred) else { return other }
+        // A record whose batch finished publishing (phase `published`) is the file's.
+        if (preferred.phase == .published) != (other.phase == .published) {
+            return other.phase == .published ? other : preferred
+        }
         guard preferredFile == otherFile, let size = layout.final.status(of: preferredFile).map({ Int64($0.st_size) }),
               let p = preferred.marker, let o = other.marker else { return preferred }
         if (o.bytes == size) != (p.bytes == size) { return o.bytes == size ? other : preferred }
@@ -364,8 +368,32 @@ enum JournalCounter {
     static func next() -> Int { counter.withLock { $0 += 1; return $0 } }
 }
 
+extension SpoolStore {
+    /// A batch journal's entries. Its first line is the batch, every entry phase `ready`, written
+    /// and synced before any rename. Its second line, appended once the batch is published
+    /// (`appendPublished`), gives the final name of each item published: those entries read as
+    /// phase `published`. A torn or missing second line is ignored: the first line still holds.
+    public static func decodeJournal(_ bytes: [UInt8]) -> [ItemState]? {
+        let end = bytes.firstIndex(of: 0x0A).map { $0 + 1 } ?? bytes.count
+        guard var states = SpoolJSON.decode([ItemState].self, Array(bytes[..<end])) else { return nil }
+        if end < bytes.count, let tail = SpoolJSON.decode(PublishedNames.self, Array(bytes[end...])) {
+            for i in states.indices {
+                guard let name = tail.published[stagingBase(states[i].request, index: states[i].index)] else { continue }
+                states[i].phase = .published
+                states[i].finalName = name
+            }
+        }
+        return states
+    }
+}
+
+/// A batch journal's second line: staging base → final name of each item the batch published.
+struct PublishedNames: Codable {
+    var published: [String: String]
+}
+
 /// A publish batch's journal (`SpoolStore.writeJournal`): its descriptor is open only until the
-/// batch is durable (`closeDescriptor`); afterwards its name is all its owner keeps.
+/// batch is published (`closeDescriptor`); afterwards its name is all its owner keeps.
 public final class JournalFile: @unchecked Sendable {
     public let name: String
     private(set) var fd: Int32
@@ -373,6 +401,25 @@ public final class JournalFile: @unchecked Sendable {
     init(name: String, fd: Int32) {
         self.name = name
         self.fd = fd
+    }
+
+    /// Appends the journal's second line once the batch is published: the final name of each
+    /// item in `published` (staging base → name). Not synced: its writes come after the marker
+    /// renames were made durable, so a line that survives a power cut never names a file that
+    /// did not; a line lost or torn leaves the first one, and those items are taken for not
+    /// published. Returns false when the line could not be written.
+    ///
+    /// Why: a consumer takes files and markers away as they arrive. After a crash, a `ready`
+    /// entry whose file is gone looks like a crash before the rename, and the item would be
+    /// fetched and delivered to the consumer a second time.
+    @discardableResult
+    func appendPublished(_ published: [String: String]) -> Bool {
+        guard fd >= 0, !published.isEmpty else { return false }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return false }
+        let line = SpoolJSON.encode(PublishedNames(published: published))
+        let written = line.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, st.st_size) }
+        return written == line.count
     }
 
     /// Closes the descriptor (the batch no longer needs it); the file stays.

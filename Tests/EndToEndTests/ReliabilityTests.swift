@@ -304,6 +304,41 @@ final class ReliabilityTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [], "the dead run's journal is spent")
     }
 
+    /// A consumer takes each file and its marker away as they arrive (what per-file markers are
+    /// for). After `kill -9` the journal is the only trace of such an item: it is neither fetched
+    /// nor delivered again, and the group marker still lists it.
+    func testKillNineAfterAConsumerTookAPublishedFileDoesNotDeliverItAgain() throws {
+        let firstBody = TestBody.random(count: 20_000, seed: 14)
+        let second = TestBody.random(count: 4 << 20, seed: 15)
+        server.serve("/first", body: firstBody)
+        server.serve("/second", body: second, etag: "\"s\"",
+                     script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
+        try spool.drop("pair", server.url("/first") + "\nname: one.txt\n" + server.url("/second") + "\nname: two.bin\n")
+        // The item hook runs once the publish batch has ended: then the consumer takes the file.
+        let hooked = spool.root + "/hooked.log"
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root,
+                                              "--on-item", "echo \"$SPOOLFETCH_PATH\" >> '\(hooked)'"])
+        try DirectoryWaiter.wait(in: spool.root, timeout: 30, what: "the first item's hook") {
+            (try? String(contentsOfFile: hooked, encoding: .utf8))?.contains("one.txt") ?? false
+        }
+        try FileManager.default.removeItem(atPath: spool.path("final", "one.txt"))
+        try FileManager.default.removeItem(atPath: spool.path("final", "one.txt.done"))
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        XCTAssertEqual(spool.claimed(), ["pair"], "the request is still open: its second item runs")
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/first").count, 1, "the consumed item is not fetched again")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("one") }, [], "nor delivered again")
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "two.bin")), TestBody.sha256Hex(second))
+        let group = try json("final", "pair.group.done")
+        let items = try XCTUnwrap(group["items"] as? [[String: Any]])
+        XCTAssertEqual(items.map { $0["file"] as? String }, ["one.txt", "two.bin"])
+        XCTAssertEqual(items.map { $0["outcome"] as? String }, ["published", "published"])
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "the dead run's journal is spent")
+    }
+
     func testRequestOfADeadWorkerIsAdoptedByTheOtherOne() throws {
         let body = TestBody.random(count: 4 << 20, seed: 9)
         server.serve("/adopt", body: body, etag: "\"a\"", script: [.slow(chunkSize: 128 << 10, interval: .milliseconds(20)), .normal])

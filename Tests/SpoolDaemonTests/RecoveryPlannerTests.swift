@@ -107,6 +107,15 @@ final class RecoveryPlannerTests: XCTestCase {
         }
     }
 
+    func testAnEntryWhoseBatchFinishedPublishingEndsPublishedThoughAConsumerTookFileAndMarker() {
+        var published = state(.published, marker: marker)
+        published.finalName = "f"
+        XCTAssertEqual(plan(published, file: "f", markerExists: false), .published(file: "f"),
+                       "not a marker to write for a file that is gone, nor a second delivery")
+        XCTAssertEqual(plan(state(.ready, marker: marker), file: "f", markerExists: false),
+                       .writeMarker(file: "f", marker: marker), "ready: the marker may never have been written")
+    }
+
     func testGroupMarkerModeWithoutDataFilePublishesThePartOrStartsOver() {
         XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, groupMarker: true), .publishPart(marker: marker))
         XCTAssertEqual(plan(state(.ready, marker: marker), part: 99, groupMarker: true), .startOver)

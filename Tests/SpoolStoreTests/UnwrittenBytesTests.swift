@@ -50,7 +50,7 @@ final class UnwrittenBytesTests: StoreTestCase {
         XCTAssertNotNil(jobs[1].part.unwritten, "kept for the next try")
         XCTAssertEqual(files("final"), ["v0.bin", "v0.bin.done", "v2.bin", "v2.bin.done"])
         let journal = try XCTUnwrap(results[0].journal)
-        let states = try XCTUnwrap(SpoolJSON.decode([ItemState].self, Array(try XCTUnwrap(read("staging", journal.name)).utf8)))
+        let states = try XCTUnwrap(SpoolStore.decodeJournal(Array(try XCTUnwrap(read("staging", journal.name)).utf8)))
         XCTAssertEqual(states.map(\.marker?.name), ["v0.bin", "v2.bin"])
     }
 
