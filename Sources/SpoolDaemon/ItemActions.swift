@@ -174,16 +174,30 @@ extension Engine {
         }
         if adopted { ledger.adopted(request) }
         let recovery = Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames)
+        var confirmed: [ItemState] = []
         for record in request.items {
             guard adopted else { send(.submitted, to: record); continue }
             switch recovery.recover(record, deadStates: ledger.deadStates) {
             case .schedule: send(.submitted, to: record)
-            case .ended: itemEnded(record)
+            case .ended(let confirm):
+                if let confirm { confirmed.append(confirm) }
+                itemEnded(record)
             case .publish(let job):
                 record.publishJob = job
                 table.awaitPublish(record)
                 table.note(record)
                 publishing.enqueue(job)
+            }
+        }
+        if !confirmed.isEmpty {
+            // Not synced: a power cut may lose it, and those items are then delivered again.
+            do {
+                let journal = try store.writeJournal(confirmed)
+                journal.closeDescriptor()
+                ledger.attach(journal, to: request)
+            } catch {
+                logger.warning("could not journal the items found published; a consumer taking them before a crash would get them again: \(error)",
+                               metadata: ["request": "\(claim.name)"])
             }
         }
         logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",

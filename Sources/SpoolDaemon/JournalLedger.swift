@@ -60,6 +60,14 @@ final class JournalLedger {
         for journal in batch.values where journal.openRequests == 0 { staging.remove(journal.file.name) }
     }
 
+    /// A journal this worker wrote for one request alone (its items found published when it was
+    /// adopted): it lives until that request's group ends.
+    func attach(_ file: JournalFile, to request: RequestRecord) {
+        let journal = BatchJournal(file: file)
+        journal.openRequests = 1
+        request.journals.append(journal)
+    }
+
     /// The request's group ended: its journals may go once no other open request needs them.
     func release(_ request: RequestRecord) {
         var spent: [String] = []

@@ -7,8 +7,11 @@ import SpoolTransfer
 enum RecoveryStep {
     /// Queue it (afresh, or to resume its part).
     case schedule
-    /// It has already ended (published or failed): count it as ended.
-    case ended
+    /// It has already ended (published or failed): count it as ended. `confirm`: its record,
+    /// as published under its final name, when the record it was recovered from does not say so
+    /// (phase `ready`, its file found with its marker): the engine journals it, so that a
+    /// consumer may take the file and a later crash still finds the item published.
+    case ended(confirm: ItemState?)
     /// Hand this job to the publish pipeline.
     case publish(PublishJob)
 }
@@ -50,7 +53,7 @@ struct Recovery {
             return .schedule
         case .failed(let failure):
             record.lifecycle.recovered(as: .failed(failure), attempts: attempts)
-            return .ended
+            return .ended(confirm: nil)
         case .published(let file):
             if !record.writesItemMarker, var facts = facts.facts.state?.marker {
                 facts.name = file
@@ -58,7 +61,10 @@ struct Recovery {
             }
             let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
             record.lifecycle.recovered(as: .published(file: file, marker: marker), attempts: attempts)
-            return .ended
+            guard var confirmed = facts.facts.state, confirmed.phase != .published else { return .ended(confirm: nil) }
+            confirmed.phase = .published
+            confirmed.finalName = file
+            return .ended(confirm: confirmed)
         case .writeMarker(let file, let marker):
             // The job needs a staging file to carry; the data itself is already in place.
             guard let part = facts.part ?? (try? store.openPart(record.base, fresh: true)),

@@ -56,7 +56,7 @@ enum RecoveryPlan: Equatable {
 /// | failed | with its failure | failed |
 /// | failed | no failure recorded | startOver |
 /// | ready / published | no marker facts | startOver |
-/// | published (the journal's second line names its final file) | — | published (file and marker may have been taken by a consumer) |
+/// | published (a journal line names its final file) | — | published (file and marker may have been taken by a consumer) |
 /// | ready / published | data file found, its marker exists | published |
 /// | ready / published | `markers: group`, data file found | published |
 /// | ready / published | data file found, no marker | writeMarker |
@@ -76,7 +76,7 @@ enum RecoveryPlanner {
         case .ready, .published:
             guard let marker = state.marker else { return .startOver }
             if let file = facts.publishedFile {
-                // Phase `published` (the journal's second line): its marker was in place, and
+                // Phase `published` (a journal line names the file): its marker was in place, and
                 // a file or marker gone since was taken by a consumer.
                 if facts.publishedMarkerExists || !facts.markersPerItem || state.phase == .published {
                     return .published(file: file)

@@ -69,9 +69,10 @@ public struct PublishResult: Sendable {
 ///    made durable in 1, and the one folder fsync of 4 makes its final name durable — the commit
 ///    point of its "published"; the group marker comes later, from the group end;
 /// 5. remove the parts a copy across filesystems left behind;
-/// 6. append the final names of the items published to the journal (its second line, not
-///    synced: see `JournalFile.appendPublished`), so that a file a consumer has already taken
-///    away is still known as published after a crash.
+/// 6. append the final names of the items published to the journal (not synced; one line
+///    before the folder sync of 4 that holds within this boot, one after it that holds for good:
+///    see `JournalFile.appendPublished`), so that a file a consumer has already taken away is
+///    still known as published after a crash.
 ///
 /// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
 /// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
@@ -98,9 +99,13 @@ public struct Publisher: Sendable {
             do throws(StoreError) { try job.part.writeUnwritten() } catch { results[i].error = error }
         }
         let inBatch = jobs.indices.filter { jobs[$0].alreadyPublishedAs == nil && results[$0].error == nil }
+        // A job whose data was renamed before a crash (only its marker is missing) is journaled
+        // too: once its marker is in place a consumer may take both, and only the journal's
+        // lines then say it was published.
+        let inJournal = jobs.indices.filter { results[$0].error == nil }
 
         // 0a. One journal for the batch.
-        let journaled = inBatch.map { jobs[$0].state }
+        let journaled = inJournal.map { jobs[$0].state }
         var journal: JournalFile?
         // Its descriptor is needed until step 6 appended the final names.
         defer { journal?.closeDescriptor() }
@@ -108,7 +113,7 @@ public struct Publisher: Sendable {
             do throws(StoreError) {
                 let held = try store.writeJournal(journaled)
                 journal = held
-                for i in inBatch { results[i].journal = held }
+                for i in inJournal { results[i].journal = held }
             } catch {
                 return results.map { var r = $0; r.error = r.error ?? error; return r }
             }
@@ -215,6 +220,9 @@ public struct Publisher: Sendable {
         for (i, job) in jobs.enumerated() where !job.writesMarker && results[i].error == nil && results[i].finalName != nil {
             results[i].isPublished = true
         }
+        // The same names, for as long as this boot lasts (6 makes them hold for good): a consumer
+        // may take a file the moment its marker is in place, before the folder sync returns.
+        journal?.appendPublished(publishedNames(jobs, results, inJournal), durable: false)
         if let error = catching({ () throws(StoreError) in try layout.final.sync() }) {
             for i in results.indices where results[i].isPublished {
                 results[i].error = error
@@ -230,18 +238,20 @@ public struct Publisher: Sendable {
             }
         }
 
-        // 6. The journal learns under which names the batch was published (see
+        // 6. The journal learns for good under which names the batch was published (see
         //    `JournalFile.appendPublished`): after a crash, a file a consumer has already taken
         //    away is still known as published, and not fetched and delivered again.
-        if let journal {
-            var published: [String: String] = [:]
-            for i in inBatch where results[i].isPublished {
-                let state = jobs[i].state
-                published[SpoolStore.stagingBase(state.request, index: state.index)] = results[i].finalName
-            }
-            journal.appendPublished(published)
-        }
+        journal?.appendPublished(publishedNames(jobs, results, inJournal), durable: true)
         return results
+    }
+
+    /// Staging base → final name of each job in `journaled` published so far.
+    private func publishedNames(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int]) -> [String: String] {
+        var names: [String: String] = [:]
+        for i in journaled where results[i].isPublished {
+            names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = results[i].finalName
+        }
+        return names
     }
 
     /// Creates `.NAME.done.tmp` in the final folder with the job's marker under `finalName`;

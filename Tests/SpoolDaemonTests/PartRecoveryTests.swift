@@ -28,6 +28,54 @@ final class PartRecoveryTests: SpoolTestCase {
         store.releaseWorkerFolder()    // the worker died
     }
 
+    /// A worker killed after a batch's marker renames but before its journal said so: `held`
+    /// (items `/f` as `f.bin` and `/g` as `g.bin`) claimed, item 0's entry `ready` in the journal,
+    /// and its file (the part's inode) and marker in the final folder.
+    private func deadWorkerWithAPublishedItem(_ body: [UInt8]) throws {
+        try spool.drop("held", server.url("/f") + "\nname: f.bin\n" + server.url("/g") + "\nname: g.bin\n")
+        let store = SpoolStore(layout: try SpoolLayout(root: spool.root))
+        guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
+        let base = SpoolStore.stagingBase("held", index: 0)
+        let staged = try store.openPart(base, fresh: true)
+        XCTAssertEqual(body.withUnsafeBytes { write(staged.fd, $0.baseAddress!, $0.count) }, body.count)
+        let marker = ItemMarker(request: "held", group: "held", index: 0, url: server.url("/f"), finalURL: server.url("/f"),
+                                name: "f.bin", bytes: Int64(body.count), sha256: TestBody.sha256Hex(body),
+                                httpStatus: 200, etag: nil, lastModified: nil, contentType: nil,
+                                startedAt: "2026-11-26T05:00:00.000Z", finishedAt: "2026-11-26T05:00:01.000Z", attempts: 1)
+        _ = try store.writeJournal([ItemState(request: "held", index: 0, url: marker.url, phase: .ready,
+                                              inode: staged.inode, attempts: 1, marker: marker)])
+        XCTAssertEqual(rename(spool.path("staging", base + ".part"), spool.path("final", "f.bin")), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: spool.path("final", "f.bin.done"),
+                                                     contents: Data(SpoolJSON.encode(marker))))
+        store.releaseWorkerFolder()    // the worker died
+    }
+
+    /// The next worker finds the item's file and marker and ends it published. A consumer then
+    /// takes both, and that worker is killed too: the item's only trace is in the journals, and
+    /// the third run must neither fetch nor deliver it again.
+    func testAnItemFoundPublishedAtAdoptionIsNotDeliveredAgainOnceAConsumerTookIt() throws {
+        let body = TestBody.random(count: 30_000, seed: 53)
+        let second = TestBody.random(count: 4 << 20, seed: 54)
+        server.serve("/f", body: body)
+        server.serve("/g", body: second, etag: "\"g\"", script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20)), .normal])
+        try deadWorkerWithAPublishedItem(body)
+        let adopter = try DaemonProcess.launch(["run", "--spool", spool.root, "--log-level", "debug"])
+        // Logged once the request's items are recovered (and the one found published journaled).
+        try adopter.waitForStderr(containing: "claimed a request", timeout: 30)
+        try FileManager.default.removeItem(atPath: spool.path("final", "f.bin"))
+        try FileManager.default.removeItem(atPath: spool.path("final", "f.bin.done"))
+        adopter.signal(SIGKILL)
+        XCTAssertEqual(try adopter.waitForExit(timeout: 10), 128 + SIGKILL)
+        XCTAssertEqual(spool.claimed(), ["held"], "the premise: the request is still open")
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/f").count, 0, "found published: never fetched")
+        XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("f") }, [], "nor delivered again")
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "g.bin")), TestBody.sha256Hex(second))
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "every journal spent")
+    }
+
     func testAJournaledPartWithTheMarkersDigestIsPublishedWithoutFetchingIt() throws {
         let body = TestBody.random(count: 300_000, seed: 50)
         server.serve("/f", body: body)

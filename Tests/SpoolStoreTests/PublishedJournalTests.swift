@@ -27,9 +27,14 @@ final class PublishedJournalTests: StoreTestCase {
         return journal.name
     }
 
+    /// The journal's lines: the batch, the names for this boot, the names for good.
+    private func lines(_ name: String) throws -> [Substring] {
+        try XCTUnwrap(read("staging", name)).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+    }
+
     func testAPublishedBatchsEntriesReadAsPublishedUnderTheirFinalNames() throws {
         let name = try publishedBatch()
-        XCTAssertEqual(read("staging", name)?.split(separator: "\n").count, 2, "the batch, then its final names")
+        XCTAssertEqual(try lines(name).count, 3, "the batch, its names for this boot, its names for good")
         let states = SpoolStore(layout: try SpoolLayout(root: root)).readJournals().states
         XCTAssertEqual(states["r.0"]?.phase, .published)
         XCTAssertEqual(states["r.0"]?.finalName, "x-1.bin", "the name it got, not the one it wished for")
@@ -46,16 +51,48 @@ final class PublishedJournalTests: StoreTestCase {
         XCTAssertEqual(states["r.1"].flatMap(other.publishedFile(of:)), "y.bin", "taken by a consumer, still published")
     }
 
-    func testATornSecondLineLeavesTheBatchAsItWasBeforeItsRenames() throws {
+    func testTheLineWrittenBeforeTheFolderSyncHoldsOnlyWithinItsBoot() throws {
         let name = try publishedBatch()
-        let whole = try XCTUnwrap(read("staging", name))
-        let firstLine = whole.prefix(through: try XCTUnwrap(whole.firstIndex(of: "\n")))
-        for cut in [0, 5, (whole.count - firstLine.count) - 2] {
-            write("staging", name, String(whole.prefix(firstLine.count + cut)))
+        let all = try lines(name)
+        let current = try XCTUnwrap(BootID.current)
+        XCTAssertTrue(all[1].contains(current), "the line before the sync names this boot")
+        XCTAssertFalse(all[2].contains("boot"), "the line after it holds for good")
+        let beforeTheSync = Array((all[0] + "\n" + all[1] + "\n").utf8)
+        XCTAssertEqual(SpoolStore.decodeJournal(beforeTheSync, boot: current)?.map(\.phase), [.published, .published, .published],
+                       "a killed daemon, the same boot: every call it made stands")
+        XCTAssertEqual(SpoolStore.decodeJournal(beforeTheSync, boot: "another boot")?.map(\.phase), [.ready, .ready, .ready],
+                       "after a power cut the renames before it may be lost")
+        let whole = Array(try XCTUnwrap(read("staging", name)).utf8)
+        XCTAssertEqual(SpoolStore.decodeJournal(whole, boot: "another boot")?.map(\.phase), [.published, .published, .published],
+                       "the line after the sync holds across boots")
+    }
+
+    func testATornLineLeavesTheBatchAsItWasBeforeItsRenames() throws {
+        let name = try publishedBatch()
+        let all = try lines(name)
+        let durable = String(all[2])
+        for cut in [1, 5, durable.count - 2] {
+            write("staging", name, all[0] + "\n" + durable.prefix(cut))
             let states = SpoolStore(layout: try SpoolLayout(root: root)).readJournals().states
             XCTAssertEqual(states.count, 3, "cut \(cut)")
-            XCTAssertEqual(states["r.1"]?.phase, .ready, "cut \(cut): the first line holds, the torn one is ignored")
+            XCTAssertEqual(states["r.1"]?.phase, .ready, "cut \(cut): the first line holds, the torn one is passed over")
             XCTAssertNil(states["r.1"]?.finalName)
         }
+    }
+
+    func testAJobWhoseDataWasRenamedBeforeACrashIsJournaledWithItsMarker() throws {
+        write("incoming", "held", "http://127.0.0.1/x\n")
+        guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
+        var j = try job("r.0", name: "w.bin", content: "w")
+        write("final", "w.bin", "w")          // its data, renamed before the crash
+        j.alreadyPublishedAs = "w.bin"
+        let results = Publisher(store: store).publish([j])
+        XCTAssertTrue(results[0].isPublished)
+        XCTAssertEqual(files("final"), ["w.bin", "w.bin.done"])
+        XCTAssertNotNil(results[0].journal, "journaled: a consumer may take file and marker from now on")
+        store.releaseWorkerFolder()   // the writer died
+        let states = SpoolStore(layout: try SpoolLayout(root: root)).readJournals().states
+        XCTAssertEqual(states["r.0"]?.phase, .published)
+        XCTAssertEqual(states["r.0"]?.finalName, "w.bin")
     }
 }
