@@ -113,7 +113,9 @@ struct Recovery {
         }
         return (RecoveryFacts(state: state, partSize: part?.size, partInode: part?.inode, partSHA256: partSHA256,
                               publishedFile: publishedFile,
-                              publishedMarkerExists: markerExists, markersPerItem: record.writesItemMarker), part)
+                              publishedMarkerExists: markerExists,
+                              publishedFileExists: publishedFile.map { store.layout.final.exists($0) } ?? false,
+                              markersPerItem: record.writesItemMarker), part)
     }
 
     /// The state if it is this item's (same request, same index), else nil.

@@ -25,6 +25,9 @@ struct RecoveryFacts: Equatable {
     var publishedFile: String?
     /// `FINAL/publishedFile.done` exists.
     var publishedMarkerExists: Bool
+    /// `FINAL/publishedFile` exists (found by inode it does; named by a journal line it may be
+    /// gone: a consumer took it).
+    let publishedFileExists: Bool
     /// The request writes per-file markers (`markers: item`). Under `markers: group` the data
     /// file found under its final name (by the journal's `finalName` or the part's inode) is
     /// itself the proof of publication: its data was durable before it was renamed there.
@@ -56,7 +59,7 @@ enum RecoveryPlan: Equatable {
 /// | failed | with its failure | failed |
 /// | failed | no failure recorded | startOver |
 /// | ready / published | no marker facts | startOver |
-/// | published (a journal line names its final file) | — | published (file and marker may have been taken by a consumer) |
+/// | published (a journal line names its final file) | the file gone | published (a consumer took file and marker) |
 /// | ready / published | data file found, its marker exists | published |
 /// | ready / published | `markers: group`, data file found | published |
 /// | ready / published | data file found, no marker | writeMarker |
@@ -76,11 +79,10 @@ enum RecoveryPlanner {
         case .ready, .published:
             guard let marker = state.marker else { return .startOver }
             if let file = facts.publishedFile {
-                // Phase `published` (a journal line names the file): its marker was in place, and
-                // a file or marker gone since was taken by a consumer.
-                if facts.publishedMarkerExists || !facts.markersPerItem || state.phase == .published {
-                    return .published(file: file)
-                }
+                if facts.publishedMarkerExists || !facts.markersPerItem { return .published(file: file) }
+                // Phase `published` (a journal line names the file) and the file gone: a consumer
+                // took it, and it takes a file only once its marker is there.
+                if state.phase == .published && !facts.publishedFileExists { return .published(file: file) }
                 return .writeMarker(file: file, marker: marker)
             }
             // Only the part the record was journaled with: a part of a later attempt (downloaded

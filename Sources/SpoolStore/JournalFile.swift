@@ -21,10 +21,13 @@ public final class JournalFile: @unchecked Sendable {
     /// Appends a line naming the final file of each item in `published` (staging base → name).
     /// Never synced, so a line is worth only what it was written after:
     ///
-    /// - `durable: false` — right after the markers' renames, before the final folder's sync.
-    ///   It carries the boot it was written in and holds only within that boot: a killed
-    ///   process loses no system call it made, but a power cut may keep this line and lose the
-    ///   renames before it. It closes the window of that sync for a crash of the daemon alone.
+    /// - `durable: false` — right after the data's renames, before the markers are written. It
+    ///   carries the boot it was written in and holds only within that boot: a killed process
+    ///   loses no system call it made, but a power cut may keep this line and lose the renames
+    ///   before it. A restart that believes it finds each file in place (then writes a missing
+    ///   marker) or gone (taken by a consumer, which takes a file only once its marker is there).
+    ///   It closes, for a crash of the daemon alone, the window from the marker's rename to the
+    ///   line after the sync, in which a consumer may take the file, also after the daemon died.
     /// - `durable: true` — after that sync: a line that survives a power cut never names a file
     ///   that did not. It holds for good.
     ///

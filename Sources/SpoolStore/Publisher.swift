@@ -69,10 +69,10 @@ public struct PublishResult: Sendable {
 ///    made durable in 1, and the one folder fsync of 4 makes its final name durable — the commit
 ///    point of its "published"; the group marker comes later, from the group end;
 /// 5. remove the parts a copy across filesystems left behind;
-/// 6. append the final names of the items published to the journal (not synced; one line
-///    before the folder sync of 4 that holds within this boot, one after it that holds for good:
-///    see `JournalFile.appendPublished`), so that a file a consumer has already taken away is
-///    still known as published after a crash.
+/// 6. append the final names of the items published to the journal (not synced: see
+///    `JournalFile.appendPublished`; a first line of names is appended after 2 already, and
+///    holds only within this boot), so that a file a consumer has already taken away is still
+///    known as published after a crash.
 ///
 /// Durable means `syncfs` once per batch where the filesystem honours it and the batch has more
 /// than two files, else `fdatasync` of each file from a few threads (`FileSync`) plus an fsync of
@@ -165,6 +165,10 @@ public struct Publisher: Sendable {
                 results[i].error = error
             }
         }
+        // 2a. The names the data now has, for as long as this boot lasts (6 makes them hold for
+        //     good): a consumer may take a file the moment its marker is in place (4), and take
+        //     it while the next daemon starts if this one is killed before 6.
+        journal?.appendPublished(publishedNames(jobs, results, inJournal, dataInPlace: true), durable: false)
 
         // 3. Marker temp files, durable (with the data's new names where the folder needs its own sync).
         //    A marker written ahead whose data got another name (a racing writer took the name)
@@ -220,9 +224,6 @@ public struct Publisher: Sendable {
         for (i, job) in jobs.enumerated() where !job.writesMarker && results[i].error == nil && results[i].finalName != nil {
             results[i].isPublished = true
         }
-        // The same names, for as long as this boot lasts (6 makes them hold for good): a consumer
-        // may take a file the moment its marker is in place, before the folder sync returns.
-        journal?.appendPublished(publishedNames(jobs, results, inJournal), durable: false)
         if let error = catching({ () throws(StoreError) in try layout.final.sync() }) {
             for i in results.indices where results[i].isPublished {
                 results[i].error = error
@@ -245,10 +246,12 @@ public struct Publisher: Sendable {
         return results
     }
 
-    /// Staging base → final name of each job in `journaled` published so far.
-    private func publishedNames(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int]) -> [String: String] {
+    /// Staging base → final name of each job in `journaled` published so far (`dataInPlace`:
+    /// whose data is in the final folder, its marker perhaps not yet).
+    private func publishedNames(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int],
+                                dataInPlace: Bool = false) -> [String: String] {
         var names: [String: String] = [:]
-        for i in journaled where results[i].isPublished {
+        for i in journaled where dataInPlace ? results[i].error == nil && results[i].finalName != nil : results[i].isPublished {
             names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = results[i].finalName
         }
         return names

@@ -19,10 +19,12 @@ final class RecoveryPlannerTests: XCTestCase {
     /// `partInode` 42 is the part the state (`inode: 42`) describes.
     /// `partSHA256` "ab" is the marker's digest.
     private func plan(_ state: ItemState?, part: Int64? = nil, partInode: UInt64 = 42, partSHA256: String = "ab",
-                      file: String? = nil, markerExists: Bool = false, groupMarker: Bool = false) -> RecoveryPlan {
+                      file: String? = nil, fileExists: Bool = true, markerExists: Bool = false,
+                      groupMarker: Bool = false) -> RecoveryPlan {
         RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, partInode: part == nil ? nil : partInode,
                                            partSHA256: part == nil ? nil : partSHA256, publishedFile: file,
-                                           publishedMarkerExists: markerExists, markersPerItem: !groupMarker))
+                                           publishedMarkerExists: markerExists, publishedFileExists: fileExists,
+                                           markersPerItem: !groupMarker))
     }
 
     func testNoStateStartsOver() {
@@ -110,8 +112,10 @@ final class RecoveryPlannerTests: XCTestCase {
     func testAnEntryWhoseBatchFinishedPublishingEndsPublishedThoughAConsumerTookFileAndMarker() {
         var published = state(.published, marker: marker)
         published.finalName = "f"
-        XCTAssertEqual(plan(published, file: "f", markerExists: false), .published(file: "f"),
+        XCTAssertEqual(plan(published, file: "f", fileExists: false, markerExists: false), .published(file: "f"),
                        "not a marker to write for a file that is gone, nor a second delivery")
+        XCTAssertEqual(plan(published, file: "f", fileExists: true, markerExists: false), .writeMarker(file: "f", marker: marker),
+                       "named by the line written once the data was in place: its marker may not have been")
         XCTAssertEqual(plan(state(.ready, marker: marker), file: "f", markerExists: false),
                        .writeMarker(file: "f", marker: marker), "ready: the marker may never have been written")
     }

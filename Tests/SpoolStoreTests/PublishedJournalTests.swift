@@ -51,16 +51,16 @@ final class PublishedJournalTests: StoreTestCase {
         XCTAssertEqual(states["r.1"].flatMap(other.publishedFile(of:)), "y.bin", "taken by a consumer, still published")
     }
 
-    func testTheLineWrittenBeforeTheFolderSyncHoldsOnlyWithinItsBoot() throws {
+    func testTheLineWrittenOnceTheDataIsInPlaceHoldsOnlyWithinItsBoot() throws {
         let name = try publishedBatch()
         let all = try lines(name)
         let current = try XCTUnwrap(BootID.current)
-        XCTAssertTrue(all[1].contains(current), "the line before the sync names this boot")
-        XCTAssertFalse(all[2].contains("boot"), "the line after it holds for good")
-        let beforeTheSync = Array((all[0] + "\n" + all[1] + "\n").utf8)
-        XCTAssertEqual(SpoolStore.decodeJournal(beforeTheSync, boot: current)?.map(\.phase), [.published, .published, .published],
+        XCTAssertTrue(all[1].contains(current), "the line written once the data is in place names this boot")
+        XCTAssertFalse(all[2].contains("boot"), "the line after the markers' sync holds for good")
+        let dataInPlace = Array((all[0] + "\n" + all[1] + "\n").utf8)
+        XCTAssertEqual(SpoolStore.decodeJournal(dataInPlace, boot: current)?.map(\.phase), [.published, .published, .published],
                        "a killed daemon, the same boot: every call it made stands")
-        XCTAssertEqual(SpoolStore.decodeJournal(beforeTheSync, boot: "another boot")?.map(\.phase), [.ready, .ready, .ready],
+        XCTAssertEqual(SpoolStore.decodeJournal(dataInPlace, boot: "another boot")?.map(\.phase), [.ready, .ready, .ready],
                        "after a power cut the renames before it may be lost")
         let whole = Array(try XCTUnwrap(read("staging", name)).utf8)
         XCTAssertEqual(SpoolStore.decodeJournal(whole, boot: "another boot")?.map(\.phase), [.published, .published, .published],
