@@ -251,8 +251,10 @@ public struct Publisher: Sendable {
     private func publishedNames(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int],
                                 dataInPlace: Bool = false) -> [String: String] {
         var names: [String: String] = [:]
-        for i in journaled where dataInPlace ? results[i].error == nil && results[i].finalName != nil : results[i].isPublished {
-            names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = results[i].finalName
+        for i in journaled {
+            let named = dataInPlace ? results[i].error == nil && results[i].finalName != nil : results[i].isPublished
+            guard named, let name = results[i].finalName else { continue }
+            names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = name
         }
         return names
     }
