@@ -116,12 +116,20 @@ public final class DaemonProcess: @unchecked Sendable {
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "SPOOLFETCH_SPOOL")
         daemon.process.environment = env.merging(environment) { _, new in new }
-        daemon.process.standardOutput = FileHandle(forWritingAtPath: dir + "/stdout")
-        daemon.process.standardError = FileHandle(forWritingAtPath: dir + "/stderr")
+        let stdout = FileHandle(forWritingAtPath: dir + "/stdout")
+        let stderr = FileHandle(forWritingAtPath: dir + "/stderr")
+        daemon.process.standardOutput = stdout
+        daemon.process.standardError = stderr
         daemon.process.standardInput = FileHandle.nullDevice
         let semaphore = daemon.exited
         daemon.process.terminationHandler = { _ in semaphore.signal() }
         try daemon.process.run()
+        // The child has its own copies. Foundation keeps the Process (and these handles) alive
+        // past the test, so without closing them each launch left two descriptors open in the
+        // test process: hundreds over the suite, until an in-process inotify watcher got one
+        // past FD_SETSIZE and libinotifytools' select() aborted the whole run.
+        try? stdout?.close()
+        try? stderr?.close()
         return daemon
     }
 

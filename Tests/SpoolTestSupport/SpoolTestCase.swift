@@ -15,6 +15,9 @@ open class SpoolTestCase: XCTestCase {
 
     open override func tearDownWithError() throws {
         try server.shutdown()
+        // XCTest keeps every test case object until the run ends: what they hold must go now.
+        server = nil
+        spool = nil
         try super.tearDownWithError()
     }
 
