@@ -95,4 +95,15 @@ final class PublishedJournalTests: StoreTestCase {
         XCTAssertEqual(states["r.0"]?.phase, .published)
         XCTAssertEqual(states["r.0"]?.finalName, "w.bin")
     }
+
+    func testABatchWithoutMarkersGetsNoLines() throws {
+        write("incoming", "held", "http://127.0.0.1/x\n")
+        guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
+        var j = try job("r.0", name: "g.bin", content: "g")
+        j.writesMarker = false      // markers: group: consumers wait for the group marker
+        let results = Publisher(store: store).publish([j])
+        XCTAssertTrue(results[0].isPublished)
+        let journal = try XCTUnwrap(results[0].journal)
+        XCTAssertEqual(try lines(journal.name).count, 1, "the batch only")
+    }
 }
