@@ -61,6 +61,22 @@ public final class JournalFile: @unchecked Sendable {
 struct PublishedNames: Codable {
     var published: [String: String]
     var boot: String?
+
+    /// Staging base → final name of each job in `journaled` published so far (`dataInPlace`:
+    /// whose data is in the final folder, its marker perhaps not yet). Only jobs that write a
+    /// marker: under `markers: group` a consumer waits for the group marker, and by then the
+    /// request has ended and its journals are gone, so the lines would protect nothing (and
+    /// they cost a group drain a few per cent in pairs).
+    static func of(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int],
+                   dataInPlace: Bool = false) -> [String: String] {
+        var names: [String: String] = [:]
+        for i in journaled where jobs[i].writesMarker {
+            let named = dataInPlace ? results[i].error == nil && results[i].finalName != nil : results[i].isPublished
+            guard named, let name = results[i].finalName else { continue }
+            names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = name
+        }
+        return names
+    }
 }
 
 extension SpoolStore {

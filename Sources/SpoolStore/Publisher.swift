@@ -168,7 +168,7 @@ public struct Publisher: Sendable {
         // 2a. The names the data now has, for as long as this boot lasts (6 makes them hold for
         //     good): a consumer may take a file the moment its marker is in place (4), and take
         //     it while the next daemon starts if this one is killed before 6.
-        journal?.appendPublished(publishedNames(jobs, results, inJournal, dataInPlace: true), durable: false)
+        journal?.appendPublished(PublishedNames.of(jobs, results, inJournal, dataInPlace: true), durable: false)
 
         // 3. Marker temp files, durable (with the data's new names where the folder needs its own sync).
         //    A marker written ahead whose data got another name (a racing writer took the name)
@@ -242,24 +242,8 @@ public struct Publisher: Sendable {
         // 6. The journal learns for good under which names the batch was published (see
         //    `JournalFile.appendPublished`): after a crash, a file a consumer has already taken
         //    away is still known as published, and not fetched and delivered again.
-        journal?.appendPublished(publishedNames(jobs, results, inJournal), durable: true)
+        journal?.appendPublished(PublishedNames.of(jobs, results, inJournal), durable: true)
         return results
-    }
-
-    /// Staging base → final name of each job in `journaled` published so far (`dataInPlace`:
-    /// whose data is in the final folder, its marker perhaps not yet). Only jobs that write a
-    /// marker: under `markers: group` a consumer waits for the group marker, and by then the
-    /// request has ended and its journals are gone, so the lines would protect nothing (and
-    /// they cost a group drain a few per cent in pairs).
-    private func publishedNames(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int],
-                                dataInPlace: Bool = false) -> [String: String] {
-        var names: [String: String] = [:]
-        for i in journaled where jobs[i].writesMarker {
-            let named = dataInPlace ? results[i].error == nil && results[i].finalName != nil : results[i].isPublished
-            guard named, let name = results[i].finalName else { continue }
-            names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = name
-        }
-        return names
     }
 
     /// Creates `.NAME.done.tmp` in the final folder with the job's marker under `finalName`;

@@ -11,43 +11,41 @@ import XCTest
 final class PartRecoveryTests: SpoolTestCase {
     enum SetUpFailed: Error { case notClaimed }
 
-    /// Leaves the spool as that dead worker would: `held` claimed in its folder, item 0's part
-    /// holding `part`, and a journal entry whose marker describes `journaled`.
-    private func deadWorkerWithAJournaledPart(part: [UInt8], journaled: [UInt8]) throws {
-        try spool.drop("held", server.url("/f") + "\nname: f.bin\n")
+    /// Leaves the spool as a dead worker would: `held` (the URLs `paths`, named after them)
+    /// claimed, item 0's part holding `part`, and its journal entry (phase ready) with a marker
+    /// describing `journaled`. `then` runs before the worker dies (its store, the marker, the
+    /// part's staging base).
+    private func deadWorker(paths: [String], part: [UInt8], journaled: [UInt8],
+                            then: (SpoolStore, ItemMarker, String) throws -> Void = { _, _, _ in }) throws {
+        try spool.drop("held", paths.map { server.url($0) + "\nname: \($0.dropFirst()).bin\n" }.joined())
         let store = SpoolStore(layout: try SpoolLayout(root: spool.root))
         guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
-        let staged = try store.openPart(SpoolStore.stagingBase("held", index: 0), fresh: true)
+        let base = SpoolStore.stagingBase("held", index: 0)
+        let staged = try store.openPart(base, fresh: true)
         XCTAssertEqual(part.withUnsafeBytes { write(staged.fd, $0.baseAddress!, $0.count) }, part.count)
-        let marker = ItemMarker(request: "held", group: "held", index: 0, url: server.url("/f"), finalURL: server.url("/f"),
+        let marker = ItemMarker(request: "held", group: "held", index: 0, url: server.url(paths[0]), finalURL: server.url(paths[0]),
                                 name: "f.bin", bytes: Int64(journaled.count), sha256: TestBody.sha256Hex(journaled),
                                 httpStatus: 200, etag: nil, lastModified: nil, contentType: nil,
                                 startedAt: "2026-11-26T05:00:00.000Z", finishedAt: "2026-11-26T05:00:01.000Z", attempts: 1)
         _ = try store.writeJournal([ItemState(request: "held", index: 0, url: marker.url, phase: .ready,
                                               inode: staged.inode, attempts: 1, marker: marker)])
+        try then(store, marker, base)
         store.releaseWorkerFolder()    // the worker died
     }
 
-    /// A worker killed after a batch's marker renames but before its journal said so: `held`
-    /// (items `/f` as `f.bin` and `/g` as `g.bin`) claimed, item 0's entry `ready` in the journal,
-    /// and its file (the part's inode) and marker in the final folder.
+    /// Killed between a batch's journal and its renames: the part is complete in `staging/`.
+    private func deadWorkerWithAJournaledPart(part: [UInt8], journaled: [UInt8]) throws {
+        try deadWorker(paths: ["/f"], part: part, journaled: journaled)
+    }
+
+    /// Killed after the batch's marker renames but before its journal said so: item 0's file
+    /// (the part's inode) and marker are in the final folder; item 1 (`/g` as `g.bin`) is open.
     private func deadWorkerWithAPublishedItem(_ body: [UInt8]) throws {
-        try spool.drop("held", server.url("/f") + "\nname: f.bin\n" + server.url("/g") + "\nname: g.bin\n")
-        let store = SpoolStore(layout: try SpoolLayout(root: spool.root))
-        guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
-        let base = SpoolStore.stagingBase("held", index: 0)
-        let staged = try store.openPart(base, fresh: true)
-        XCTAssertEqual(body.withUnsafeBytes { write(staged.fd, $0.baseAddress!, $0.count) }, body.count)
-        let marker = ItemMarker(request: "held", group: "held", index: 0, url: server.url("/f"), finalURL: server.url("/f"),
-                                name: "f.bin", bytes: Int64(body.count), sha256: TestBody.sha256Hex(body),
-                                httpStatus: 200, etag: nil, lastModified: nil, contentType: nil,
-                                startedAt: "2026-11-26T05:00:00.000Z", finishedAt: "2026-11-26T05:00:01.000Z", attempts: 1)
-        _ = try store.writeJournal([ItemState(request: "held", index: 0, url: marker.url, phase: .ready,
-                                              inode: staged.inode, attempts: 1, marker: marker)])
-        XCTAssertEqual(rename(spool.path("staging", base + ".part"), spool.path("final", "f.bin")), 0)
-        XCTAssertTrue(FileManager.default.createFile(atPath: spool.path("final", "f.bin.done"),
-                                                     contents: Data(SpoolJSON.encode(marker))))
-        store.releaseWorkerFolder()    // the worker died
+        try deadWorker(paths: ["/f", "/g"], part: body, journaled: body) { _, marker, base in
+            XCTAssertEqual(rename(self.spool.path("staging", base + ".part"), self.spool.path("final", "f.bin")), 0)
+            XCTAssertTrue(FileManager.default.createFile(atPath: self.spool.path("final", "f.bin.done"),
+                                                         contents: Data(SpoolJSON.encode(marker))))
+        }
     }
 
     /// The next worker finds the item's file and marker and ends it published. A consumer then
