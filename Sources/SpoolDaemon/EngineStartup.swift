@@ -13,7 +13,8 @@ extension Engine {
     /// 2. the transfer session and the signal handlers;
     /// 3. the worker registration: alone, every temp file is a crash's leftover; beside live
     ///    workers only old ones are, so only those are swept;
-    /// 4. group hooks an earlier run did not get to, then adoption of dead workers' requests;
+    /// 4. what group ends of an earlier run did not get to (their items' staging files, their
+    ///    hooks), then adoption of dead workers' requests;
     /// 5. `READY=1` to systemd. Requests already in `incoming/` arrive as the watcher's first listing.
     func startUp() throws(DaemonError) -> DirectoryWatcher {
         let inbox = self.inbox
@@ -48,6 +49,11 @@ extension Engine {
         self.registration = registration
         let swept = registration.alone ? store.sweepTemporaries() : store.sweepTemporaries(olderThan: 3600)
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
+        let leftovers = store.removeStagingOfEndedGroups()
+        if leftovers > 0 {
+            logger.notice("removed staging files of requests whose group had ended (a crash or power cut cut its end short)",
+                          metadata: ["count": "\(leftovers)"])
+        }
         for pending in store.pendingGroupHooks() {
             logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
             hooks.groupPending(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",

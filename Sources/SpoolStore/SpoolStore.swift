@@ -103,46 +103,6 @@ public struct SpoolStore: Sendable {
         return (layout.final.path(of: markerName), journal)
     }
 
-    /// The group hook has run (or there is none): forget the group.
-    public func groupHookDone(_ journal: HeldLock) {
-        layout.staging.remove(journal.name)
-    }
-
-    /// Groups that ended in an earlier run whose hook had not run yet (their request — the file
-    /// whose inode the journal's name carries — is no longer claimed by any worker): the
-    /// journal's name and the group marker. A journal another live worker holds is its own
-    /// business (its hook is running) and is left alone. Each journal is locked only while it is
-    /// looked at: the hook locks it again with `relockGroupJournal` when it starts.
-    public func pendingGroupHooks() -> [(journal: String, markerPath: String, marker: GroupMarker?)] {
-        var pending: [(journal: String, markerPath: String, marker: GroupMarker?)] = []
-        for name in layout.staging.list() where name.hasSuffix(".group") && !name.hasPrefix(".") {
-            guard let held = layout.staging.lockExisting(name), let bytes = try? layout.staging.read(name),
-                  let journal = SpoolJSON.decode(GroupJournal.self, bytes),
-                  !isClaimed(journal.request, inode: Self.journalInode(name)) else { continue }
-            guard layout.final.exists(journal.marker) else { layout.staging.remove(name); continue }
-            let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
-            pending.append((held.name, layout.final.path(of: journal.marker), marker))
-        }
-        return pending
-    }
-
-    /// Locks a group journal again for its hook; nil when it is gone or another worker holds it
-    /// (that worker runs, or has run, the hook). The name must still be the file locked: a
-    /// journal removed by its hook's end between the open and the lock is not taken.
-    public func relockGroupJournal(_ name: String) -> HeldLock? {
-        guard let held = layout.staging.lockExisting(name) else { return nil }
-        var byFD = stat()
-        guard fstat(held.fd, &byFD) == 0, let byName = layout.staging.status(of: name),
-              byName.st_ino == byFD.st_ino, byName.st_dev == byFD.st_dev else { return nil }
-        return held
-    }
-
-    /// INODE of a journal named `B.INODE.group`.
-    static func journalInode(_ journalName: String) -> UInt64? {
-        let parts = journalName.split(separator: ".")
-        return parts.count >= 3 ? UInt64(parts[parts.count - 2]) : nil
-    }
-
     private func chooseGroupMarkerName(_ group: String) throws(StoreError) -> String {
         for attempt in 0..<10_000 {
             let name = (attempt == 0 ? group : "\(group)-\(attempt)") + ".group.done"
@@ -354,12 +314,6 @@ public struct SpoolStore: Sendable {
         while (stem + "\(separator)\(n)").utf8.count > 255 { stem.removeLast() }
         return "\(stem)\(separator)\(n)"
     }
-}
-
-/// `staging/B.INODE.group`: which group marker a request's group end wrote.
-struct GroupJournal: Codable {
-    var request: String
-    var marker: String
 }
 
 /// Numbers journal files within one process.

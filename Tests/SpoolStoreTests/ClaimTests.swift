@@ -329,6 +329,47 @@ final class ClaimTests: XCTestCase {
         ended = nil   // died before the hook ran
         XCTAssertEqual(try worker().pendingGroupHooks().count, 1)
     }
+
+    /// A worker that died (or lost power) between a group end's move into done/ and the removal
+    /// of its items' staging files: the next start removes them, and only them.
+    func testTheNextStartRemovesTheStagingFilesOfAGroupThatEnded() throws {
+        var doomed: SpoolStore? = try worker()
+        for name in ["req", "req.5", "other"] { write("incoming", name, "http://x/\n") }
+        guard case .claimed(let claim) = try doomed!.claim("req"), case .claimed = try doomed!.claim("req.5"),
+              case .claimed = try doomed!.claim("other") else { return XCTFail() }
+        let leftovers = ["req.0.state", "req.1.part", "req.12.state"]
+        let others = ["req.5.0.state", "req.5.0.part", "other.0.state", "req.x.state", "req.3.json"]
+        for name in leftovers + others { write("staging", name, "{}") }
+        let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
+        var ended: (markerPath: String, journal: HeldLock)? = try doomed!.endGroup(claim, marker: marker, failure: nil)
+        XCTAssertEqual(doomed!.removeStagingOfEndedGroups(), 0, "its worker holds the journal: the end is under way")
+        ended = nil
+        doomed = nil     // died before removing the items' files and running the hook
+        let next = try worker()
+        XCTAssertEqual(next.removeStagingOfEndedGroups(), 3)
+        let staging = files("staging")
+        for name in leftovers { XCTAssertFalse(staging.contains(name), name) }
+        for name in others { XCTAssertTrue(staging.contains(name), "\(name): not an item of the ended request") }
+        XCTAssertEqual(next.pendingGroupHooks().count, 1, "the hook still runs: the journal stays")
+    }
+
+    /// Once a new request of the ended one's name is claimed, the item names are its own.
+    func testANewRequestOfTheSameNameKeepsTheStagingFiles() throws {
+        var doomed: SpoolStore? = try worker()
+        write("incoming", "nightly", "http://x/\n")
+        guard case .claimed(let claim) = try doomed!.claim("nightly") else { return XCTFail() }
+        let marker = GroupMarker(group: "g", request: "nightly", finishedAt: "t", items: [])
+        var ended: (markerPath: String, journal: HeldLock)? = try doomed!.endGroup(claim, marker: marker, failure: nil)
+        ended = nil
+        doomed = nil
+        let live = try worker()
+        write("incoming", "nightly", "http://y/\n")
+        guard case .claimed = try live.claim("nightly") else { return XCTFail() }
+        write("staging", "nightly.0.state", "{}")
+        XCTAssertEqual(try worker().removeStagingOfEndedGroups(), 0)
+        XCTAssertTrue(files("staging").contains("nightly.0.state"))
+        _ = live
+    }
 }
 
 /// `flock -x -o PATH -c 'echo locked; exec cat'` in a child process: holds the lock from its
