@@ -44,6 +44,17 @@ struct Recovery {
             record.lifecycle.restoreAttempts(attempts)
             return .schedule
         case .resume(let bytes, let etag, let lastModified):
+            // After a power cut, past the synced prefix: cut off.
+            if let part = facts.part, part.size > bytes {
+                do { try part.truncate(to: bytes) } catch {
+                    logger.warning("could not cut a kept partial back to its synced prefix; starting the item over: \(error)",
+                                   metadata: ["item": "\(record.id)"])
+                    record.part = nil
+                    store.removeStaging(record.base)
+                    record.lifecycle.restoreAttempts(attempts)
+                    return .schedule
+                }
+            }
             record.part = facts.part
             record.etag = etag
             record.lastModified = lastModified
@@ -115,7 +126,7 @@ struct Recovery {
                               publishedFile: publishedFile,
                               publishedMarkerExists: markerExists,
                               publishedFileExists: publishedFile.map { store.layout.final.exists($0) } ?? false,
-                              markersPerItem: record.writesItemMarker), part)
+                              markersPerItem: record.writesItemMarker, currentBoot: BootID.current), part)
     }
 
     /// The state if it is this item's (same request, same index), else nil.

@@ -32,6 +32,9 @@ struct RecoveryFacts: Equatable {
     /// file found under its final name (by the journal's `finalName` or the part's inode) is
     /// itself the proof of publication: its data was durable before it was renamed there.
     var markersPerItem = true
+    /// The boot this one is (`BootID.current`): a running state written in another boot holds
+    /// only its synced prefix (`ItemState.syncedBytes`).
+    var currentBoot: String? = nil
 }
 
 /// How to pick an adopted item up again (the "after a crash" column of the state table).
@@ -65,7 +68,8 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | data file found, no marker | writeMarker |
 /// | ready / published | no data file, the record's own part (same inode), as large as the marker says, with its SHA-256 | publishPart |
 /// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
-/// | running | validator (a strong ETag or Last-Modified) and a non-empty part | resume |
+/// | running, written in this boot | validator (a strong ETag or Last-Modified) and a non-empty part | resume from the part's end |
+/// | running, written in another boot (a power cut or reboot since) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
 /// | running | otherwise | startOver |
 ///
 /// Attempts carry over in every plan but `startOver` of an item without a state.
@@ -93,11 +97,12 @@ enum RecoveryPlanner {
             }
             return .startOver
         case .running:
-            if ResumeValidator.ifRange(etag: state.etag, lastModified: state.lastModified) != nil,
-               let size = facts.partSize, size > 0 {
-                return .resume(bytes: size, etag: state.etag, lastModified: state.lastModified)
-            }
-            return .startOver
+            guard ResumeValidator.ifRange(etag: state.etag, lastModified: state.lastModified) != nil,
+                  let size = facts.partSize, size > 0 else { return .startOver }
+            let sameBoot = state.bootID != nil && state.bootID == facts.currentBoot
+            let trusted = sameBoot ? size : min(size, state.syncedBytes ?? 0)
+            guard trusted > 0 else { return .startOver }
+            return .resume(bytes: trusted, etag: state.etag, lastModified: state.lastModified)
         }
     }
 }

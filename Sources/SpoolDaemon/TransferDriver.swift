@@ -65,6 +65,10 @@ final class TransferDriver {
                 }
             }
             resumeFrom = record.bytesOnDisk
+            // The prefix a resume builds on must outlive a power cut: the state written when the
+            // response begins says it is synced (`ItemState.syncedBytes`). Only resumes pay this,
+            // and a part kept by `saveResumeState` is synced already.
+            if fdatasync(part.fd) != 0 { throw StoreError("fdatasync", store.partPath(record.base)) }
         } else if record.bytesOnDisk > 0 || part.size > 0 {
             try part.truncate(to: 0)
             record.bytesOnDisk = 0
@@ -150,22 +154,33 @@ final class TransferDriver {
             // A large body gets its staging name now, resumable or not: a crash must not lose it
             // unseen, and `ls staging/` shows it.
             guard nameForResume(record, part), record.validator != nil else { continue }
+            // A resume's prefix (up to where the range began) was synced when it started.
+            let synced = started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0
             writeState(record, ItemState(
                 request: record.request.name, index: record.index, url: record.loaded?.url.string ?? "",
                 phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
-                bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
+                bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
+                syncedBytes: synced, bootID: BootID.current))
         }
         return began
     }
 
-    /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed).
+    /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),
+    /// after syncing the part: a transfer stopped (a failure to retry, an outage, a pause, a
+    /// stop) may wait for hours, and a power cut meanwhile must not cost its bytes.
     func saveResumeState(_ record: ItemRecord) {
         guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part,
               nameForResume(record, part) else { return }
+        var synced: Int64? = nil
+        do { synced = min(try part.syncedLength(), record.bytesOnDisk) } catch {
+            // Not fatal: a restart in this boot still resumes; after a power cut it starts over.
+            logger.warning("could not sync the partial: \(error)", metadata: ["item": "\(record.id)"])
+        }
         writeState(record, ItemState(
             request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
             phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
-            bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format)))
+            bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
+            syncedBytes: synced, bootID: BootID.current))
     }
 
     /// Gives an unnamed part its staging name, so that a restart finds it; false (logged) when

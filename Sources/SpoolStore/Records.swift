@@ -155,14 +155,22 @@ public struct ItemState: Codable, Sendable, Hashable {
     public var marker: ItemMarker?
     public var finalName: String?
     public var failure: ItemFailure?
+    /// Phase running: how many of the part's first bytes were made durable (`fdatasync`) before
+    /// this state was written, and the boot it was written in (`BootID`). Within that boot a
+    /// restart may resume from the whole part: a killed process loses no write it made. After a
+    /// power cut only the synced prefix holds — past it the file may have its new size but
+    /// blocks that never reached the disk (zeros), which a resume would publish as data.
+    public var syncedBytes: Int64?
+    public var bootID: String?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,
                 etag: String? = nil, lastModified: String? = nil, bytes: Int64 = 0, attempts: Int = 0,
                 startedAt: String? = nil, marker: ItemMarker? = nil, finalName: String? = nil,
-                failure: ItemFailure? = nil) {
+                failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil) {
         self.request = request; self.index = index; self.url = url; self.phase = phase; self.inode = inode
         self.etag = etag; self.lastModified = lastModified; self.bytes = bytes; self.attempts = attempts
         self.startedAt = startedAt; self.marker = marker; self.finalName = finalName; self.failure = failure
+        self.syncedBytes = syncedBytes; self.bootID = bootID
     }
 }
 

@@ -128,6 +128,16 @@ public final class StagingFile: @unchecked Sendable {
         if let failed { throw StoreError("pwrite", base + ".part", errno: failed) }
     }
 
+    /// Makes the part durable (its unwritten bytes first, then `fdatasync`) and returns its
+    /// length: the prefix a resume may trust after a power cut (`ItemState.syncedBytes`).
+    public func syncedLength() throws(StoreError) -> Int64 {
+        try writeUnwritten()
+        if fdatasync(fd) != 0 { throw StoreError("fdatasync", base + ".part") }
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw StoreError("fstat", base + ".part") }
+        return Int64(st.st_size)
+    }
+
     /// Cuts the part back to `length` bytes (a resume that must start over, a bad tail).
     public func truncate(to length: Int64) throws(StoreError) {
         if ftruncate(fd, off_t(length)) != 0 { throw StoreError("ftruncate", base + ".part") }

@@ -97,4 +97,45 @@ final class PartRecoveryTests: SpoolTestCase {
         XCTAssertEqual(marker["sha256"] as? String, TestBody.sha256Hex(current), "the marker describes the file")
         XCTAssertEqual(spool.files(in: "final").sorted(), ["f.bin", "f.bin.done", "held.group.done"], "published once")
     }
+
+    /// Leaves a dead worker's resumable part of `/f`: `part` in `staging/`, its state (phase
+    /// running, ETag "v1") written in boot `boot` with `synced` bytes synced.
+    private func deadWorkerWithAKeptPart(_ part: [UInt8], synced: Int64, boot: String?) throws {
+        try spool.drop("held", server.url("/f") + "\nname: f.bin\n")
+        let store = SpoolStore(layout: try SpoolLayout(root: spool.root))
+        guard case .claimed = try store.claim("held") else { throw SetUpFailed.notClaimed }
+        let base = SpoolStore.stagingBase("held", index: 0)
+        let staged = try store.openPart(base, fresh: true)
+        XCTAssertEqual(part.withUnsafeBytes { write(staged.fd, $0.baseAddress!, $0.count) }, part.count)
+        try store.writeState(base, ItemState(request: "held", index: 0, url: server.url("/f"), phase: .running,
+                                             inode: staged.inode, etag: "\"v1\"", attempts: 1,
+                                             startedAt: "2026-11-26T05:00:00.000Z", syncedBytes: synced, bootID: boot))
+        store.releaseWorkerFolder()    // the worker died
+    }
+
+    /// A power cut can leave a part at the length it had with its last blocks never written
+    /// (zeros): resumed from its end, those zeros were published as the file's bytes, under a
+    /// marker whose SHA-256 matched them. After another boot only the synced prefix is kept.
+    func testAPartFromAnotherBootIsResumedFromItsSyncedPrefixOnly() throws {
+        let body = TestBody.random(count: 600_000, seed: 55)
+        server.serve("/f", body: body, etag: "\"v1\"")
+        try deadWorkerWithAKeptPart(Array(body[0..<200_000]) + [UInt8](repeating: 0, count: 100_000),
+                                    synced: 200_000, boot: "an-earlier-boot")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "f.bin")), TestBody.sha256Hex(body))
+        let requests = server.requests(for: "/f")
+        XCTAssertEqual(requests.map { $0.header("Range") }, ["bytes=200000-"], "resumed from the synced prefix")
+    }
+
+    /// Within the boot that wrote it, a kept part is whole (a kill loses no write): resumed from its end.
+    func testAPartFromThisBootIsResumedFromItsEnd() throws {
+        let body = TestBody.random(count: 600_000, seed: 56)
+        server.serve("/f", body: body, etag: "\"v1\"")
+        try deadWorkerWithAKeptPart(Array(body[0..<300_000]), synced: 0, boot: try XCTUnwrap(BootID.current))
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "f.bin")), TestBody.sha256Hex(body))
+        XCTAssertEqual(server.requests(for: "/f").map { $0.header("Range") }, ["bytes=300000-"])
+    }
 }

@@ -10,10 +10,13 @@ final class RecoveryPlannerTests: XCTestCase {
                             bytes: 100, sha256: "ab", httpStatus: 200, etag: "\"e\"", lastModified: nil,
                             contentType: nil, startedAt: "t", finishedAt: "t", attempts: 2)
 
+    /// Written in boot "b1" (this one, see `plan`) unless told otherwise.
     private func state(_ phase: ItemState.Phase, marker: ItemMarker? = nil, etag: String? = nil,
-                       lastModified: String? = nil, failure: ItemFailure? = nil) -> ItemState {
+                       lastModified: String? = nil, failure: ItemFailure? = nil,
+                       synced: Int64? = nil, boot: String? = "b1") -> ItemState {
         ItemState(request: "r", index: 0, url: "http://h/f", phase: phase, inode: 42, etag: etag,
-                  lastModified: lastModified, attempts: 2, marker: marker, failure: failure)
+                  lastModified: lastModified, attempts: 2, marker: marker, failure: failure,
+                  syncedBytes: synced, bootID: boot)
     }
 
     /// `partInode` 42 is the part the state (`inode: 42`) describes.
@@ -24,7 +27,7 @@ final class RecoveryPlannerTests: XCTestCase {
         RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, partInode: part == nil ? nil : partInode,
                                            partSHA256: part == nil ? nil : partSHA256, publishedFile: file,
                                            publishedMarkerExists: markerExists, publishedFileExists: fileExists,
-                                           markersPerItem: !groupMarker))
+                                           markersPerItem: !groupMarker, currentBoot: "b1"))
     }
 
     func testNoStateStartsOver() {
@@ -85,6 +88,21 @@ final class RecoveryPlannerTests: XCTestCase {
         XCTAssertEqual(plan(state(.running, lastModified: "Mon"), part: 1), .resume(bytes: 1, etag: nil, lastModified: "Mon"))
         XCTAssertEqual(plan(state(.running, etag: "W/\"e\"", lastModified: "Mon"), part: 1),
                        .resume(bytes: 1, etag: "W/\"e\"", lastModified: "Mon"), "resumed with the date")
+    }
+
+    /// After a power cut the part may be as long as it was, with blocks that never reached the
+    /// disk: only the prefix synced before the state was written is resumed from.
+    func testRunningFromAnotherBootResumesFromTheSyncedPrefixOnly() {
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"", synced: 1024, boot: "b0"), part: 4096),
+                       .resume(bytes: 1024, etag: "\"e\"", lastModified: nil))
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"", synced: 8192, boot: "b0"), part: 4096),
+                       .resume(bytes: 4096, etag: "\"e\"", lastModified: nil), "a part shorter than synced: a later truncation")
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"", synced: 0, boot: "b0"), part: 4096), .startOver)
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"", boot: "b0"), part: 4096), .startOver, "nothing synced")
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"", synced: 1024, boot: nil), part: 4096),
+                       .resume(bytes: 1024, etag: "\"e\"", lastModified: nil), "no boot recorded: another boot's")
+        XCTAssertEqual(plan(state(.running, etag: "\"e\"", synced: 1024), part: 4096),
+                       .resume(bytes: 4096, etag: "\"e\"", lastModified: nil), "this boot: a kill loses no write")
     }
 
     func testRunningWithOnlyAWeakETagStartsOver() {
