@@ -112,7 +112,8 @@ final class SchedulingTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [], "no group journal is left once the hooks ran")
     }
 
-    /// The state a crash leaves between writing the group marker and running the group hook.
+    /// The state a crash leaves between writing the group marker and running the group hook —
+    /// here right after the request's move, before its items' staging files were removed.
     private func leaveAGroupEndedBeforeItsHook() throws {
         try FileManager.default.createDirectory(atPath: spool.path("staging"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: spool.path("done"), withIntermediateDirectories: true)
@@ -122,13 +123,16 @@ final class SchedulingTests: SpoolTestCase {
         _ = FileManager.default.createFile(atPath: spool.path("done", "crashed"), contents: Data())
         _ = FileManager.default.createFile(atPath: spool.path("staging", "crashed.group"),
                                        contents: Data(#"{"request":"crashed","marker":"crashed.group.done"}"#.utf8))
+        for leftover in ["crashed.0.state", "crashed.7.part"] {
+            _ = FileManager.default.createFile(atPath: spool.path("staging", leftover), contents: Data("{}".utf8))
+        }
     }
 
     func testGroupJournalThatACrashLeftGoesAtTheNextStartWithoutAGroupHook() throws {
         try leaveAGroupEndedBeforeItsHook()
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
         XCTAssertEqual(status, 0, stderr)
-        XCTAssertEqual(spool.leftovers(in: "staging"), [], "no hook to run: the journal is not kept")
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "no hook to run: the journal is not kept, nor the items' files")
         XCTAssertTrue(spool.files(in: "final").contains("crashed.group.done"))
     }
 
