@@ -37,6 +37,8 @@ extension ConfigurationKey {
                 "A body more than this many times its expected-bytes fails, unless max-bytes is set"),
         .bytes("min-free", \.minFree, reload: true, example: "1G",
                "Free space kept on the staging (and final) filesystem; items wait rather than fill it"),
+        .bytes("sync-every", \.syncEvery, reload: true, example: "1G",
+               "A large body is made durable every this many bytes while it arrives, so a power cut costs its resume at most that much; 0 = only when a transfer stops"),
         .int("max-items", \.maxItems, atLeast: 1, reload: true, example: "5000",
              "Most items one request file may hold"),
         .bytes("max-request-bytes", \.maxRequestBytes, positive: true, reload: true, example: "1M",

@@ -39,6 +39,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var expectSlack: Double = 2
     /// Bytes of free space kept on the staging (and final) filesystem.
     public var minFree: Int64 = 64 * 1024 * 1024
+    /// A large body is synced every this many bytes while it arrives (0: only when it stops), so
+    /// that after a power cut its resume starts from there (see `ItemState.syncedBytes`).
+    public var syncEvery: Int64 = 256 * 1024 * 1024
     /// Items per request file.
     public var maxItems: Int = 1_000_000
     /// Bytes per request file.

@@ -117,6 +117,7 @@ public final class Engine {
                 ended = []
             }
             for record in driver.bodiesBegan() { hostAnswered(record) }
+            driver.checkpointsReached()
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
                 if !end.outage && end.failure != .cancelled { hostAnswered(record) }

@@ -83,7 +83,8 @@ final class TransferDriver {
             // loses an unnamed part either way; see `ReceivedBody`) — under `markers: group`
             // only: with a marker per file the publisher's thread has the most to do, and three
             // busy threads on two cores made those drains slower, not faster.
-            writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker)
+            writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
+            syncEvery: configuration.syncEvery)
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -155,14 +156,29 @@ final class TransferDriver {
             // unseen, and `ls staging/` shows it.
             guard nameForResume(record, part), record.validator != nil else { continue }
             // A resume's prefix (up to where the range began) was synced when it started.
-            let synced = started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0
-            writeState(record, ItemState(
-                request: record.request.name, index: record.index, url: record.loaded?.url.string ?? "",
-                phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
-                bytes: 0, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                syncedBytes: synced, bootID: BootID.current))
+            writeState(record, runningState(record, part, bytes: 0,
+                                            synced: started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0))
         }
         return began
+    }
+
+    /// Large bodies that reached a checkpoint (`--sync-every`): their `B.state` says how much of
+    /// the part a resume may build on after a power cut. Only a body whose state was written
+    /// when it began (named, with a validator) gets one.
+    func checkpointsReached() {
+        for (key, durable) in session.takeCheckpoints() {
+            guard let record = running[key], record.hasStateFile, record.validator != nil, let part = record.part,
+                  part.isNamed else { continue }
+            writeState(record, runningState(record, part, bytes: durable, synced: durable))
+        }
+    }
+
+    /// A `B.state` in phase running: the part's validators and how much of it is synced, in this boot.
+    private func runningState(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64?) -> ItemState {
+        ItemState(request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
+                  phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
+                  bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
+                  syncedBytes: synced, bootID: BootID.current)
     }
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),
@@ -176,11 +192,7 @@ final class TransferDriver {
             // Not fatal: a restart in this boot still resumes; after a power cut it starts over.
             logger.warning("could not sync the partial: \(error)", metadata: ["item": "\(record.id)"])
         }
-        writeState(record, ItemState(
-            request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
-            phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
-            bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-            syncedBytes: synced, bootID: BootID.current))
+        writeState(record, runningState(record, part, bytes: record.bytesOnDisk, synced: synced))
     }
 
     /// Gives an unnamed part its staging name, so that a restart finds it; false (logged) when

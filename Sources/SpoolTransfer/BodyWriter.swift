@@ -29,10 +29,16 @@ import Synchronization
 /// exactly the bytes on disk. After a failed `pwrite` nothing more is written; `append` reports
 /// the errno (the engine aborts the transfer) and `finish` says how many bytes made it.
 ///
+/// Checkpoints: every `syncEvery` bytes the file is made durable (`fdatasync`) on a thread of
+/// the system's while this one goes on writing, and `durableBytes` says how far the last one
+/// reached — what the daemon records in `B.state`, so that after a power cut a resume builds on
+/// bytes that are on the disk (a part not synced can come back at its length with blocks that
+/// never reached it). `finish` waits for a checkpoint under way: the descriptor must outlive it.
+///
 /// Locking: everything the two sides share (`queue`, `offered`, `written`, `handedOver`,
-/// `stopping`, `ended`, `writeErrno`, `hinted`) is guarded by `condition`: taken twice per chunk
-/// (uncontended while the thread writes, which it does outside the lock) and once per full
-/// block; the engine copies outside it. `sha` is touched only by the thread while it runs and by
+/// `stopping`, `ended`, `writeErrno`, `hinted`, `checkpointing`) is guarded by `condition`: taken
+/// twice per chunk (uncontended while the thread writes, which it does outside the lock) and once
+/// per full block; the engine copies outside it (and reads `durableBytes`, an atomic, without it). `sha` is touched only by the thread while it runs and by
 /// `finish` after the thread has said, under the lock, that it ended.
 final class BodyWriter: @unchecked Sendable {
     /// Bytes per block: what the thread writes and hashes in one step.
@@ -59,18 +65,32 @@ final class BodyWriter: @unchecked Sendable {
     private var stopping = false
     private var ended = false
     private var writeErrno: Int32 = 0
+    /// See "Checkpoints"; 0: none. `checkpointedAt`: where the last one began (this thread only).
+    private let syncEvery: Int64
+    private var checkpointedAt: Int64
+    private var checkpointing = false
+    private let durable: Atomic<Int64>
 
     /// Starts writing into `fd` from `offset` (the bytes before it are on disk and hashed into
-    /// `sha`); `writebackFrom` is where the range not yet handed to writeback starts.
-    init(fd: Int32, sha: SHA256, from offset: Int64, writebackFrom: Int64) {
+    /// `sha`); `writebackFrom` is where the range not yet handed to writeback starts. `durableFrom`:
+    /// how many bytes are known durable already (a resume's synced prefix); `syncEvery`: the
+    /// checkpoint interval (0: none).
+    init(fd: Int32, sha: SHA256, from offset: Int64, writebackFrom: Int64, durableFrom: Int64 = 0, syncEvery: Int64 = 0) {
         self.fd = fd
         self.sha = sha
         written = offset
         hinted = writebackFrom
+        self.syncEvery = syncEvery
+        checkpointedAt = durableFrom
+        durable = Atomic(durableFrom)
         let thread = Thread { [self] in run() }
         thread.name = "spoolfetch-write"
         thread.start()
     }
+
+    /// Bytes from the start of the file that the last checkpoint made durable. Read by the engine
+    /// on every turn, hence an atomic rather than the lock.
+    var durableBytes: Int64 { durable.load(ordering: .acquiring) }
 
     /// Bytes the thread has taken so far (queued, written or being written), from its start.
     var bytesHandedOver: Int64 {
@@ -139,7 +159,7 @@ final class BodyWriter: @unchecked Sendable {
         condition.lock()
         stopping = true
         condition.broadcast()
-        while !ended { condition.wait() }
+        while !ended || checkpointing { condition.wait() }
         let result = (sha, written, writeErrno, hinted)
         condition.unlock()
         return result
@@ -175,11 +195,30 @@ final class BodyWriter: @unchecked Sendable {
                 _ = spoolfetch_start_writeback(fd, hinted, written - hinted)
                 hinted = written
             }
+            if syncEvery > 0, !checkpointing, written - checkpointedAt >= syncEvery {
+                checkpointing = true
+                checkpointedAt = written
+                checkpoint(upTo: written)
+            }
             condition.broadcast()
         }
         ended = true
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// `fdatasync` off this thread, which goes on writing (the disk is the slow part, and this
+    /// thread would only wait): bytes written before the call are durable when it returns.
+    /// A failure only means no checkpoint: the sync before publishing reports real errors.
+    private func checkpoint(upTo length: Int64) {
+        DispatchQueue.global(qos: .utility).async { [self] in
+            let synced = fdatasync(fd) == 0
+            condition.lock()
+            if synced { durable.store(length, ordering: .releasing) }
+            checkpointing = false
+            condition.broadcast()
+            condition.unlock()
+        }
     }
 
     private func writeAndHash(_ block: Block) -> Int32 {

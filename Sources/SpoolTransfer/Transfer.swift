@@ -33,6 +33,17 @@ final class Transfer {
     var responseStarted = false
     /// Set when the final response's body has just begun; the session reports it once.
     var bodyJustBegan = false
+    /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints").
+    var checkpointReported: Int64 = 0
+
+    /// Bytes made durable by a checkpoint since the session last asked; nil when none.
+    func newCheckpoint() -> Int64? {
+        guard let background else { return nil }
+        let durable = background.durableBytes
+        guard durable > checkpointReported, durable > request.resumeFrom || restartedFromZero else { return nil }
+        checkpointReported = durable
+        return durable
+    }
     /// Whether the first body byte of the final response has been seen (decisions are made there).
     private var bodyStarted = false
     /// Where the range not yet handed to writeback starts (see `BodyWriter.writebackChunk`).
@@ -165,7 +176,8 @@ final class Transfer {
         bytesOnDisk += Int64(bytes.count)
         if bytesReceived >= Self.backgroundThreshold {
             // Everything up to here is written and hashed; from now on the writer thread does both.
-            background = BodyWriter(fd: request.destination, sha: hasher, from: bytesOnDisk, writebackFrom: writebackStart)
+            background = BodyWriter(fd: request.destination, sha: hasher, from: bytesOnDisk, writebackFrom: writebackStart,
+                                    durableFrom: restartedFromZero ? 0 : request.resumeFrom, syncEvery: request.syncEvery)
         }
         return true
     }

@@ -129,6 +129,17 @@ public final class TransferSession {
         return started
     }
 
+    /// Running transfers whose body reached a new checkpoint since the last call: how many bytes
+    /// from the file's start are durable (see `TransferRequest.syncEvery`). One atomic load per
+    /// large body running.
+    public func takeCheckpoints() -> [(key: Int, durableBytes: Int64)] {
+        var reached: [(key: Int, durableBytes: Int64)] = []
+        for (key, t) in running {
+            if let durable = t.newCheckpoint() { reached.append((key, durable)) }
+        }
+        return reached
+    }
+
     /// Drives every transfer as far as it can go without blocking; returns those that ended.
     /// Throws when libcurl's multi interface fails (out of memory, internal error): the session
     /// is then unusable and the engine should stop.

@@ -23,11 +23,16 @@ public struct TransferRequest: Sendable {
     /// A small body may be handed back unwritten, in `TransferOutcome.unwritten`, for the caller
     /// to write on another thread (see `ReceivedBody`).
     public var writeBehind: Bool
+    /// A large body is made durable every this many bytes while it arrives (0: never), and
+    /// `TransferSession.takeCheckpoints` reports how far (see `BodyWriter`, "Checkpoints"). The
+    /// first `resumeFrom` bytes count as durable: the caller syncs them before it starts.
+    public var syncEvery: Int64
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
                 prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
-                writeBehind: Bool = false) {
+                writeBehind: Bool = false, syncEvery: Int64 = 0) {
         self.writeBehind = writeBehind
+        self.syncEvery = syncEvery
         self.url = url
         self.headers = headers
         self.destination = destination

@@ -50,6 +50,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("max-bytes"), help: .setting("max-bytes")) var maxBytes: String?
     @Option(name: .customLong("expect-slack"), help: .setting("expect-slack")) var expectSlack: String?
     @Option(name: .customLong("min-free"), help: .setting("min-free")) var minFree: String?
+    @Option(name: .customLong("sync-every"), help: .setting("sync-every")) var syncEvery: String?
     @Option(name: .customLong("max-items"), help: .setting("max-items")) var maxItems: String?
     @Option(name: .customLong("max-request-bytes"), help: .setting("max-request-bytes")) var maxRequestBytes: String?
     @Option(name: .customLong("adopt-interval"), help: .setting("adopt-interval")) var adoptInterval: String?

@@ -162,4 +162,29 @@ final class BodyWriterTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(writebackFrom, 8 << 20)
         XCTAssertLessThan(writebackFrom, (8 << 20) + Int64(BodyWriter.blockSize))
     }
+
+    /// Every `syncEvery` bytes the file is synced off the thread, and `durableBytes` says how far;
+    /// `finish` waits for a sync under way (the caller closes the descriptor after it). Before
+    /// the first one, the prefix the caller synced counts; with no interval, nothing more does.
+    func testCheckpointsSayHowMuchIsDurableAndFinishWaitsForThem() throws {
+        let body = TestBody.random(count: (3 << 20) + 777, seed: 45)
+        let fd = try SessionDriver.scratchFile()
+        defer { close(fd) }
+        let writer = BodyWriter(fd: fd, sha: SHA256(), from: 0, writebackFrom: 0, durableFrom: 0, syncEvery: 1 << 20)
+        XCTAssertEqual(writer.durableBytes, 0)
+        XCTAssertEqual(append(body, from: 0, to: writer), 0)
+        let (_, written, error, _) = writer.finish()
+        XCTAssertEqual(error, 0)
+        XCTAssertEqual(written, Int64(body.count))
+        XCTAssertGreaterThanOrEqual(writer.durableBytes, 1 << 20, "at least the first checkpoint, which finish waited for")
+        XCTAssertLessThanOrEqual(writer.durableBytes, written)
+
+        let prefix = 500_000
+        let resumed = BodyWriter(fd: fd, sha: SHA256(), from: Int64(prefix), writebackFrom: Int64(prefix),
+                                 durableFrom: Int64(prefix), syncEvery: 0)
+        XCTAssertEqual(resumed.durableBytes, Int64(prefix), "the synced prefix of a resume")
+        XCTAssertEqual(append(Array(body[0..<(2 << 20)]), from: prefix, to: resumed), 0)
+        _ = resumed.finish()
+        XCTAssertEqual(resumed.durableBytes, Int64(prefix), "no interval: no checkpoint")
+    }
 }
