@@ -141,9 +141,36 @@ extension SpoolStore {
         }
         var claims: [AdoptedClaim] = []
         for entry in dead.entries() where !entry.name.hasPrefix(".") && entry.isRegular {
+            if let st = dead.status(of: entry.name), filedCopy(of: entry.name, inode: UInt64(st.st_ino)) != nil {
+                // Its group ended and it was moved out — the old name survived the crash.
+                dead.remove(entry.name)
+                try? dead.sync()
+                continue
+            }
             claims.append(AdoptedClaim(name: entry.name, folder: dead))
         }
         return claims
+    }
+
+    /// Where a claimed request was filed when its group ended or it was rejected: `done/`,
+    /// `failed/` or `rejected/` holding the same file (`inode`) under its name or a `-N` of it.
+    ///
+    /// Why: a move out of a worker's folder is one `rename`, made durable by a sync of the
+    /// target folder. On ext4 and XFS the rename's two halves are one journal transaction; on
+    /// btrfs the sync logs the new name and a power cut can keep the old one too
+    /// (`scripts/power-cut-chaos --fs btrfs`: both names, one inode). Adopted as it is, the request
+    /// was worked on again, filed a second time as `R-1`, its hook could run twice.
+    func filedCopy(of name: String, inode: UInt64) -> String? {
+        for folder in [layout.done, layout.failed, layout.rejected] {
+            // The names `file` passed over: taken by the file or by its `.error`.
+            for attempt in 0..<1000 {
+                let candidate = attempt == 0 ? name : Self.suffixed(name, attempt, separator: "-")
+                let st = folder.status(of: candidate)
+                if let st, UInt64(st.st_ino) == inode { return folder.path(of: candidate) }
+                if st == nil && !folder.exists(candidate + ".error") { break }
+            }
+        }
+        return nil
     }
 
     /// Reads an adopted request file as a claim; nil when it is no longer a readable regular file.

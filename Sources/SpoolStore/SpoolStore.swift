@@ -55,8 +55,11 @@ public struct SpoolStore: Sendable {
                 throw error
             }
             // The target's sync makes the move durable: one rename is one journal transaction
-            // for both folders (ext4, xfs, btrfs) or one synchronous call (NFS).
+            // for both folders (ext4, xfs) or one synchronous call (NFS). btrfs logs only the
+            // synced folder's side: the source's sync removes the old name for good (a crash
+            // between the two leaves both, which adoption recognises: `filedCopy`).
             try target.sync()
+            try source.sync()
             return candidate
         }
         throw StoreError("rename", target.path(of: name), errno: EEXIST)

@@ -148,6 +148,25 @@ final class SchedulingTests: SpoolTestCase {
                        "crashed|\(spool.path("final", "crashed.group.done"))\n", "run once, and only once, across two starts")
     }
 
+    /// btrfs after a power cut: the group ended and the request was filed in done/, but its old
+    /// name in the dead worker's folder survived too (one inode, two names). The start drops
+    /// the old name before it looks for pending hooks, so the hook runs now, once, and the
+    /// request is not worked on and filed again (as `crashed-1`).
+    func testARequestFiledInDoneAndStillInADeadWorkersFolderIsNotWorkedAgain() throws {
+        try leaveAGroupEndedBeforeItsHook()
+        let dead = spool.path("active", "deadhost-1-x")
+        try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: dead + "/.lock", contents: Data())
+        XCTAssertEqual(link(spool.path("done", "crashed"), dead + "/crashed"), 0)
+        let log = spool.path("tmp", "hooks.log")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--on-group", "echo \"$SPOOLFETCH_GROUP\" >> '\(log)'"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try String(contentsOfFile: log, encoding: .utf8), "crashed\n", "the pending hook ran, once")
+        XCTAssertEqual(spool.files(in: "done"), ["crashed"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dead + "/crashed"))
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
+    }
+
     func testBodyFarLargerThanExpectedBytesFailsUnlessMaxBytesAllowsIt() throws {
         server.serve("/big", body: TestBody.random(count: 50_000, seed: 3))
         try spool.drop("bounded", "url: \(server.url("/big"))\nexpected-bytes: 10000\n")

@@ -330,6 +330,29 @@ final class ClaimTests: XCTestCase {
         XCTAssertEqual(try worker().pendingGroupHooks().count, 1)
     }
 
+    /// On btrfs a power cut after a group end's move can keep the claim's old name beside the new
+    /// one (one inode, two names): the adopter drops the old name instead of working the request
+    /// again. A file of the same name but another inode in done/ (an earlier request) is no sign.
+    func testAClaimAlreadyFiledInDoneIsDroppedNotAdopted() throws {
+        var doomed: SpoolStore? = try worker()
+        let folder = try doomed!.workerFolder().name
+        for name in ["ended", "nightly", "rejected-one"] { write("incoming", name, "http://x/\n") }
+        for name in ["ended", "nightly", "rejected-one"] {
+            guard case .claimed = try doomed!.claim(name) else { return XCTFail(name) }
+        }
+        write("done", "nightly", "yesterday's")                       // another file of that name
+        write("done", "ended", "an older one")                        // the ended one was filed as ended-1
+        XCTAssertEqual(link("\(root!)/active/\(folder)/ended", "\(root!)/done/ended-1"), 0)
+        XCTAssertEqual(link("\(root!)/active/\(folder)/rejected-one", "\(root!)/rejected/rejected-one"), 0)
+        doomed!.releaseWorkerFolder()
+        doomed = nil
+        let adopter = try worker()
+        XCTAssertEqual(adopter.adoptOrphans().map(\.name), ["nightly"])
+        XCTAssertEqual(claimed(), ["\(folder)/nightly"], "the filed ones' old names are gone")
+        XCTAssertEqual(files("done"), ["ended", "ended-1", "nightly"])
+        XCTAssertEqual(files("rejected"), ["rejected-one"])
+    }
+
     /// A worker that died (or lost power) between a group end's move into done/ and the removal
     /// of its items' staging files: the next start removes them, and only them.
     func testTheNextStartRemovesTheStagingFilesOfAGroupThatEnded() throws {
