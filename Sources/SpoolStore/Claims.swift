@@ -118,7 +118,8 @@ extension SpoolStore {
             let moved = (try? worker.names.withLock { folders throws(StoreError) -> [String] in
                 loose.compactMap { adoptLoose($0, into: worker, folders: folders) }
             }) ?? []
-            if !moved.isEmpty { try? worker.directory.sync() }
+            // Both sides: btrfs logs only the synced folder's (see `filedCopy`).
+            if !moved.isEmpty { try? worker.directory.sync(); try? layout.active.sync() }
             adopted += moved.map { AdoptedClaim(name: $0, folder: worker.directory) }
         }
         return adopted
