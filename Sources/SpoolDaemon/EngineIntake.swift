@@ -42,11 +42,23 @@ extension Engine {
                 if stopping {
                     // Left where it lies, in a folder this worker holds: the next worker adopts it.
                     ledger.adoptionDropped()
-                } else if let claim = store.readAdopted(adopted) {
-                    logger.debug("adopted a request whose worker is gone", metadata: ["request": "\(claim.name)"])
-                    accept(claim, adopted: true)
                 } else {
-                    ledger.adoptionDropped()
+                    switch store.takeAdopted(adopted) {
+                    case .claim(let claim):
+                        logger.debug("adopted a request whose worker is gone", metadata: ["request": "\(claim.name)"])
+                        accept(claim, adopted: true)
+                    case .filed(let name, let inode):
+                        ledger.adoptionDropped()
+                        logger.notice("a request whose group had ended was still claimed too (a power cut kept its old name); not worked on again",
+                                      metadata: ["request": "\(name)"])
+                        if let pending = store.finishFiledGroup(name, inode: inode) {
+                            hooks.groupPending(journal: pending.journal, markerPath: pending.markerPath,
+                                               group: pending.marker?.group ?? "", request: pending.marker?.request ?? "",
+                                               items: pending.marker?.items.count ?? 0, failed: pending.marker?.failed ?? 0)
+                        }
+                    case .gone:
+                        ledger.adoptionDropped()
+                    }
                 }
             }
             // The clock after every entry: one entry may be a list of 100,000 URLs (half a second).

@@ -13,10 +13,8 @@ extension Engine {
     /// 2. the transfer session and the signal handlers;
     /// 3. the worker registration: alone, every temp file is a crash's leftover; beside live
     ///    workers only old ones are, so only those are swept;
-    /// 4. adoption of dead workers' requests — first, because it drops the claims whose group
-    ///    had ended (filed in `done/`, the old name surviving a power cut), and only then are
-    ///    their groups seen as ended — then what group ends of an earlier run did not get to
-    ///    (their items' staging files, their hooks);
+    /// 4. what group ends of an earlier run did not get to (their items' staging files, their
+    ///    hooks), then adoption of dead workers' requests;
     /// 5. `READY=1` to systemd. Requests already in `incoming/` arrive as the watcher's first listing.
     func startUp() throws(DaemonError) -> DirectoryWatcher {
         let inbox = self.inbox
@@ -51,7 +49,6 @@ extension Engine {
         self.registration = registration
         let swept = registration.alone ? store.sweepTemporaries() : store.sweepTemporaries(olderThan: 3600)
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
-        adoptOrphans(alone: registration.alone)
         let leftovers = store.removeStagingOfEndedGroups()
         if leftovers > 0 {
             logger.notice("removed staging files of requests whose group had ended (a crash or power cut cut its end short)",
@@ -63,6 +60,7 @@ extension Engine {
                              request: pending.marker?.request ?? "", items: pending.marker?.items.count ?? 0,
                              failed: pending.marker?.failed ?? 0)
         }
+        adoptOrphans(alone: registration.alone)
         // Network changes (a route or address appears) probe unreachable hosts at once. Without
         // rtnetlink the probes keep their back-off: worth a warning, not a refusal to start.
         let monitor = NetworkChangeMonitor(onChange: { inbox.post(.networkChanged(routes: $0.newRoutes, addresses: $0.newAddresses)) },

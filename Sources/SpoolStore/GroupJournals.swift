@@ -41,6 +41,20 @@ extension SpoolStore {
         return pending
     }
 
+    /// The group end of a request an earlier run filed, whose claim's old name survived a power
+    /// cut (`takeAdopted` found it and removed it): its items' staging files go, and its pending
+    /// hook, if its journal is still there, is returned — what the start does for every group
+    /// that ended (`removeStagingOfEndedGroups`, `pendingGroupHooks`), for this one.
+    public func finishFiledGroup(_ name: String, inode: UInt64) -> (journal: String, markerPath: String, marker: GroupMarker?)? {
+        _ = removeItemStaging(of: [name])
+        let journalName = Self.stagingBase(name) + ".\(inode).group"
+        guard let held = layout.staging.lockExisting(journalName), let bytes = try? layout.staging.read(journalName),
+              let journal = SpoolJSON.decode(GroupJournal.self, bytes) else { return nil }
+        guard layout.final.exists(journal.marker) else { layout.staging.remove(held.name); return nil }
+        let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
+        return (held.name, layout.final.path(of: journal.marker), marker)
+    }
+
     /// Removes the item staging files (`B.N.part`, `B.N.state`) of requests whose group ended in
     /// an earlier run; returns how many. Call before `pendingGroupHooks`, whose hooks remove the
     /// journals this goes by.
@@ -58,11 +72,17 @@ extension SpoolStore {
     /// request of that name can be claimed, let alone started, in between.
     public func removeStagingOfEndedGroups() -> Int {
         let ended = endedGroupJournals()
-        guard !ended.isEmpty, let worker = try? workerFolder() else { return 0 }
+        return ended.isEmpty ? 0 : removeItemStaging(of: ended.map(\.journal.request))
+    }
+
+    /// Removes the item staging files of the requests `requests`, each only while no request of
+    /// its name is claimed (see `removeStagingOfEndedGroups`); returns how many.
+    private func removeItemStaging(of requests: [String]) -> Int {
+        guard let worker = try? workerFolder() else { return 0 }
         let names = layout.staging.list()
         var removed = 0
-        for (_, journal) in ended {
-            let prefix = Self.stagingBase(journal.request) + "."
+        for request in requests {
+            let prefix = Self.stagingBase(request) + "."
             let leftovers = names.filter { name in
                 guard name.hasPrefix(prefix), let dot = name.lastIndex(of: "."),
                       name[dot...] == ".part" || name[dot...] == ".state" else { return false }
@@ -71,7 +91,7 @@ extension SpoolStore {
             }
             guard !leftovers.isEmpty else { continue }
             try? worker.names.withLock { folders throws(StoreError) in
-                guard !worker.names.isTaken(journal.request, folders: folders) else { return }
+                guard !worker.names.isTaken(request, folders: folders) else { return }
                 for name in leftovers { layout.staging.remove(name) }
                 removed += leftovers.count
             }

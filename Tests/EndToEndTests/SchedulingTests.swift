@@ -149,11 +149,14 @@ final class SchedulingTests: SpoolTestCase {
     }
 
     /// btrfs after a power cut: the group ended and the request was filed in done/, but its old
-    /// name in the dead worker's folder survived too (one inode, two names). The start drops
-    /// the old name before it looks for pending hooks, so the hook runs now, once, and the
-    /// request is not worked on and filed again (as `crashed-1`).
+    /// name in the dead worker's folder survived too (one inode, two names). The adopter drops
+    /// the old name and finishes that group end — its hook runs now, once — instead of working
+    /// the request again and filing it a second time (as `crashed-1`).
     func testARequestFiledInDoneAndStillInADeadWorkersFolderIsNotWorkedAgain() throws {
         try leaveAGroupEndedBeforeItsHook()
+        // The daemon names a group journal after its request file's inode (`R.INODE.group`).
+        let inode = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: spool.path("done", "crashed"))[.systemFileNumber] as? Int)
+        XCTAssertEqual(rename(spool.path("staging", "crashed.group"), spool.path("staging", "crashed.\(inode).group")), 0)
         let dead = spool.path("active", "deadhost-1-x")
         try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: dead + "/.lock", contents: Data())

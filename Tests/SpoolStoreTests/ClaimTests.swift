@@ -347,7 +347,15 @@ final class ClaimTests: XCTestCase {
         doomed!.releaseWorkerFolder()
         doomed = nil
         let adopter = try worker()
-        XCTAssertEqual(adopter.adoptOrphans().map(\.name), ["nightly"])
+        var taken: [String: String] = [:]
+        for adopted in adopter.adoptOrphans() {
+            switch adopter.takeAdopted(adopted) {
+            case .claim(let claim): taken[adopted.name] = "claim \(claim.name)"
+            case .filed(let name, _): taken[adopted.name] = "filed \(name)"
+            case .gone: taken[adopted.name] = "gone"
+            }
+        }
+        XCTAssertEqual(taken, ["ended": "filed ended", "nightly": "claim nightly", "rejected-one": "filed rejected-one"])
         XCTAssertEqual(claimed(), ["\(folder)/nightly"], "the filed ones' old names are gone")
         XCTAssertEqual(files("done"), ["ended", "ended-1", "nightly"])
         XCTAssertEqual(files("rejected"), ["rejected-one"])
