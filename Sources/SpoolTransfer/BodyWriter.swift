@@ -70,13 +70,17 @@ final class BodyWriter: @unchecked Sendable {
     private var checkpointedAt: Int64
     private var checkpointing = false
     private let durable: Atomic<Int64>
+    /// Raised after each checkpoint, so that the session looks at its transfers only then.
+    private let announce: CheckpointFlag?
 
     /// Starts writing into `fd` from `offset` (the bytes before it are on disk and hashed into
     /// `sha`); `writebackFrom` is where the range not yet handed to writeback starts. `durableFrom`:
     /// how many bytes are known durable already (a resume's synced prefix); `syncEvery`: the
     /// checkpoint interval (0: none).
-    init(fd: Int32, sha: SHA256, from offset: Int64, writebackFrom: Int64, durableFrom: Int64 = 0, syncEvery: Int64 = 0) {
+    init(fd: Int32, sha: SHA256, from offset: Int64, writebackFrom: Int64, durableFrom: Int64 = 0, syncEvery: Int64 = 0,
+         announce: CheckpointFlag? = nil) {
         self.fd = fd
+        self.announce = announce
         self.sha = sha
         written = offset
         hinted = writebackFrom
@@ -214,7 +218,10 @@ final class BodyWriter: @unchecked Sendable {
         DispatchQueue.global(qos: .utility).async { [self] in
             let synced = fdatasync(fd) == 0
             condition.lock()
-            if synced { durable.store(length, ordering: .releasing) }
+            if synced {
+                durable.store(length, ordering: .releasing)
+                announce?.raise()
+            }
             checkpointing = false
             condition.broadcast()
             condition.unlock()
@@ -282,4 +289,13 @@ private final class BlockPool: Sendable {
         }
         if !kept { memory.deallocate() }
     }
+}
+
+/// Set by a body's writer when a checkpoint completes, taken down by the session when it looks:
+/// the engine's every turn costs one atomic load, not a walk over its transfers.
+final class CheckpointFlag: Sendable {
+    private let raised = Atomic<Bool>(false)
+    func raise() { raised.store(true, ordering: .releasing) }
+    /// Whether it was raised since the last call (and lowers it).
+    func take() -> Bool { raised.load(ordering: .acquiring) && raised.exchange(false, ordering: .acquiringAndReleasing) }
 }

@@ -33,8 +33,10 @@ final class Transfer {
     var responseStarted = false
     /// Set when the final response's body has just begun; the session reports it once.
     var bodyJustBegan = false
-    /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints").
+    /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints"), and the
+    /// session's flag a checkpoint raises.
     var checkpointReported: Int64 = 0
+    let checkpoints: CheckpointFlag?
 
     /// Bytes made durable by a checkpoint since the session last asked; nil when none.
     func newCheckpoint() -> Int64? {
@@ -67,7 +69,9 @@ final class Transfer {
     /// Paused by the gate (its write callback returned CURL_WRITEFUNC_PAUSE).
     var pausedForRate = false
 
-    init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate) {
+    init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate,
+         checkpoints: CheckpointFlag? = nil) {
+        self.checkpoints = checkpoints
         self.key = key
         self.proxies = proxies
         self.gate = gate
@@ -177,7 +181,8 @@ final class Transfer {
         if bytesReceived >= Self.backgroundThreshold {
             // Everything up to here is written and hashed; from now on the writer thread does both.
             background = BodyWriter(fd: request.destination, sha: hasher, from: bytesOnDisk, writebackFrom: writebackStart,
-                                    durableFrom: restartedFromZero ? 0 : request.resumeFrom, syncEvery: request.syncEvery)
+                                    durableFrom: restartedFromZero ? 0 : request.resumeFrom, syncEvery: request.syncEvery,
+                                    announce: checkpoints)
         }
         return true
     }

@@ -12,6 +12,8 @@ public final class TransferSession {
     let proxies = ProxyEnvironment()
     /// The session-wide rate limit (`TransferConfiguration.maxRate`, `setMaxRate`).
     let gate = RateGate()
+    /// Raised by a body's writer after a checkpoint (see `takeCheckpoints`).
+    let checkpoints = CheckpointFlag()
     private var running: [Int: Transfer] = [:]
     /// Wakes `wait` from any thread.
     public let waker: TransferWaker
@@ -73,7 +75,7 @@ public final class TransferSession {
         // anyway, and libcurl 7.88 refuses CURLOPT_BUFFERSIZE on a reset handle whose last
         // transfer failed in some ways (its receive buffer is still allocated).
         let easy = try EasyHandle()
-        let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate)
+        let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         running[key] = transfer
         let code = curl_multi_add_handle(multi, easy.raw)
@@ -130,9 +132,10 @@ public final class TransferSession {
     }
 
     /// Running transfers whose body reached a new checkpoint since the last call: how many bytes
-    /// from the file's start are durable (see `TransferRequest.syncEvery`). One atomic load per
-    /// large body running.
+    /// from the file's start are durable (see `TransferRequest.syncEvery`). One atomic load a
+    /// call, and a walk over the transfers only after a checkpoint.
     public func takeCheckpoints() -> [(key: Int, durableBytes: Int64)] {
+        guard checkpoints.take() else { return [] }
         var reached: [(key: Int, durableBytes: Int64)] = []
         for (key, t) in running {
             if let durable = t.newCheckpoint() { reached.append((key, durable)) }
