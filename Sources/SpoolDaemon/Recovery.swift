@@ -39,20 +39,14 @@ struct Recovery {
         if facts.facts.state != nil { record.hasStateFile = true }
         switch plan {
         case .startOver:
-            record.part = nil
-            store.removeStaging(record.base)
-            record.lifecycle.restoreAttempts(attempts)
-            return .schedule
+            return startOver(record, attempts: attempts)
         case .resume(let bytes, let etag, let lastModified):
             // After a power cut, past the synced prefix: cut off.
             if let part = facts.part, part.size > bytes {
                 do { try part.truncate(to: bytes) } catch {
                     logger.warning("could not cut a kept partial back to its synced prefix; starting the item over: \(error)",
                                    metadata: ["item": "\(record.id)"])
-                    record.part = nil
-                    store.removeStaging(record.base)
-                    record.lifecycle.restoreAttempts(attempts)
-                    return .schedule
+                    return startOver(record, attempts: attempts)
                 }
             }
             record.part = facts.part
@@ -88,17 +82,21 @@ struct Recovery {
             return .publish(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
                                        writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting))
         case .publishPart(let marker):
-            guard let part = facts.part, let state = facts.facts.state else {
-                store.removeStaging(record.base)
-                record.lifecycle.restoreAttempts(attempts)
-                return .schedule
-            }
+            guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
             record.part = part
             record.bytesOnDisk = part.size
             record.lifecycle.recoveredForPublishing(attempts: attempts)
             return .publish(PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                                        replacesExisting: record.replacesExisting))
         }
+    }
+
+    /// Nothing usable: the item's staging files go and it is queued afresh, its attempts kept.
+    private func startOver(_ record: ItemRecord, attempts: Int) -> RecoveryStep {
+        record.part = nil
+        store.removeStaging(record.base)
+        record.lifecycle.restoreAttempts(attempts)
+        return .schedule
     }
 
     private func gatherFacts(_ record: ItemRecord, deadStates: [String: ItemState]) -> (facts: RecoveryFacts, part: StagingFile?) {

@@ -68,7 +68,7 @@ final class TransferDriver {
             // The prefix a resume builds on must outlive a power cut: the state written when the
             // response begins says it is synced (`ItemState.syncedBytes`). Only resumes pay this,
             // and a part kept by `saveResumeState` is synced already.
-            if fdatasync(part.fd) != 0 { throw StoreError("fdatasync", store.partPath(record.base)) }
+            _ = try part.syncedLength()
         } else if record.bytesOnDisk > 0 || part.size > 0 {
             try part.truncate(to: 0)
             record.bytesOnDisk = 0
