@@ -51,11 +51,7 @@ extension Engine {
                         ledger.adoptionDropped()
                         logger.notice("a request whose group had ended was still claimed too (a power cut kept its old name); not worked on again",
                                       metadata: ["request": "\(name)"])
-                        if let pending = store.finishFiledGroup(name, inode: inode) {
-                            hooks.groupPending(journal: pending.journal, markerPath: pending.markerPath,
-                                               group: pending.marker?.group ?? "", request: pending.marker?.request ?? "",
-                                               items: pending.marker?.items.count ?? 0, failed: pending.marker?.failed ?? 0)
-                        }
+                        if let pending = store.finishFiledGroup(name, inode: inode) { hooks.groupPending(pending) }
                     case .gone:
                         ledger.adoptionDropped()
                     }

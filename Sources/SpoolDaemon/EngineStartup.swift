@@ -56,9 +56,7 @@ extension Engine {
         }
         for pending in store.pendingGroupHooks() {
             logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
-            hooks.groupPending(journal: pending.journal, markerPath: pending.markerPath, group: pending.marker?.group ?? "",
-                             request: pending.marker?.request ?? "", items: pending.marker?.items.count ?? 0,
-                             failed: pending.marker?.failed ?? 0)
+            hooks.groupPending(pending)
         }
         adoptOrphans(alone: registration.alone)
         // Network changes (a route or address appears) probe unreachable hosts at once. Without

@@ -61,14 +61,17 @@ final class HookDispatch {
 
     /// A group hook an earlier run did not get to (`SpoolStore.pendingGroupHooks`): it waits
     /// for its turn like any other. Without `--on-group` there is nothing to run: its journal goes.
-    func groupPending(journal: String, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+    func groupPending(_ pending: PendingGroupHook) {
         guard onGroup != nil else {
-            if let held = store.relockGroupJournal(journal) { store.groupHookDone(held) }
+            if let held = store.relockGroupJournal(pending.journal) { store.groupHookDone(held) }
             return
         }
-        waitingGroups.append(WaitingGroupHook(journal: journal, request: request,
-                                              environment: Self.groupEnvironment(markerPath: markerPath, group: group,
-                                                                                 request: request, items: items, failed: failed)))
+        let request = pending.marker?.request ?? ""
+        waitingGroups.append(WaitingGroupHook(journal: pending.journal, request: request,
+                                              environment: Self.groupEnvironment(markerPath: pending.markerPath,
+                                                                                 group: pending.marker?.group ?? "", request: request,
+                                                                                 items: pending.marker?.items.count ?? 0,
+                                                                                 failed: pending.marker?.failed ?? 0)))
         startWaiting()
     }
 

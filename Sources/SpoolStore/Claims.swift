@@ -100,7 +100,7 @@ extension SpoolStore {
     /// kept, and its requests stay where they are — and request files of the old layout lying
     /// directly in `active/` that no one has `flock`ed, moved into this worker's folder under the
     /// spool-wide claim lock. Two adopters never both take one: a folder's lock, or a loose file's
-    /// rename, goes to one of them. Only names are returned: `readAdopted` reads each when the
+    /// rename, goes to one of them. Only names are returned: `takeAdopted` reads each when the
     /// engine gets to it, so a worker is ready before it has read a million claims.
     public func adoptOrphans() -> [AdoptedClaim] {
         guard let worker = try? workerFolder(), !worker.isReleased else { return [] }
@@ -175,13 +175,6 @@ extension SpoolStore {
                 if st == nil && !folder.exists(candidate + ".error") { break }
             }
         }
-        return nil
-    }
-
-    /// Reads an adopted request file as a claim; nil when it is no longer a readable regular file
-    /// or was filed already (see `takeAdopted`).
-    public func readAdopted(_ adopted: AdoptedClaim) -> ClaimedRequest? {
-        if case .claim(let claim) = takeAdopted(adopted) { return claim }
         return nil
     }
 

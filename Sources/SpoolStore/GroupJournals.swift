@@ -6,6 +6,14 @@ struct GroupJournal: Codable {
     var marker: String
 }
 
+/// A group hook an earlier run did not get to: its journal's name (`B.INODE.group` in
+/// `staging/`), the group marker's path, and the marker as read (nil when unreadable).
+public struct PendingGroupHook: Sendable {
+    public var journal: String
+    public var markerPath: String
+    public var marker: GroupMarker?
+}
+
 /// What a group end leaves in `staging/` for the next run: its journal (`B.INODE.group`, until
 /// the group hook has run) and, when the end was cut short, its items' staging files.
 extension SpoolStore {
@@ -31,28 +39,28 @@ extension SpoolStore {
     /// Groups that ended in an earlier run whose hook had not run yet: the journal's name and the
     /// group marker. Each journal is locked only while it is looked at: the hook locks it again
     /// with `relockGroupJournal` when it starts.
-    public func pendingGroupHooks() -> [(journal: String, markerPath: String, marker: GroupMarker?)] {
-        var pending: [(journal: String, markerPath: String, marker: GroupMarker?)] = []
-        for (held, journal) in endedGroupJournals() {
-            guard layout.final.exists(journal.marker) else { layout.staging.remove(held.name); continue }
-            let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
-            pending.append((held.name, layout.final.path(of: journal.marker), marker))
-        }
-        return pending
+    public func pendingGroupHooks() -> [PendingGroupHook] {
+        endedGroupJournals().compactMap { pendingHook($0.held, $0.journal) }
+    }
+
+    /// The hook still to run for the locked group journal `held`; nil, and the journal removed,
+    /// when its group marker is gone (a consumer took it: nothing left to announce).
+    private func pendingHook(_ held: HeldLock, _ journal: GroupJournal) -> PendingGroupHook? {
+        guard layout.final.exists(journal.marker) else { layout.staging.remove(held.name); return nil }
+        let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
+        return PendingGroupHook(journal: held.name, markerPath: layout.final.path(of: journal.marker), marker: marker)
     }
 
     /// The group end of a request an earlier run filed, whose claim's old name survived a power
     /// cut (`takeAdopted` found it and removed it): its items' staging files go, and its pending
     /// hook, if its journal is still there, is returned — what the start does for every group
     /// that ended (`removeStagingOfEndedGroups`, `pendingGroupHooks`), for this one.
-    public func finishFiledGroup(_ name: String, inode: UInt64) -> (journal: String, markerPath: String, marker: GroupMarker?)? {
+    public func finishFiledGroup(_ name: String, inode: UInt64) -> PendingGroupHook? {
         _ = removeItemStaging(of: [name])
         let journalName = Self.stagingBase(name) + ".\(inode).group"
         guard let held = layout.staging.lockExisting(journalName), let bytes = try? layout.staging.read(journalName),
               let journal = SpoolJSON.decode(GroupJournal.self, bytes) else { return nil }
-        guard layout.final.exists(journal.marker) else { layout.staging.remove(held.name); return nil }
-        let marker = (try? layout.final.read(journal.marker)).flatMap { SpoolJSON.decode(GroupMarker.self, $0) }
-        return (held.name, layout.final.path(of: journal.marker), marker)
+        return pendingHook(held, journal)
     }
 
     /// Removes the item staging files (`B.N.part`, `B.N.state`) of requests whose group ended in

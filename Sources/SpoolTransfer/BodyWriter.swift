@@ -38,8 +38,9 @@ import Synchronization
 /// Locking: everything the two sides share (`queue`, `offered`, `written`, `handedOver`,
 /// `stopping`, `ended`, `writeErrno`, `hinted`, `checkpointing`) is guarded by `condition`: taken
 /// twice per chunk (uncontended while the thread writes, which it does outside the lock) and once
-/// per full block; the engine copies outside it (and reads `durableBytes`, an atomic, without it). `sha` is touched only by the thread while it runs and by
-/// `finish` after the thread has said, under the lock, that it ended.
+/// per full block; the engine copies outside it (and reads `durableBytes`, an atomic, without
+/// it). `sha` is touched only by the thread while it runs and by `finish` after the thread has
+/// said, under the lock, that it ended.
 final class BodyWriter: @unchecked Sendable {
     /// Bytes per block: what the thread writes and hashes in one step.
     static let blockSize = 256 << 10

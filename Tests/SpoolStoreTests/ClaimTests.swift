@@ -120,7 +120,7 @@ final class ClaimTests: XCTestCase {
         XCTAssertEqual(claimed(), ["\(doomedFolder)/d0", "\(doomedFolder)/d1", "\(doomedFolder)/d2"])
         let adopted = survivor.adoptOrphans()
         XCTAssertEqual(adopted.map(\.name).sorted(), ["d0", "d1", "d2"])
-        XCTAssertEqual(try adopted.first { $0.name == "d1" }.flatMap(survivor.readAdopted)?.readAll(), Array("http://x/1\n".utf8))
+        XCTAssertEqual(try adopted.first { $0.name == "d1" }.flatMap(survivor.takenClaim)?.readAll(), Array("http://x/1\n".utf8))
         // The folder is taken over whole: its requests stay where they lie, its lock now held
         // by the survivor, so no third worker can take them.
         XCTAssertEqual(claimed(), ["\(doomedFolder)/d0", "\(doomedFolder)/d1", "\(doomedFolder)/d2"])
@@ -139,7 +139,7 @@ final class ClaimTests: XCTestCase {
         doomed = nil
         let survivor = try worker()
         let adopted = survivor.adoptOrphans()
-        let claim = try XCTUnwrap(adopted.first.flatMap(survivor.readAdopted))
+        let claim = try XCTUnwrap(adopted.first.flatMap(survivor.takenClaim))
         let ended = try survivor.endGroup(claim, marker: GroupMarker(group: "e0", request: "e0", finishedAt: "t", items: []),
                                           failure: nil)
         survivor.groupHookDone(ended.journal)
@@ -225,7 +225,7 @@ final class ClaimTests: XCTestCase {
         let store = try worker()
         let adopted = store.adoptOrphans()
         XCTAssertEqual(adopted.map(\.name), ["old"])
-        XCTAssertEqual(try adopted.first.flatMap(store.readAdopted)?.readAll(), Array("http://x/old\n".utf8))
+        XCTAssertEqual(try adopted.first.flatMap(store.takenClaim)?.readAll(), Array("http://x/old\n".utf8))
         let mine = try store.workerFolder().name
         XCTAssertEqual(claimed(), ["held", "\(mine)/old"])
         XCTAssertEqual(try worker().adoptOrphans().count, 0, "adopted once")
@@ -323,7 +323,7 @@ final class ClaimTests: XCTestCase {
         let adopted = survivor.adoptOrphans()
         XCTAssertEqual(survivor.pendingGroupHooks().count, 0, "adopted: still claimed")
         let marker = GroupMarker(group: "g", request: "req", finishedAt: "t", items: [])
-        let adoptedClaim = try XCTUnwrap(survivor.readAdopted(adopted[0]))
+        let adoptedClaim = try XCTUnwrap(survivor.takenClaim(adopted[0]))
         var ended: (markerPath: String, journal: HeldLock)? = try survivor.endGroup(adoptedClaim, marker: marker, failure: nil)
         XCTAssertTrue(ended!.markerPath.hasSuffix("/g.group.done"), "the journal's marker, not a second one")
         ended = nil   // died before the hook ran
@@ -451,4 +451,12 @@ final class Mutexed<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
     func update(_ body: (inout Value) -> Void) { lock.lock(); body(&value); lock.unlock() }
     func read<T>(_ body: (Value) -> T) -> T { lock.lock(); defer { lock.unlock() }; return body(value) }
+}
+
+private extension SpoolStore {
+    /// The claim `takeAdopted` makes of `adopted`; nil when it found the request gone or filed.
+    func takenClaim(_ adopted: AdoptedClaim) -> ClaimedRequest? {
+        if case .claim(let claim) = takeAdopted(adopted) { return claim }
+        return nil
+    }
 }
