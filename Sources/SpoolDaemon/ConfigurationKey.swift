@@ -146,6 +146,23 @@ extension ConfigurationKey {
                          check: { c in positive && c[keyPath: path] <= 0 ? "\(name) must be more than 0" : nil })
     }
 
+    /// A byte count, or a word (`auto`) that leaves it to the daemon (nil).
+    static func bytesOrAuto(_ name: String, _ path: WritableKeyPath<DaemonConfiguration, Int64?> & Sendable, auto: String,
+                            reload: Bool, example: String, _ summary: String) -> ConfigurationKey {
+        ConfigurationKey(name: name, valueName: "bytes|\(auto)", summary: summary, example: example, reloadable: reload,
+                         copy: { $0[keyPath: path] = $1[keyPath: path] },
+                         parse: { c, text in
+                             if text == auto { c[keyPath: path] = nil; return nil }
+                             guard let v = ByteCount.parse(text) else {
+                                 return "\(name) must be \(auto) or a byte count such as 512M (k, M, G, T: powers of 1024), got '\(text)'"
+                             }
+                             c[keyPath: path] = v
+                             return nil
+                         },
+                         format: { $0[keyPath: path].map { "\($0)" } ?? auto },
+                         check: { _ in nil })
+    }
+
     static func quoted(_ s: String) -> String {
         "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }

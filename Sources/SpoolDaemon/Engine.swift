@@ -91,6 +91,9 @@ public final class Engine {
         let target = wakeTarget
         inbox = Inbox(wake: { target.wake() })
         io = IOQueue(inbox: inbox)
+        if let problem = SpaceGate.impossibleMinFree(configuration.minFree, layout: layout) {
+            throw .configuration(ConfigurationError(problem))
+        }
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
         publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
         groups = GroupCompletion(store: store, io: io, logger: logger)

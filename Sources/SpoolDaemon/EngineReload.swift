@@ -34,7 +34,11 @@ extension Engine {
             concurrency: next.concurrency, perHost: next.perHost,
             window: next.window.flatMap(DailyWindow.init(parsing:))))
         driver.update(next)
-        space.minFree = next.minFree
+        if let problem = SpaceGate.impossibleMinFree(next.minFree, layout: layout) {
+            logger.error("SIGHUP: \(problem); min-free stays \(space.minFree.map { "\($0)" } ?? "auto")")
+        } else {
+            space.minFree = next.minFree
+        }
         intake.update(maxItems: next.maxItems, maxRequestBytes: Int(clamping: next.maxRequestBytes))
         hooks.update(next)
         if next.adoptInterval > 0 {

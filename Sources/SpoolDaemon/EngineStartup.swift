@@ -66,7 +66,7 @@ extension Engine {
         do { try monitor.start(); networkMonitor = monitor } catch {
             logger.warning("not watching for network changes; unreachable hosts are probed on their back-off only: \(error)")
         }
-        do { try registration.share() } catch { throw .spool(error) }
+        registration.endStartUp()
         if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
         logFilesystemMethods()
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")

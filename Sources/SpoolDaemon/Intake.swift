@@ -43,6 +43,9 @@ final class Intake {
             switch try store.claim(name) {
             case .gone:
                 return .none
+            case .lost:
+                logger.debug("another worker claimed the request first", metadata: ["request": "\(name)"])
+                return .none
             case .refused(let code, let message):
                 logger.warning("rejected a request file: \(message)", metadata: ["request": "\(name)", "code": "\(code)"])
                 let record = ErrorRecord(request: name, code: code, message: message)

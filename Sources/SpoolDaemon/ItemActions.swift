@@ -57,7 +57,7 @@ extension Engine {
                 "item": "\(record.id)", "url": "\(record.loaded?.url.description ?? "")", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
                 "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
         case .waitForSpace(let reason):
-            space.wait(record, reason: reason)
+            space.wait(record, reason: reason, running: driver.running.values)
         case .leaveSpaceQueue:
             space.leave(record)
         case .discardPartial:

@@ -8,8 +8,9 @@ import SpoolStore
 /// space is looked at on a timer — only while something waits.
 final class SpaceGate {
     private let layout: SpoolLayout
-    /// Bytes kept free (`--min-free`; a reload may change it).
-    var minFree: Int64
+    /// Bytes kept free (`--min-free`; a reload may change it); nil: `automaticMinFree` of each
+    /// filesystem.
+    var minFree: Int64?
     private let logger: Logger
     /// Whether the final folder is on the staging filesystem (its free space then counts once).
     private let finalSharesStagingFilesystem: Bool
@@ -20,7 +21,14 @@ final class SpaceGate {
     /// How often free space is looked at while an item waits for it.
     static let checkInterval: Double = 2
 
-    init(layout: SpoolLayout, minFree: Int64, logger: Logger) {
+    /// The default `min-free` of a filesystem of `capacity` bytes: 64 MiB, but never more than
+    /// 5 % of it — a fixed 64 MiB could never be met on a 64 MiB tmpfs, and a drain would wait
+    /// forever.
+    static func automaticMinFree(capacity: Int64) -> Int64 {
+        min(64 << 20, capacity / 20)
+    }
+
+    init(layout: SpoolLayout, minFree: Int64?, logger: Logger) {
         self.layout = layout
         self.minFree = minFree
         self.logger = logger
@@ -29,29 +37,86 @@ final class SpaceGate {
 
     var waitingCount: Int { waiting.count }
 
-    /// Whether `record` fits beside the `running` items' remaining expected sizes.
-    func hasSpace(for record: ItemRecord, running: some Sequence<ItemRecord>) -> Bool {
+    /// The folders whose filesystems must hold a download: staging, and the final folder when it
+    /// is on another filesystem.
+    private var folders: [Directory] {
+        finalSharesStagingFilesystem ? [layout.staging] : [layout.staging, layout.final]
+    }
+
+    /// What `minFree` keeps free on `folder`'s filesystem.
+    func minFree(on folder: Directory) -> Int64 {
+        if let minFree { return minFree }
+        return folder.capacityBytes().map(Self.automaticMinFree(capacity:)) ?? 0
+    }
+
+    /// Why an explicit `min-free` can never be met on a filesystem the daemon writes (it is as
+    /// large as the filesystem could ever have free); nil when it can.
+    static func impossibleMinFree(_ minFree: Int64?, layout: SpoolLayout) -> String? {
+        guard let minFree, minFree > 0 else { return nil }
+        for folder in [layout.staging, layout.final] {
+            guard let capacity = folder.capacityBytes(), minFree >= capacity else { continue }
+            return "min-free \(minFree) can never be met on \(folder.path) (\(folder.filesystemDescription()), "
+                + "\(capacity) bytes in all); set a smaller --min-free, or auto"
+        }
+        return nil
+    }
+
+    /// A filesystem too full to take an item.
+    struct Shortage: CustomStringConvertible {
+        let folder: String
+        let filesystem: String
+        let free: Int64
+        let minFree: Int64
+        /// The item's remaining expected bytes plus what running transfers still expect.
+        let needed: Int64
+
+        var description: String {
+            "\(folder) (\(filesystem)): \(free) bytes free, \(minFree) kept free, \(needed) needed"
+        }
+    }
+
+    /// Whether `record` fits beside the `running` items' remaining expected sizes; the
+    /// filesystem that is short if not.
+    func shortage(for record: ItemRecord, running: some Sequence<ItemRecord>) -> Shortage? {
         let needed = max(0, (record.expectedBytes ?? 0) - record.bytesOnDisk)
         var reserved: Int64 = 0
-        for r in running {
+        for r in running where r !== record {
             guard let expected = r.expectedBytes else { continue }
             reserved += max(0, expected - r.bytesOnDisk)
         }
-        var folders = [layout.staging]
-        if !finalSharesStagingFilesystem { folders.append(layout.final) }
         for folder in folders {
             guard let free = folder.freeBytes() else { continue }
-            if free - minFree - reserved < needed { return false }
+            let kept = minFree(on: folder)
+            if free - kept - reserved < needed {
+                return Shortage(folder: folder.path, filesystem: folder.filesystemDescription(), free: free,
+                                minFree: kept, needed: needed + reserved)
+            }
         }
-        return true
+        return nil
     }
 
-    func wait(_ record: ItemRecord, reason: String) {
+    func hasSpace(for record: ItemRecord, running: some Sequence<ItemRecord>) -> Bool {
+        shortage(for: record, running: running) == nil
+    }
+
+    func wait(_ record: ItemRecord, reason: String, running: some Sequence<ItemRecord>) {
         waiting.append(record)
         if checkAt == nil { checkAt = Date().addingTimeInterval(Self.checkInterval) }
-        logger.warning("waiting for disk space; the partial is kept", metadata: [
-            "item": "\(record.id)", "bytes": "\(record.bytesOnDisk)", "reason": "\(reason)",
-            "free": "\(layout.staging.freeBytes() ?? -1)", "min-free": "\(minFree)"])
+        var metadata: Logger.Metadata = ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)", "reason": "\(reason)"]
+        if let short = shortage(for: record, running: running) {
+            metadata["path"] = "\(short.folder)"
+            metadata["filesystem"] = "\(short.filesystem)"
+            metadata["free"] = "\(short.free)"
+            metadata["min-free"] = "\(short.minFree)"
+            metadata["needed"] = "\(short.needed)"
+        } else {
+            // A write that hit ENOSPC: the staging filesystem, as it looks now.
+            metadata["path"] = "\(layout.staging.path)"
+            metadata["filesystem"] = "\(layout.staging.filesystemDescription())"
+            metadata["free"] = "\(layout.staging.freeBytes() ?? -1)"
+            metadata["min-free"] = "\(minFree(on: layout.staging))"
+        }
+        logger.warning("waiting for disk space; the partial is kept", metadata: metadata)
     }
 
     func leave(_ record: ItemRecord) {
@@ -67,8 +132,7 @@ final class SpaceGate {
         var released: [ItemRecord] = []
         var still: [ItemRecord] = []
         for record in waiting {
-            if still.isEmpty && hasSpace(for: record, running: running)
-                && (layout.staging.freeBytes() ?? Int64.max) > minFree {
+            if still.isEmpty && hasSpace(for: record, running: running) {
                 logger.info("disk space is back; resuming", metadata: ["item": "\(record.id)"])
                 released.append(record)
             } else {

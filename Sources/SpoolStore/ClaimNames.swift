@@ -54,7 +54,17 @@ final class ClaimNames: @unchecked Sendable {
     /// Moves `source/name` into `folder` under `name`, or `name~N` when a claim of that name
     /// exists anywhere on the spool. `from`: where `source` is (nil: not under `active/`, such as
     /// `incoming/`; `""`: `active/` itself; else the name of a worker folder). Call under the
-    /// lock. Returns the name it now has, or nil when `source/name` was gone.
+    /// lock. Returns the name it now has, or nil when `source/name` was gone: another worker
+    /// took it first.
+    ///
+    /// The move is a plain `rename`, which the filesystem carries out by name — on a network
+    /// filesystem, by the server, so exactly one of two workers that race for a file gets it and
+    /// the other is told ENOENT. It never needs to refuse an existing target: the target is this
+    /// worker's own folder, which no one else writes, and the name was checked free spool-wide
+    /// under the lock. The no-replace methods are wrong here: where rename takes no flags they
+    /// fall back to `link`, and a client that still caches a name another client has moved away
+    /// links the file it remembers (GlusterFS links by the cached file id): both workers would
+    /// hold the request.
     func moveIn(_ name: String, from source: Directory, at place: String?, into folder: WorkerFolder,
                 folders: [String]) throws(StoreError) -> String? {
         var suffix = 0
@@ -62,14 +72,16 @@ final class ClaimNames: @unchecked Sendable {
             let candidate = suffix == 0 ? name : SpoolStore.suffixed(name, suffix, separator: "~")
             suffix += 1
             if suffix > 1000 { throw StoreError("rename", folder.directory.path(of: name), errno: EEXIST) }
-            // A claim moved under its own name already holds that name spool-wide: one rename.
-            if !(place != nil && candidate == name) && isTaken(candidate, folders: folders) { continue }
+            // A claim moved under its own name already holds that name spool-wide: only this
+            // worker's folder is looked at.
+            let taken = place != nil && candidate == name
+                ? folder.directory.exists(candidate) : isTaken(candidate, folders: folders)
+            if taken { continue }
             do throws(StoreError) {
-                try source.rename(name, to: candidate, in: folder.directory, replace: false)
+                try source.rename(name, to: candidate, in: folder.directory, replace: true)
                 return candidate
             } catch {
                 if error.errno == ENOENT { return nil }
-                if error.errno == EEXIST { continue }
                 throw error
             }
         }

@@ -13,6 +13,9 @@ public enum ClaimResult: Sendable {
     case claimed(ClaimedRequest)
     /// Not there (any more): another worker claimed it, or it was a duplicate event.
     case gone
+    /// It was there when opened, but another worker's claim moved it away first (on a network
+    /// filesystem, this worker may still have seen it through its cache).
+    case lost
     /// Not a regular file (a symlink, a fifo, a folder): it is never opened for reading.
     case refused(code: String, message: String)
 }
@@ -83,7 +86,7 @@ extension SpoolStore {
         let moved = try worker.names.withLock { folders throws(StoreError) in
             try worker.names.moveIn(name, from: incoming, at: nil, into: worker, folders: folders)
         }
-        guard let claimed = moved else { return .gone }
+        guard let claimed = moved else { return .lost }
         if let now = worker.directory.status(of: claimed), now.st_ino == st.st_ino {
             return .claimed(ClaimedRequest(name: claimed, inode: UInt64(st.st_ino), folder: worker.directory))
         }

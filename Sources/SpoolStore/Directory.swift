@@ -295,6 +295,43 @@ public final class Directory: @unchecked Sendable {
         return Int64(s.f_bavail) * Int64(max(s.f_frsize, 1))
     }
 
+    /// The most an unprivileged writer could ever have free on this directory's filesystem: its
+    /// size less the blocks reserved for root. nil when unknown (see `freeBytes`).
+    public func capacityBytes() -> Int64? {
+        var s = statvfs()
+        guard fstatvfs(fd, &s) == 0, s.f_blocks > 0 else { return nil }
+        let reserved = s.f_bfree >= s.f_bavail ? s.f_bfree - s.f_bavail : 0
+        let usable = s.f_blocks >= reserved ? s.f_blocks - reserved : 0
+        return Int64(clamping: usable) * Int64(max(s.f_frsize, 1))
+    }
+
+    /// The filesystem this directory is on, for messages an operator acts on: its type and
+    /// mount point from `/proc/self/mountinfo` (`tmpfs at /srv/final`); the device number when
+    /// the table cannot be read.
+    public func filesystemDescription() -> String {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return "unknown filesystem" }
+        // glibc's major()/minor() are macros, which Swift does not import.
+        let dev = UInt64(st.st_dev)
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~UInt64(0xfff))
+        let minor = (dev & 0xff) | ((dev >> 12) & ~UInt64(0xff))
+        let device = "\(major):\(minor)"
+        if let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) {
+            // `ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - TYPE SOURCE SUPEROPTIONS`; the
+            // last match is the mount on top.
+            var found: String?
+            for line in table.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                guard fields.count > 5, fields[2] == device, let dash = fields.firstIndex(of: "-"),
+                      dash + 1 < fields.count else { continue }
+                let mountPoint = fields[4].replacingOccurrences(of: "\\040", with: " ")
+                found = "\(fields[dash + 1]) at \(mountPoint)"
+            }
+            if let found { return found }
+        }
+        return "device \(device)"
+    }
+
     /// Whether this filesystem tells its free space (see `freeBytes`). Where it does not, disk
     /// space cannot be reserved ahead; a full disk still shows as ENOSPC on write.
     public var spaceIsKnown: Bool {

@@ -225,6 +225,14 @@ struct JSONObjectWriter {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    /// Inode numbers are unsigned 64-bit: GlusterFS and other FUSE or network filesystems hand
+    /// out numbers of 2^63 and more, which a signed field would write negative.
+    mutating func uint(_ name: StaticString, _ value: UInt64?) {
+        guard let value else { return }
+        key(name)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
     mutating func raw(_ name: StaticString, _ json: [UInt8]?) {
         guard let json else { return }
         key(name)
@@ -325,7 +333,7 @@ extension ItemState {
         w.string("etag", etag)
         w.string("finalName", finalName)
         w.int("index", Int64(index))
-        w.int("inode", inode.map { Int64(bitPattern: $0) })
+        w.uint("inode", inode)
         w.string("lastModified", lastModified)
         w.raw("marker", marker?.jsonBytes())
         w.string("phase", phase.rawValue)

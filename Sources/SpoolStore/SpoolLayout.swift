@@ -43,16 +43,7 @@ public final class SpoolLayout: Sendable {
         let mode = rootStat.st_mode & 0o7777
         // An overridden final folder is created below; `SPOOL/final` is then left alone.
         for name in Self.folderNames where !(name == "final" && finalFolder != nil) {
-            let path = root + "/" + name
-            if mkdir(path, mode) == 0 {
-                _ = chmod(path, mode)      // mkdir applies the umask; the contract says "the root's permissions"
-            } else if errno != EEXIST {
-                throw StoreError("mkdir", path)
-            }
-            // A folder that is a symlink would let writes escape the spool.
-            var st = stat()
-            guard lstat(path, &st) == 0 else { throw StoreError("lstat", path) }
-            guard (st.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("lstat", path, errno: ENOTDIR) }
+            try Self.makeFolder(root + "/" + name, mode: mode)
         }
         self.root = root
         incoming = try Directory(opening: root + "/incoming")
@@ -65,10 +56,37 @@ public final class SpoolLayout: Sendable {
         control = try Directory(opening: root + "/control")
         status = try Directory(opening: root + "/status")
         if let finalFolder {
-            if mkdir(finalFolder, mode) != 0 && errno != EEXIST { throw StoreError("mkdir", finalFolder) }
+            try Self.makeFolder(finalFolder, mode: mode, checkType: false)
             final = try Directory(opening: finalFolder)
         } else {
             final = try Directory(opening: root + "/final")
+        }
+    }
+
+    /// Creates `path` unless it exists; a folder that is a symlink (or not a folder) is refused,
+    /// since it would let writes escape the spool.
+    ///
+    /// Several workers, on several machines, may start on an empty spool at once: EEXIST is
+    /// another worker's `mkdir`. On a network filesystem the folder another client has just made
+    /// can still look missing to this client for a moment (`lstat` answers ENOENT right after
+    /// `mkdir` said EEXIST); asked again a little later it is there. Bounded: about 2 s in all.
+    static func makeFolder(_ path: String, mode: mode_t, checkType: Bool = true) throws(StoreError) {
+        var attempt = 0
+        while true {
+            if mkdir(path, mode) == 0 {
+                _ = chmod(path, mode)      // mkdir applies the umask; the contract says "the root's permissions"
+            } else if errno != EEXIST {
+                throw StoreError("mkdir", path)
+            }
+            var st = stat()
+            if lstat(path, &st) == 0 {
+                guard !checkType || (st.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("lstat", path, errno: ENOTDIR) }
+                return
+            }
+            guard errno == ENOENT, attempt < 40 else { throw StoreError("lstat", path) }
+            attempt += 1
+            var pause = timespec(tv_sec: 0, tv_nsec: Int(min(attempt, 10)) * 10_000_000)
+            _ = nanosleep(&pause, nil)
         }
     }
 }

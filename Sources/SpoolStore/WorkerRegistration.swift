@@ -1,55 +1,86 @@
 import Foundation
 
-/// This worker's presence on a spool that several workers may share: every live worker holds a
-/// shared `flock` on `staging/.workers.lock` for its whole life.
+/// This worker's presence on a spool that several workers may share, and the rule that two
+/// start-ups never overlap. Two lock files in `staging/`, each with one question:
+///
+/// - `.workers.lock`: every live worker holds a shared `flock` on it for its whole life. A worker
+///   that can take it exclusively for a moment (a probe, released at once) knows no other worker
+///   is alive.
+/// - `.startup.lock`: held exclusively for the length of one worker's start-up, then unlocked.
+///   A worker that starts meanwhile waits for it.
 ///
 /// Start-up clean-up (sweeping temp files, running group hooks an earlier run did not get to)
-/// is only safe for what a *dead* worker left. A worker that gets the lock exclusively at start
-/// knows no other worker is alive, so every temp file is a leftover; otherwise another worker
-/// may be halfway through writing one, and only old ones are swept. Exclusive is then turned
-/// into shared (`share`): the kernel converts the `flock`, letting a worker that waits for a
-/// shared one in as it does, and nothing of this worker needs protecting once its loop starts.
+/// is only safe for what a *dead* worker left: started alone, every temp file is a leftover;
+/// otherwise another worker may be halfway through writing one, and only old ones are swept.
+/// Two start-ups must not overlap: a second worker could adopt a dead worker's request while the
+/// first, started alone and finding nothing left to adopt, removed the dead worker's journals as
+/// spent; the second held them in memory only, and if it died too, the next restart fetched
+/// every item they recorded again.
 ///
-/// A worker that finds the lock held exclusively waits for a shared one: another worker is
-/// in its start-up, and two start-ups must not overlap. Without the wait, a second worker could
-/// adopt a dead worker's request while the first, started alone and finding nothing left to
-/// adopt, removed the dead worker's journals as spent; the second held them in memory only, and
-/// if it died too, the next restart fetched every item they recorded again.
+/// No lock is ever converted (exclusive to shared): a distributed lock manager need not wake a
+/// waiter on a conversion (GlusterFS does not: a second worker waited until the first exited),
+/// while every one of them wakes waiters on an unlock.
 ///
 /// This is not what keeps claims: a worker's requests are kept by its own lock in `active/W/`
 /// (see `WorkerFolder`). One shared lock can say "someone is alive" but not who, so it cannot
 /// tell whose requests to adopt; the per-worker locks cannot say "no one else is starting
-/// right now" without a scan that races. Each lock answers its own question, one descriptor each.
+/// right now" without a scan that races. Each lock answers its own question.
 public final class WorkerRegistration: @unchecked Sendable {
     /// No other worker held the spool when this one started.
     public let alone: Bool
-    private let fd: Int32
+    /// `.workers.lock`, held shared for this worker's life.
+    private let presenceFD: Int32
+    /// `.startup.lock`, held exclusively until `endStartUp`; -1 after.
+    private var startUpFD: Int32
 
     public static let fileName = ".workers.lock"
+    public static let startUpFileName = ".startup.lock"
 
     public init(layout: SpoolLayout) throws(StoreError) {
         let staging = layout.staging
-        let fd = openat(staging.fd, Self.fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw StoreError("open", staging.path(of: Self.fileName)) }
-        let exclusive = flock(fd, LOCK_EX | LOCK_NB) == 0
-        if !exclusive {
-            // Held shared: workers are running, and this one joins them at once. Held
-            // exclusively: one is starting; this waits until its start-up ends (`share`).
-            while flock(fd, LOCK_SH) != 0 {
-                if errno != EINTR { let e = StoreError("flock", staging.path(of: Self.fileName)); close(fd); throw e }
-            }
+        let startUp = try Self.open(Self.startUpFileName, in: staging)
+        do throws(StoreError) {
+            try Self.lock(startUp, LOCK_EX, Self.startUpFileName, in: staging)
+            let presence = try Self.open(Self.fileName, in: staging)
+            let probe = openat(staging.fd, Self.fileName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            guard probe >= 0 else { let e = StoreError("open", staging.path(of: Self.fileName)); close(presence); throw e }
+            // Exclusive only if no live worker holds it shared. No worker can start meanwhile
+            // (the start-up lock is this worker's), so the answer holds until the shared lock
+            // below is taken.
+            alone = flock(probe, LOCK_EX | LOCK_NB) == 0
+            close(probe)
+            do throws(StoreError) { try Self.lock(presence, LOCK_SH, Self.fileName, in: staging) } catch { close(presence); throw error }
+            presenceFD = presence
+            startUpFD = startUp
+        } catch {
+            close(startUp)
+            throw error
         }
-        self.fd = fd
-        alone = exclusive
     }
 
     /// Ends the start-up phase: from here on the registration only says "alive", and other
     /// workers may start beside this one.
-    public func share() throws(StoreError) {
-        while flock(fd, LOCK_SH) != 0 {
-            if errno != EINTR { throw StoreError("flock", Self.fileName) }
-        }
+    public func endStartUp() {
+        guard startUpFD >= 0 else { return }
+        _ = flock(startUpFD, LOCK_UN)
+        close(startUpFD)
+        startUpFD = -1
     }
 
-    deinit { close(fd) }
+    deinit {
+        endStartUp()
+        close(presenceFD)
+    }
+
+    private static func open(_ name: String, in staging: Directory) throws(StoreError) -> Int32 {
+        let fd = openat(staging.fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StoreError("open", staging.path(of: name)) }
+        return fd
+    }
+
+    private static func lock(_ fd: Int32, _ operation: Int32, _ name: String, in staging: Directory) throws(StoreError) {
+        while flock(fd, operation) != 0 {
+            if errno != EINTR { throw StoreError("flock", staging.path(of: name)) }
+        }
+    }
 }

@@ -49,7 +49,7 @@ final class ConfigurationTests: XCTestCase {
                      "max-items = 1000000", "resource-timeout = 604800", "log-level = \"info\"", "window = \"\""] {
             XCTAssertTrue(printed.contains(line + "\n"), "\(line) in\n\(printed)")
         }
-        XCTAssertEqual(ConfigurationKey.named("min-free")?.defaultText, "67108864")
+        XCTAssertEqual(ConfigurationKey.named("min-free")?.defaultText, "auto")
         XCTAssertEqual(ConfigurationKey.named("window")?.defaultText, "none")
     }
 

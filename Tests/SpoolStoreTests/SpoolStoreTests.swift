@@ -290,10 +290,10 @@ final class SpoolStoreTests: StoreTestCase {
     func testStartUpSweepBesideALiveWorkerKeepsFreshTemporaries() throws {
         var first: WorkerRegistration? = try WorkerRegistration(layout: store.layout)
         XCTAssertTrue(first!.alone)
-        try first!.share()
+        first!.endStartUp()
         let second = try WorkerRegistration(layout: store.layout)
         XCTAssertFalse(second.alone, "another worker is alive")
-        try second.share()
+        second.endStartUp()
         write("final", ".fresh.done.tmp", "")
         write("staging", ".old.state.tmp", "")
         var old = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]

@@ -20,7 +20,7 @@ final class WorkerRegistrationTests: StoreTestCase {
         }
         // Waiting is what is asserted here: had it not waited, it would be done at once.
         XCTAssertEqual(registered.wait(timeout: .now() + 0.5), .timedOut, "it waits while the first one starts")
-        try first.share()
+        first.endStartUp()
         XCTAssertEqual(registered.wait(timeout: .now() + 10), .success, "and goes on once the first has started")
         let joined = try XCTUnwrap(second.withLock { $0 })
         XCTAssertFalse(joined.alone)
@@ -29,7 +29,7 @@ final class WorkerRegistrationTests: StoreTestCase {
 
     func testAWorkerJoinsRunningWorkersAtOnce() throws {
         let first = try WorkerRegistration(layout: store.layout)
-        try first.share()
+        first.endStartUp()
         let second = try WorkerRegistration(layout: store.layout)
         XCTAssertFalse(second.alone, "another worker is alive")
         withExtendedLifetime(first) {}

@@ -247,16 +247,17 @@ public final class TempSpool: @unchecked Sendable {
         ((try? FileManager.default.contentsOfDirectory(atPath: path(folder))) ?? []).sorted()
     }
 
-    /// What a run left in a folder: every file but the two lock files that stay on purpose,
-    /// `staging/.workers.lock` (see `WorkerRegistration`) and `active/.claims.lock` (see
-    /// `ClaimNames`).
     /// Request files that have ended: filed in `done/`, or in `failed/` (each beside its `.error`).
     public func endedRequestCount() -> Int {
         files(in: "done").count + files(in: "failed").filter { !$0.hasSuffix(".error") }.count
     }
 
+    /// What a run left in a folder: every file but the lock files that stay on purpose,
+    /// `staging/.workers.lock` and `staging/.startup.lock` (see `WorkerRegistration`) and
+    /// `active/.claims.lock` (see `ClaimNames`).
     public func leftovers(in folder: String) -> [String] {
-        files(in: folder).filter { !(folder == "staging" && $0 == ".workers.lock") && !(folder == "active" && $0 == ".claims.lock") }
+        let kept: Set<String> = folder == "staging" ? [".workers.lock", ".startup.lock"] : folder == "active" ? [".claims.lock"] : []
+        return files(in: folder).filter { !kept.contains($0) }
     }
 
     /// The names of the claimed requests, sorted, whichever worker's folder (`active/W/R`) holds
