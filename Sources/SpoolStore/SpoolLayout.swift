@@ -67,12 +67,14 @@ public final class SpoolLayout: Sendable {
     /// since it would let writes escape the spool.
     ///
     /// Several workers, on several machines, may start on an empty spool at once: EEXIST is
-    /// another worker's `mkdir`. On a network filesystem the folder another client has just made
-    /// can still look missing to this client for a moment (`lstat` answers ENOENT right after
-    /// `mkdir` said EEXIST); asked again a little later it is there. Bounded: about 2 s in all.
+    /// another worker's `mkdir`. On a network filesystem the folder another client is still
+    /// creating can look missing to this client for a moment (GlusterFS: `lstat` or `open`
+    /// answers ENOENT right after `mkdir` said EEXIST, while the other client's `mkdir` is still
+    /// under way); asked again a little later it is there. Bounded: about 3 s in all.
     static func makeFolder(_ path: String, mode: mode_t, checkType: Bool = true) throws(StoreError) {
         var attempt = 0
         while true {
+            let step: String
             if mkdir(path, mode) == 0 {
                 _ = chmod(path, mode)      // mkdir applies the umask; the contract says "the root's permissions"
             } else if errno != EEXIST {
@@ -81,9 +83,13 @@ public final class SpoolLayout: Sendable {
             var st = stat()
             if lstat(path, &st) == 0 {
                 guard !checkType || (st.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("lstat", path, errno: ENOTDIR) }
-                return
+                let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                if fd >= 0 { close(fd); return }
+                step = "open"
+            } else {
+                step = "lstat"
             }
-            guard errno == ENOENT, attempt < 40 else { throw StoreError("lstat", path) }
+            guard errno == ENOENT, attempt < 40 else { throw StoreError(step, path) }
             attempt += 1
             var pause = timespec(tv_sec: 0, tv_nsec: Int(min(attempt, 10)) * 10_000_000)
             _ = nanosleep(&pause, nil)

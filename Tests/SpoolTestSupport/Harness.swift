@@ -38,15 +38,21 @@ public enum TestBody {
 /// start and after every inotify event in the folder, with a deadline.
 public enum DirectoryWaiter {
     public static func wait(in directory: String, timeout: Double, what: String, until predicate: () -> Bool) throws {
+        try wait(inAny: [directory], timeout: timeout, what: what, until: predicate)
+    }
+
+    /// The same, woken by an event in any of `directories` (such as the logs of several daemons:
+    /// on a network filesystem a folder's inotify sees only this client's changes).
+    public static func wait(inAny directories: [String], timeout: Double, what: String, until predicate: () -> Bool) throws {
         let fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { throw WaitError.timedOut(what: "\(what) (inotify_init1 failed: errno \(errno))", after: 0) }
         defer { close(fd) }
         let mask = UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MODIFY)
-        // The folder may not exist yet (the daemon creates it): then watch its parent until it does.
-        var watching = inotify_add_watch(fd, directory, mask) >= 0
-        if !watching {
+        // A folder may not exist yet (the daemon creates it): then watch its parent until it does.
+        var unwatched: [String] = []
+        for directory in directories where inotify_add_watch(fd, directory, mask) < 0 {
             _ = inotify_add_watch(fd, (directory as NSString).deletingLastPathComponent, UInt32(IN_CREATE) | UInt32(IN_MOVED_TO))
-            watching = inotify_add_watch(fd, directory, mask) >= 0
+            if inotify_add_watch(fd, directory, mask) < 0 { unwatched.append(directory) }
         }
         let deadline = Date().addingTimeInterval(timeout)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -57,7 +63,7 @@ public enum DirectoryWaiter {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             _ = poll(&pfd, 1, Int32(min(remaining * 1000, 60_000)) + 1)
             _ = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if !watching { watching = inotify_add_watch(fd, directory, mask) >= 0 }
+            unwatched.removeAll { inotify_add_watch(fd, $0, mask) >= 0 }
         }
     }
 
@@ -90,6 +96,8 @@ public final class DaemonProcess: @unchecked Sendable {
     public var pid: Int32 { process.processIdentifier }
     public var stdoutText: String { (try? String(contentsOfFile: outputDir + "/stdout", encoding: .utf8)) ?? "" }
     public var stderrText: String { (try? String(contentsOfFile: outputDir + "/stderr", encoding: .utf8)) ?? "" }
+    /// The folder of the daemon's stdout and stderr files, to wait on (`DirectoryWaiter`).
+    public var outputDirectory: String { outputDir }
 
     private init(outputDir: String) { self.outputDir = outputDir }
 

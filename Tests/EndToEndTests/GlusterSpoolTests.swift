@@ -1,0 +1,144 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// Two workers on one spool through two GlusterFS clients — two machines, each with the client
+/// caches GlusterFS has by default (a name another client moved away stays visible here for
+/// about a second). Every request is claimed by one worker, every file published once with its
+/// marker, every URL fetched once: with both workers running, after one is killed with SIGKILL,
+/// and across start-ups at the same instant.
+final class GlusterSpoolTests: SpoolTestCase {
+    private var volume: GlusterVolume!
+    private var bodies: [String: [UInt8]] = [:]
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        volume = try GlusterVolume()
+    }
+
+    override func tearDownWithError() throws {
+        volume?.unmount()
+        volume = nil
+        try super.tearDownWithError()
+    }
+
+    /// `requests` request files of `items` URLs each (64 KiB bodies), dropped through the first
+    /// client as a producer does (write in tmp/, fsync, rename).
+    private func dropBatch(_ producer: TempSpool, requests: Int, items: Int) throws {
+        for r in 0..<requests {
+            var text = ""
+            for i in 0..<items {
+                let name = String(format: "r%02d-%02d.bin", r, i)
+                let body = TestBody.random(count: 64 << 10, seed: UInt64(r * 100 + i + 1))
+                bodies[name] = body
+                server.serve("/g/" + name, body: body, etag: "\"\(r)-\(i)\"")
+                text += "url: \(server.url("/g/" + name))\nname: \(name)\n"
+            }
+            try producer.drop(String(format: "req%02d", r), text)
+        }
+    }
+
+    private func worker(_ spool: String, _ extra: [String] = []) throws -> DaemonProcess {
+        try DaemonProcess.launch(["run", "--spool", spool, "--inotify", "no", "--rescan-interval", "1",
+                                  "--adopt-interval", "2", "--log-level", "info"] + extra)
+    }
+
+    /// Waits until `count` requests have ended (filed in done/), woken by either worker's log.
+    private func waitForEnded(_ count: Int, in spool: TempSpool, workers: [DaemonProcess], timeout: Double) throws {
+        try DirectoryWaiter.wait(inAny: workers.map(\.outputDirectory), timeout: timeout,
+                                 what: "\(count) requests in done/ (\(spool.files(in: "done").count) so far)") {
+            spool.files(in: "done").count >= count
+        }
+    }
+
+    /// Every file published once, whole, with its marker; every request filed once in done/.
+    private func assertPublishedOnce(_ spool: TempSpool, requests: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        let final = spool.files(in: "final")
+        let expected = Set(bodies.keys.flatMap { [$0, $0 + ".done"] }
+                           + (0..<requests).map { String(format: "req%02d.group.done", $0) })
+        XCTAssertEqual(Set(final).subtracting(expected).sorted(), [], "nothing published twice or unexpected", file: file, line: line)
+        XCTAssertEqual(expected.subtracting(final).sorted(), [], "every file and marker is there", file: file, line: line)
+        for (name, body) in bodies.sorted(by: { $0.key < $1.key }) {
+            XCTAssertTrue((try? spool.read("final", name)) == body, "\(name) is whole", file: file, line: line)
+        }
+        XCTAssertEqual(spool.files(in: "done"), (0..<requests).map { String(format: "req%02d", $0) },
+                       "each request filed once, under its own name (no request was claimed twice)", file: file, line: line)
+        XCTAssertEqual(spool.files(in: "failed"), [], file: file, line: line)
+        XCTAssertEqual(spool.files(in: "rejected"), [], file: file, line: line)
+    }
+
+    /// The figures of the shared-spool table: published files, duplicates, URLs fetched twice.
+    private func report(_ spool: TempSpool) -> String {
+        let final = spool.files(in: "final")
+        let published = bodies.keys.filter { final.contains($0) && final.contains($0 + ".done") }.count
+        let duplicates = final.filter { !$0.hasSuffix(".done") && bodies[$0] == nil }.count
+        let twice = bodies.keys.filter { server.requests(for: "/g/" + $0).count > 1 }.count
+        return "published \(published) of \(bodies.count), duplicates \(duplicates), URLs fetched twice \(twice)"
+    }
+
+    func testTwoWorkersOnTwoClientsClaimEveryRequestOnceAndFetchEveryURLOnce() throws {
+        let producer = try TempSpool(root: volume.first + "/spool")
+        let a = try worker(volume.first + "/spool")
+        defer { a.terminate() }
+        let b = try worker(volume.second + "/spool")
+        defer { b.terminate() }
+        try a.waitForStderr(containing: "spoolfetch running", timeout: 60)
+        try b.waitForStderr(containing: "spoolfetch running", timeout: 60)
+        try dropBatch(producer, requests: 50, items: 10)
+        try waitForEnded(50, in: producer, workers: [a, b], timeout: 300)
+        a.signal(SIGTERM)
+        b.signal(SIGTERM)
+        XCTAssertEqual(try a.waitForExit(timeout: 60), 0, a.stderrText)
+        XCTAssertEqual(try b.waitForExit(timeout: 60), 0, b.stderrText)
+        try assertPublishedOnce(producer, requests: 50)
+        let twice = bodies.keys.filter { server.requests(for: "/g/" + $0).count != 1 }.sorted()
+        XCTAssertEqual(twice, [], "every URL fetched once")
+        print("GlusterFS, two workers: \(report(producer))")
+        let endedBy = [a, b].map { $0.stderrText.components(separatedBy: "group ended").count - 1 }
+        XCTAssertEqual(endedBy.reduce(0, +), 50, "50 group ends in all (a: \(endedBy[0]), b: \(endedBy[1]))")
+    }
+
+    func testAWorkerKilledMidBatchIsAdoptedAndNothingIsPublishedTwice() throws {
+        let producer = try TempSpool(root: volume.first + "/spool")
+        let a = try worker(volume.first + "/spool")
+        defer { a.terminate() }
+        let b = try worker(volume.second + "/spool")
+        defer { b.terminate() }
+        try a.waitForStderr(containing: "spoolfetch running", timeout: 60)
+        try b.waitForStderr(containing: "spoolfetch running", timeout: 60)
+        try dropBatch(producer, requests: 50, items: 10)
+        try a.waitForStderr(timeout: 120, what: "the first worker to end 3 groups") {
+            $0.components(separatedBy: "group ended").count - 1 >= 3
+        }
+        a.signal(SIGKILL)
+        _ = try a.waitForExit(timeout: 30)
+        try waitForEnded(50, in: producer, workers: [b], timeout: 300)
+        b.signal(SIGTERM)
+        XCTAssertEqual(try b.waitForExit(timeout: 60), 0, b.stderrText)
+        try assertPublishedOnce(producer, requests: 50)
+        // Only what the killed worker had in flight is fetched again: at most --per-host (6)
+        // transfers to this one server, each once more.
+        let counts = bodies.keys.map { server.requests(for: "/g/" + $0).count }
+        XCTAssertEqual(counts.filter { $0 == 0 }.count, 0)
+        XCTAssertEqual(counts.filter { $0 > 2 }.count, 0, "no URL fetched three times")
+        XCTAssertLessThanOrEqual(counts.filter { $0 == 2 }.count, 6, "only the killed worker's transfers in flight again")
+        print("GlusterFS, two workers, the first killed: \(report(producer))")
+    }
+
+    func testTwoWorkersStartedAtTheSameInstantBothStartTenTimesOver() throws {
+        for round in 0..<10 {
+            // A fresh, empty spool root each time: the two start-ups also create its folders together.
+            let root = "/spool-start-\(round)"
+            try FileManager.default.createDirectory(atPath: volume.first + root, withIntermediateDirectories: false)
+            let a = try worker(volume.first + root)
+            let b = try worker(volume.second + root)
+            defer { a.terminate(); b.terminate() }
+            try a.waitForStderr(containing: "spoolfetch running", timeout: 30)
+            try b.waitForStderr(containing: "spoolfetch running", timeout: 30)
+            a.signal(SIGTERM)
+            b.signal(SIGTERM)
+            XCTAssertEqual(try a.waitForExit(timeout: 30), 0, "round \(round): \(a.stderrText)")
+            XCTAssertEqual(try b.waitForExit(timeout: 30), 0, "round \(round): \(b.stderrText)")
+        }
+    }
+}
