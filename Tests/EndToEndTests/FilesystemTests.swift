@@ -137,6 +137,42 @@ final class FilesystemTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [], "the copies replaced the parts")
     }
 
+    func testAFinalFolderOnASmallFilesystemDrainsWithTheDefaultMinFree() throws {
+        // 64 MiB in all: a fixed 64 MiB min-free could never be met there; the default is 5 % of it.
+        let tmpfs = try TmpfsMount(at: spool.path("final-small"), size: "64m")
+        defer { tmpfs.unmount() }
+        try drop(spool, "small-final", (0..<50).map { item("s\($0).bin", size: 256 << 10, seed: UInt64(300 + $0)) }.joined())
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--final-folder", tmpfs.path], timeout: 120)
+        XCTAssertEqual(status, 0, stderr)
+        try assertEverythingPublished(spool, final: tmpfs.path, "final folder on a 64 MiB tmpfs")
+    }
+
+    func testAMinFreeThatCanNeverBeMetIsAStartErrorNamingTheFilesystem() throws {
+        let tmpfs = try TmpfsMount(at: spool.path("final-tiny"), size: "8m")
+        defer { tmpfs.unmount() }
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--final-folder", tmpfs.path, "--min-free", "64M"],
+                                                       timeout: 60)
+        XCTAssertEqual(status, 3, stderr)
+        XCTAssertTrue(stderr.contains("min-free 67108864 can never be met on \(tmpfs.path) (tmpfs at \(tmpfs.path)"), stderr)
+    }
+
+    func testASpaceWaitNamesTheFilesystemItWaitsOn() throws {
+        // An item expected to be larger than the final folder's filesystem can hold waits, and
+        // the log says where: the tmpfs, with its free space, not the staging disk's.
+        let tmpfs = try TmpfsMount(at: spool.path("final-wait"), size: "8m")
+        defer { tmpfs.unmount() }
+        server.serve("/big", body: TestBody.random(count: 1_000, seed: 5))
+        try spool.drop("too-big", "url: \(server.url("/big"))\nexpected-bytes: 20M\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--final-folder", tmpfs.path])
+        defer { daemon.terminate() }
+        try daemon.waitForStderr(containing: "waiting for disk space", timeout: 30)
+        let line = daemon.stderrText.split(separator: "\n").first { $0.contains("waiting for disk space") } ?? ""
+        XCTAssertTrue(line.contains("path=\(tmpfs.path)"), String(line))
+        XCTAssertTrue(line.contains("filesystem=\"tmpfs at \(tmpfs.path)\""), String(line))
+        XCTAssertTrue(line.contains("min-free=419430"), "5 % of 8 MiB: \(line)")
+        XCTAssertEqual(server.requests(for: "/big").count, 0)
+    }
+
     func testSpoolOnTmpfsWithTheFinalFolderOnDisk() throws {
         let tmpfs = try TmpfsMount(at: spool.path("spool-tmpfs"))
         defer { tmpfs.unmount() }
