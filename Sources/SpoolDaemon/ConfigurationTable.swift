@@ -53,6 +53,8 @@ extension ConfigurationKey {
                       "Extra CA certificates (PEM) to trust, besides the system's"),
         .optionalText("ca-path", \.caPath, value: "dir", reload: false, example: "/etc/ssl/extra",
                       "Extra folder of hashed CA certificates to trust"),
+        .yesNo("keep-url-queries", \.keepURLQueries, reload: false, example: "yes",
+               "Write URLs with their query into markers, error files, status and logs; no: without it (a signed URL's query is a credential), markers add urlQuerySha256"),
         .optionalText("on-item", \.onItem, value: "command", reload: true, example: "/usr/local/bin/item-done",
                       "Command run (sh -c) after each item ends, with SPOOLFETCH_* variables"),
         .optionalText("on-group", \.onGroup, value: "command", reload: true, example: "/usr/local/bin/ingest",

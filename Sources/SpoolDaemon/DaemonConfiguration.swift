@@ -55,6 +55,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// rescans are the only source of new names.
     public var inotify: Bool = true
     public var caFile: String?
+    /// Whether markers, error files, status and logs show URLs whole; by default without their
+    /// query, which holds a signed URL's signature (`URLPrivacy`).
+    public var keepURLQueries: Bool = false
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).
     public var onItem: String?

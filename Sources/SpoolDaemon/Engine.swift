@@ -20,6 +20,8 @@ import SpoolNetwork
 public final class Engine {
     var configuration: DaemonConfiguration
     var logger: Logger
+    /// How URLs are written down (without their query unless `keep-url-queries`).
+    let urls: URLPrivacy
     let layout: SpoolLayout
     let store: SpoolStore
     let inbox: Inbox
@@ -76,6 +78,7 @@ public final class Engine {
         do { try configuration.validate() } catch { throw .configuration(error) }
         self.configuration = configuration
         self.logger = logger
+        urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
         drainWatch = DrainWatch(enabled: (configuration.once || configuration.due) && configuration.inotify)
         do {
             layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
@@ -93,7 +96,7 @@ public final class Engine {
         io = IOQueue(inbox: inbox)
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
         publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
-        groups = GroupCompletion(store: store, io: io, logger: logger)
+        groups = GroupCompletion(store: store, io: io, logger: logger, urls: urls)
         ledger = JournalLedger(staging: layout.staging)
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks), store: store, inbox: inbox,
@@ -285,7 +288,7 @@ public final class Engine {
     private func writeStatus(now: Date) {
         let window = scheduler.configuration.window
         status.write(now: now, table: table, window: window, task: { record in
-            StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
+            StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble)

@@ -54,7 +54,7 @@ extension Engine {
             if holdHost { scheduler.holdHost(record.hostKey, until: at) }
             scheduler.retry(record.key, notBefore: at)
             logger.info("transfer failed; will retry", metadata: [
-                "item": "\(record.id)", "url": "\(record.loaded?.url.description ?? "")", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
+                "item": "\(record.id)", "url": "\(urls.shown(record.loaded?.url.string ?? ""))", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
                 "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
         case .waitForSpace(let reason):
             space.wait(record, reason: reason)
@@ -214,13 +214,13 @@ extension Engine {
         let facts = record.lastFacts ?? ResponseFacts()
         let marker = ItemMarker(
             request: record.request.name, group: record.request.group, index: record.index,
-            url: item.url.string, finalURL: facts.finalURL, name: item.name,
+            url: urls.shown(item.url.string), finalURL: urls.shown(facts.finalURL), name: item.name,
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
             etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
             finishedAt: RFC3339.format(finished), attempts: record.attempts,
-            outageSeconds: record.outageSeconds(at: finished))
-        let state = ItemState(request: record.request.name, index: record.index, url: item.url.string,
+            outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(item.url.string))
+        let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
                               marker: marker)
@@ -275,11 +275,11 @@ extension Engine {
         let status = record.lastFacts?.httpStatus
         let finalURL = record.lastFacts?.finalURL
         let item = record.details
-        let url = item?.url.string ?? ""
+        let url = urls.shown(item?.url.string ?? "")
         let failure = ItemFailure(index: record.index, url: url, name: item?.name ?? "",
                                   code: code, message: message, attempts: record.attempts,
                                   httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
-                                  finalURL: finalURL == url ? nil : finalURL,
+                                  finalURL: finalURL == item?.url.string ? nil : urls.shown(finalURL),
                                   outageSeconds: record.outageSeconds(at: Date()))
         record.lifecycle.recordFailure(failure)
         record.part = nil
@@ -292,13 +292,13 @@ extension Engine {
         driver.writeState(record, ItemState(request: record.request.name, index: record.index,
                                             url: url, phase: .failed, attempts: record.attempts,
                                             failure: failure))
-        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(item?.url.description ?? "")",
+        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(url)",
                                                              "code": "\(code)"])
         itemEnded(record)
     }
 
     func itemEnded(_ record: ItemRecord) {
-        status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil))
+        status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, urls: urls))
         let request = record.request
         request.open -= 1
         switch record.phase {

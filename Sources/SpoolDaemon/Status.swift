@@ -1,4 +1,5 @@
 import Foundation
+import SpoolRequest
 
 /// One daemon's live state, written atomically to `status/HOST-PID.json` at most once a second
 /// while anything changes (and not at all while idle), read by `spoolfetch status`.
@@ -61,7 +62,7 @@ public struct TaskStatus: Codable, Sendable, Hashable {
     public var request: String
     public var group: String
     public var name: String
-    /// The URL without its query (which may carry tokens).
+    /// The URL without its query (which may carry tokens), unless the daemon keeps queries.
     public var url: String
     /// pending, waiting-start, waiting-window, waiting-space, running, retrying, paused,
     /// publishing, done, failed.
@@ -98,7 +99,4 @@ public struct ControlResult: Codable, Sendable, Hashable {
 }
 
 /// Strips the query and fragment from a URL for display (they may hold access tokens).
-func displayURL(_ url: String) -> String {
-    guard let cut = url.utf8.firstIndex(where: { $0 == 0x3F || $0 == 0x23 }) else { return url }
-    return String(url[..<cut])
-}
+func displayURL(_ url: String) -> String { URLQuery.stripped(url) }

@@ -161,7 +161,7 @@ final class StatusReporter {
 
     /// One item as `spoolfetch status` shows it. `progress` is the running transfer's, if any.
     static func task(_ record: ItemRecord, now: Date, progress: (bytes: Int64, total: Int64?)?,
-                     window: DailyWindow?) -> TaskStatus {
+                     window: DailyWindow?, urls: URLPrivacy) -> TaskStatus {
         var state = record.phase.label
         var bytes = record.bytesOnDisk
         var expected = record.expectedBytes
@@ -198,7 +198,7 @@ final class StatusReporter {
         // A waiting item keeps no URL or name: they are read again from its request file.
         let item = record.details
         return TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: item?.name ?? "",
-                          url: displayURL(item?.url.string ?? ""), state: state, bytes: bytes, expected: expected,
+                          url: urls.shown(item?.url.string ?? ""), state: state, bytes: bytes, expected: expected,
                           rate: rate, eta: eta, attempts: record.attempts, error: error, startsAt: startsAt,
                           finishedAt: finishedAt)
     }

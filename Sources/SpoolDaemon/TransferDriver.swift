@@ -14,6 +14,8 @@ final class TransferDriver {
     /// Read for limits and rates at each start; a reload replaces it (`update`).
     private var configuration: DaemonConfiguration
     private let logger: Logger
+    /// How URLs are written down; fixed for the daemon's life (`keep-url-queries` takes a restart).
+    private let urls: URLPrivacy
     /// Items whose transfer is in the session, by key.
     private(set) var running: [Int: ItemRecord] = [:]
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
@@ -28,6 +30,7 @@ final class TransferDriver {
         self.store = store
         self.configuration = configuration
         self.logger = logger
+        urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
     }
 
     /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
@@ -88,10 +91,10 @@ final class TransferDriver {
         do {
             try session.start(key: record.key, request: request)
         } catch {
-            throw StoreError("curl_multi_add_handle", "\(item.url) (\(error))", errno: EIO)
+            throw StoreError("curl_multi_add_handle", "\(urls.shown(item.url.string)) (\(error))", errno: EIO)
         }
         running[record.key] = record
-        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(item.url)",
+        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
     }
 
@@ -175,7 +178,7 @@ final class TransferDriver {
 
     /// A `B.state` in phase running: the part's validators and how much of it is synced, in this boot.
     private func runningState(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64?) -> ItemState {
-        ItemState(request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
+        ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
                   phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                   bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
                   syncedBytes: synced, bootID: BootID.current)

@@ -19,12 +19,16 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var attempts: Int
     /// Seconds the item waited because its host could not be reached (no attempts used).
     public var outageSeconds: Int?
+    /// The SHA-256 (hex) of the request's URL's query, which `url` leaves out unless the daemon
+    /// keeps queries: a consumer matches a signed URL by it without the signature at rest.
+    public var urlQuerySha256: String?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
                 contentType: String?, startedAt: String, finishedAt: String, attempts: Int,
-                outageSeconds: Int? = nil) {
+                outageSeconds: Int? = nil, urlQuerySha256: String? = nil) {
         self.outageSeconds = outageSeconds
+        self.urlQuerySha256 = urlQuerySha256
         self.request = request; self.group = group; self.index = index; self.url = url
         self.finalURL = finalURL; self.name = name; self.bytes = bytes; self.sha256 = sha256
         self.httpStatus = httpStatus; self.etag = etag; self.lastModified = lastModified
@@ -78,6 +82,8 @@ public struct GroupItem: Codable, Sendable, Hashable {
     public var sha256: String?
     public var finalURL: String?
     public var httpStatus: Int?
+    /// As in `ItemMarker`.
+    public var urlQuerySha256: String?
 
     public init(index: Int, url: String, outcome: String, file: String? = nil, marker: String? = nil,
                 code: String? = nil, message: String? = nil) {
@@ -310,6 +316,7 @@ extension ItemMarker {
         w.string("sha256", sha256)
         w.string("startedAt", startedAt)
         w.string("url", url)
+        w.string("urlQuerySha256", urlQuerySha256)
         return w.close()
     }
 }
@@ -350,6 +357,7 @@ extension GroupItem {
         w.string("outcome", outcome)
         w.string("sha256", sha256)
         w.string("url", url)
+        w.string("urlQuerySha256", urlQuerySha256)
     }
 }
 

@@ -58,6 +58,7 @@ struct Run: ParsableCommand {
     @Option(help: .setting("inotify")) var inotify: String?
     @Option(name: .customLong("ca-file"), help: .setting("ca-file")) var caFile: String?
     @Option(name: .customLong("ca-path"), help: .setting("ca-path")) var caPath: String?
+    @Option(name: .customLong("keep-url-queries"), help: .setting("keep-url-queries")) var keepUrlQueries: String?
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?
     @Option(name: .customLong("on-group"), help: .setting("on-group")) var onGroup: String?
     @Option(name: .customLong("hook-timeout"), help: .setting("hook-timeout")) var hookTimeout: String?
