@@ -42,6 +42,7 @@ extension Engine {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
                 return
             }
+            if endIfURLExpired(record, item, now: Date()) { return }
             do {
                 try driver.start(record, item)
             } catch {
@@ -169,6 +170,7 @@ extension Engine {
             return
         }
         let now = Date()
+        if !adopted { warnOfURLsExpiringBeforeStart(index, request: claim.name, now: now) }
         let request = table.add(claim: claim, index: index) { _ in
             ItemLifecycle(firstQueued: now)
         }

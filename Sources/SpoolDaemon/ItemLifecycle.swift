@@ -51,6 +51,7 @@ enum ItemPhase: Equatable {
 /// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
 /// | running | couldNotStart | out of descriptors or memory | retrying (attempt − 1) | retry(+2 s) |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
+/// | running | urlExpired | | failed (attempt − 1) | releaseSlot, fail(url-expired) |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
 /// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
 /// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
@@ -122,6 +123,10 @@ struct ItemLifecycle {
             case .other:
                 return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
             }
+
+        case (.running, .urlExpired(let message)):
+            attempts -= 1
+            return [.releaseSlot] + fail("url-expired", message)
 
         case (.running, .preempted):
             phase = .queued

@@ -27,6 +27,9 @@ enum ItemEvent: Equatable {
     case slotGranted(spaceAvailable: Bool)
     /// The request file or the staging file could not be opened for the attempt.
     case couldNotStart(StartProblem, message: String)
+    /// Its URL's known expiry has passed at its turn (and no refresh is possible): no request
+    /// is sent.
+    case urlExpired(message: String)
     /// The scheduler took its slot for a higher-priority item.
     case preempted
     case transferEnded(TransferEnd)

@@ -42,6 +42,9 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var watcher: String? = nil
     /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
     public var unreachableHosts: [UnreachableHost]? = nil
+    /// Requests taken in whose items may start only after their URL expires (the last
+    /// `StatusReporter.expiryWarningLimit`), one line each.
+    public var urlExpiryWarnings: [String]? = nil
 }
 
 /// A host held because it could not be reached (`spoolfetch status` shows it).

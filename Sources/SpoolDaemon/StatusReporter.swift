@@ -20,11 +20,21 @@ final class StatusReporter {
     private var recentlyEnded: [TaskStatus] = []
     static let recentLimit = 100
     private var warnedWriteFailure = false
+    /// Intake's warnings about URLs that expire before their items may start, newest last.
+    private var expiryWarnings: [String] = []
+    static let expiryWarningLimit = 20
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
         self.directory = directory
         self.spoolRoot = spoolRoot
         self.logger = logger
+    }
+
+    /// Keeps an intake warning for the report (the last `expiryWarningLimit`).
+    func noteExpiryWarning(_ text: String) {
+        expiryWarnings.append(text)
+        if expiryWarnings.count > Self.expiryWarningLimit { expiryWarnings.removeFirst() }
+        dirty = true
     }
 
     /// Something changed: the next turn writes a report.
@@ -141,6 +151,7 @@ final class StatusReporter {
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
         daemon.states = states
         daemon.watcher = watcher
+        if !expiryWarnings.isEmpty { daemon.urlExpiryWarnings = expiryWarnings }
         if !outages.isEmpty {
             daemon.unreachableHosts = outages.map {
                 UnreachableHost(host: $0.hostKey, since: RFC3339.format($0.since), lastError: $0.lastError,

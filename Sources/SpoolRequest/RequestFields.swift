@@ -3,7 +3,8 @@ import Foundation
 /// The keys a request file may use.
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
-         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists"
+         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
+         expires
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -20,6 +21,8 @@ struct RequestFields: Sendable, Hashable {
     var headers: [RequestHeader] = []
     var maxBytes: Int64?
     var onExists: OnExists?
+    /// When the item's URL stops working (`expires:`); else read from the URL (`URLExpiry`).
+    var expires: Date?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -37,6 +40,11 @@ struct RequestFields: Sendable, Hashable {
                 throw reject(line, "bad-time", "earliest-start must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
             }
             earliestStart = d
+        case .expires:
+            guard let d = RFC3339.parse(value) else {
+                throw reject(line, "bad-time", "expires must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
+            }
+            expires = d
         case .expectedBytes, .maxBytes:
             guard let n = ByteCount.parse(value) else {
                 throw reject(line, "bad-number", "\(key.rawValue) must be a non-negative whole number of bytes, optionally with k, M, G or T")

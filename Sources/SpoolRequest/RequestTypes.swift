@@ -67,6 +67,14 @@ public struct RequestItem: Sendable, Hashable {
     public let maxBytes: Int64?
     /// The item's own `on-exists`, else the file's, else `keep-both`.
     public let onExists: OnExists
+    /// The item's own `expires`, else the file's default.
+    public let expires: Date?
+
+    /// When the URL stops working: `expires:` when given, else what the URL's query says
+    /// (`URLExpiry`); nil when neither tells.
+    public var expiry: URLExpiry? {
+        expires.map { URLExpiry(date: $0, form: .expiresKey) } ?? URLExpiry.read(from: url.string)
+    }
 }
 
 /// A parsed request file: one group of items.

@@ -84,3 +84,69 @@ final class SignedURLTests: SpoolTestCase {
         }
     }
 }
+
+/// URLs whose expiry is known (read from the URL, or `expires:`) and has passed.
+final class URLExpiryEndToEndTests: SpoolTestCase {
+    /// `X-Amz-Date`'s form: `20261126T210000Z`.
+    static func amzDate(_ date: Date) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        return f.string(from: date)
+    }
+
+    /// An S3 SigV4-shaped URL on the test server, signed at `signed` for `seconds`.
+    func s3URL(_ path: String, signed: Date, seconds: Int) -> String {
+        server.url(path + "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE%2F20261126%2Fus-east-1%2Fs3%2Faws4_request"
+                   + "&X-Amz-Date=\(Self.amzDate(signed))&X-Amz-Expires=\(seconds)&X-Amz-SignedHeaders=host&X-Amz-Signature=0a1b2c")
+    }
+
+    func testAnExpiredURLFailsAtItsTurnWithoutARequestToTheServer() throws {
+        for path in ["/s3-expired.bin", "/key-expired.bin", "/fresh.bin"] { server.serve(path, body: Array(path.utf8)) }
+        let now = Date()
+        try spool.drop("expiring", """
+            url: \(s3URL("/s3-expired.bin", signed: now.addingTimeInterval(-7200), seconds: 3600))
+            url: \(server.url("/key-expired.bin"))
+            expires: \(rfc3339(now.addingTimeInterval(-10)))
+            url: \(s3URL("/fresh.bin", signed: now, seconds: 3600))
+            """)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1, stderr)
+        XCTAssertTrue(server.requests(for: "/s3-expired.bin").isEmpty, "no request with an expired URL")
+        XCTAssertTrue(server.requests(for: "/key-expired.bin").isEmpty, "no request past expires:")
+        XCTAssertEqual(try spool.read("final", "fresh.bin"), Array("/fresh.bin".utf8))
+        let items = try XCTUnwrap(try json("failed", "expiring.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.map { $0["code"] as? String }, ["url-expired", "url-expired"])
+        XCTAssertEqual(items.map { $0["attempts"] as? Int }, [0, 0])
+        let s3Expiry = rfc3339(Date(timeIntervalSince1970: floor(now.timeIntervalSince1970) - 3600))
+        XCTAssertTrue((items[0]["message"] as? String ?? "").contains("expired at \(s3Expiry) (X-Amz-Date + X-Amz-Expires)"),
+                      "\(items[0])")
+        XCTAssertTrue((items[1]["message"] as? String ?? "").contains("(expires key)"), "\(items[1])")
+        XCTAssertEqual(items[0]["url"] as? String, server.url("/s3-expired.bin"))
+    }
+
+    func testARequestDeferredPastItsURLsExpiryIsFlaggedAtIntakeAndFailsWithoutARequest() throws {
+        server.serve("/nightly.bin", body: Array("data".utf8))
+        let now = Date()
+        try spool.drop("nightly", """
+            earliest-start: \(rfc3339(now.addingTimeInterval(4)))
+            url: \(s3URL("/nightly.bin", signed: now, seconds: 2))
+            """)
+        let daemon = try DaemonProcess.launch(["run", "--once", "--spool", spool.root])
+        try daemon.waitForStderr(containing: "URLs expire before their items may start", timeout: 30)
+        var warning: String?
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "the expiry warning in status") {
+            for file in spool.files(in: "status") where file.hasSuffix(".json") {
+                let report = (try? spool.read("status", file)).flatMap { try? JSONSerialization.jsonObject(with: Data($0)) } as? [String: Any]
+                warning = ((report?["daemon"] as? [String: Any])?["urlExpiryWarnings"] as? [String])?.first
+            }
+            return warning != nil
+        }
+        XCTAssertTrue(warning?.contains("nightly#0") ?? false, warning ?? "")
+        XCTAssertEqual(try daemon.waitForExit(timeout: 30), 1, daemon.stderrText)
+        XCTAssertTrue(server.allRequests.isEmpty, "the server saw no request")
+        let items = try XCTUnwrap(try json("failed", "nightly.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.first?["code"] as? String, "url-expired")
+    }
+}

@@ -98,6 +98,15 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertTrue(l.phase.hasEnded)
     }
 
+    func testAnExpiredURLFailsWithoutUsingAnAttempt() {
+        var l = running()
+        let actions = l.handle(.urlExpired(message: "the URL expired"), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        XCTAssertEqual(failCode(actions), "url-expired")
+        XCTAssertTrue(l.phase.hasEnded)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
     func testPreemptedGoesBackToTheQueueKeepingItsPartial() {
         var l = running()
         XCTAssertEqual(l.handle(.preempted, policy: policy, context: context), [.stopTransfer, .saveResumeState])
