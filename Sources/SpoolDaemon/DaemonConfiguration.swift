@@ -62,6 +62,11 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// Commands run after each item / each group (through `/bin/sh -c`).
     public var onItem: String?
     public var onGroup: String?
+    /// Command run (through `/bin/sh -c`) for a fresh URL when an item's URL has expired, expires
+    /// within `refreshMargin`, or was refused with 401, 403 or 410; its first stdout line is the URL.
+    public var refreshHook: String?
+    /// Seconds before a URL's known expiry at which an item starting asks for a fresh one.
+    public var refreshMargin: Double = 60
     /// Seconds a hook may run before its whole process group is killed.
     public var hookTimeout: Double = 300
     /// Hooks running at once; more wait their turn, in order.

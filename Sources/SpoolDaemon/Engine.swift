@@ -101,6 +101,7 @@ public final class Engine {
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks), store: store, inbox: inbox,
                              onItem: configuration.onItem, onGroup: configuration.onGroup,
+                             refreshHook: configuration.refreshHook,
                              maxGroupHooks: configuration.maxHooks)
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         control = ControlHandler(directory: layout.control, logger: logger)
@@ -260,6 +261,8 @@ public final class Engine {
             intake.rejectionFiled(request, error: error)
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
+        case .refreshEnded(let key, let attempt, let outcome, let line):
+            refreshEnded(key: key, attempt: attempt, outcome: outcome, line: line)
         case .itemHookFinished:
             break
         case .reload:

@@ -12,7 +12,8 @@ extension Engine {
     /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
-        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: jitter.next())
+        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: jitter.next(),
+                                       canRefreshURL: hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts)
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
         if !actions.isEmpty { table.note(record) }
         for action in actions { perform(action, for: record) }
@@ -42,7 +43,7 @@ extension Engine {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
                 return
             }
-            if endIfURLExpired(record, item, now: Date()) { return }
+            if holdForURLExpiry(record, item, now: Date()) { return }
             do {
                 try driver.start(record, item)
             } catch {
@@ -50,6 +51,8 @@ extension Engine {
             }
         case .stopTransfer:
             driver.stop(record)
+        case .refreshURL(let reason):
+            askForFreshURL(record, reason: reason)
         case .retry(let at, let holdHost):
             // The server asked for a pause (429/503): back off the whole host, not just this item.
             if holdHost { scheduler.holdHost(record.hostKey, until: at) }

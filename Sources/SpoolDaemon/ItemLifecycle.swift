@@ -52,6 +52,10 @@ enum ItemPhase: Equatable {
 /// | running | couldNotStart | out of descriptors or memory | retrying (attempt − 1) | retry(+2 s) |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
 /// | running | urlExpired | | failed (attempt − 1) | releaseSlot, fail(url-expired) |
+/// | running | urlNeedsRefresh | | running | refreshURL |
+/// | running | transferEnded | 401, 403 or 410, a refresh hook not yet asked in this attempt, not stopping | running | refreshURL |
+/// | running | urlRefreshed | | running | startTransfer (same attempt; a partial resumes) |
+/// | running | refreshFailed | | failed | releaseSlot, fail(refresh-failed) |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
 /// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
 /// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
@@ -128,6 +132,15 @@ struct ItemLifecycle {
             attempts -= 1
             return [.releaseSlot] + fail("url-expired", message)
 
+        case (.running, .urlNeedsRefresh(let reason)):
+            return [.refreshURL(reason: reason)]
+
+        case (.running, .urlRefreshed):
+            return [.startTransfer]
+
+        case (.running, .refreshFailed(let message)):
+            return [.releaseSlot] + fail("refresh-failed", message)
+
         case (.running, .preempted):
             phase = .queued
             return [.stopTransfer, .saveResumeState]
@@ -170,6 +183,12 @@ struct ItemLifecycle {
         if let unchanged = end.notModified {
             phase = .published(file: unchanged.file, marker: unchanged.marker)
             return [.releaseSlot, .ended]
+        }
+        // A signed URL refused (expired, revoked): a new one, once per attempt, keeping the slot
+        // and the partial; a second refusal right after fails the item as any refusal does.
+        if case .httpStatus(let status)? = end.failure, status == 401 || status == 403 || status == 410,
+           context.canRefreshURL, !context.stopping {
+            return [.refreshURL(reason: "http-\(status)")]
         }
         guard let failure = end.failure else {
             let digest = end.sha256 ?? ""

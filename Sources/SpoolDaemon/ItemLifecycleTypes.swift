@@ -30,6 +30,13 @@ enum ItemEvent: Equatable {
     /// Its URL's known expiry has passed at its turn (and no refresh is possible): no request
     /// is sent.
     case urlExpired(message: String)
+    /// At its turn its URL has expired or expires within `--refresh-margin`, and a refresh hook
+    /// may give a new one (`reason`: `expired` or `expiring`).
+    case urlNeedsRefresh(reason: String)
+    /// The refresh hook gave a new URL (now the item's).
+    case urlRefreshed
+    /// The refresh hook gave no usable URL.
+    case refreshFailed(message: String)
     /// The scheduler took its slot for a higher-priority item.
     case preempted
     case transferEnded(TransferEnd)
@@ -100,6 +107,8 @@ struct LifecycleContext {
     var stopping: Bool
     /// A random number in 0...1 for the back-off's jitter (fixed in tests).
     var jitter: Double
+    /// A refresh hook is configured and has not been asked in this attempt yet.
+    var canRefreshURL = false
 }
 
 /// The jitter of the engine's lifecycle contexts: SplitMix64, seeded once from the system
@@ -151,5 +160,8 @@ enum ItemAction: Equatable {
     /// Its host could not be reached: hold the whole host (one probe at a time); the item waits
     /// in the queue without using up an attempt.
     case hostUnreachable(error: String)
+    /// Run the refresh hook for a new URL; the item keeps its slot meanwhile (`reason`:
+    /// `expired`, `expiring`, `http-403`, …).
+    case refreshURL(reason: String)
 }
 

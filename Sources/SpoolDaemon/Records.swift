@@ -106,6 +106,10 @@ final class ItemTransfer {
     /// it spent so, in all (markers and `.error` report them apart from attempts).
     var outageStarted: Date?
     var outageSeconds: Double = 0
+    /// The refresh hook's URL, used instead of the request's from then on (kept in `B.state`).
+    var refreshedURL: RequestURL?
+    /// The attempt in which the refresh hook was last asked (0: never): once per attempt.
+    var refreshedInAttempt = 0
 }
 
 /// One item of a claimed request: what the scheduler needs of it (`ItemSummary`: due time,
@@ -283,6 +287,18 @@ final class ItemRecord {
         get { transferState?.rateWindow ?? RateWindow() }
         set { transfer.rateWindow = newValue }
     }
+
+    /// The refresh hook's URL, when it gave one.
+    var refreshedURL: RequestURL? {
+        get { transferState?.refreshedURL }
+        set { if newValue != nil || transferState != nil { transfer.refreshedURL = newValue } }
+    }
+    var refreshedInAttempt: Int {
+        get { transferState?.refreshedInAttempt ?? 0 }
+        set { transfer.refreshedInAttempt = newValue }
+    }
+    /// The URL a transfer asks for now: the refreshed one, else the request's.
+    var currentURL: RequestURL? { refreshedURL ?? loaded?.url }
 
     /// The item could not reach its host (again).
     func outageBegan(at now: Date) {

@@ -78,7 +78,7 @@ final class TransferDriver {
             record.hash = nil
         }
         let request = TransferRequest(
-            url: item.url.string, headers: item.headers.map(\.line) + conditionalHeaders(record, item, resumeFrom: resumeFrom),
+            url: (record.currentURL ?? item.url).string, headers: item.headers.map(\.line) + conditionalHeaders(record, item, resumeFrom: resumeFrom),
             destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
             ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
@@ -181,7 +181,7 @@ final class TransferDriver {
         ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
                   phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                   bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                  syncedBytes: synced, bootID: BootID.current)
+                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string)
     }
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),

@@ -3,15 +3,25 @@ import SpoolRequest
 import SpoolScheduler
 
 /// Signed URLs that expire while their items wait: checked at intake (a warning when an item
-/// may not start before its URL expires) and at the item's turn (the item fails with
-/// `url-expired` instead of asking the server with a URL that no longer works).
+/// may not start before its URL expires and no refresh hook is configured), at the item's turn
+/// (a fresh URL from the refresh hook, or `url-expired` instead of asking the server with a URL
+/// that no longer works), and when a server refuses the URL (`URLRefresh.swift`).
 extension Engine {
-    /// At the item's turn, before any request: an expired URL ends the item. Returns whether it did.
-    func endIfURLExpired(_ record: ItemRecord, _ item: RequestItem, now: Date) -> Bool {
-        guard let expiry = item.expiry, expiry.date <= now else { return false }
-        let message = "the URL expired at \(RFC3339.format(expiry.date)) (\(expiry.form.rawValue)) before the item's turn; "
-            + "no request was sent"
-        send(.urlExpired(message: message), to: record)
+    /// At the item's turn, before any request: a URL that has expired, or expires within
+    /// `--refresh-margin`, is refreshed when a hook may still be asked in this attempt; an
+    /// expired one otherwise ends the item. Returns whether the transfer must not start now.
+    func holdForURLExpiry(_ record: ItemRecord, _ item: RequestItem, now: Date) -> Bool {
+        // `expires:` describes the request's URL, not one the refresh hook gave.
+        let expiry = record.refreshedURL.map { URLExpiry.read(from: $0.string) } ?? item.expiry
+        guard let expiry, expiry.date <= now.addingTimeInterval(configuration.refreshMargin) else { return false }
+        if hooks.refreshHook != nil, record.refreshedInAttempt != record.attempts {
+            send(.urlNeedsRefresh(reason: expiry.date <= now ? "expired" : "expiring"), to: record)
+            return true
+        }
+        guard expiry.date <= now else { return false }
+        let source = expiry.form.rawValue + (record.refreshedURL == nil ? "" : " of the refresh hook's URL")
+        send(.urlExpired(message: "the URL expired at \(RFC3339.format(expiry.date)) (\(source)) before the item's turn; "
+                         + "no request was sent"), to: record)
         return true
     }
 
@@ -20,7 +30,7 @@ extension Engine {
     /// window next opens after it.
     func warnOfURLsExpiringBeforeStart(_ index: RequestIndex, request: String, now: Date) {
         let notes = index.expiryNotes
-        guard !notes.isEmpty else { return }
+        guard !notes.isEmpty, hooks.refreshHook == nil else { return }
         var late = notes.lateStarts
         var first: (note: ExpiryNote, start: Date)? = notes.firstLateStart.map { ($0, $0.earliestStart ?? now) }
         if let window = scheduler.configuration.window, let note = notes.firstDiscretionary {

@@ -221,7 +221,8 @@ struct FullItemSink: RequestItemSink {
             headers: own.headers(over: defaults),
             maxBytes: own.maxBytes ?? defaults.maxBytes,
             onExists: own.onExists ?? defaults.onExists ?? .keepBoth,
-            expires: own.expires ?? defaults.expires)
+            expires: own.expires ?? defaults.expires,
+            refreshKey: own.refreshKey ?? defaults.refreshKey)
     }
 }
 

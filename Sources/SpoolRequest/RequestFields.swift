@@ -4,7 +4,7 @@ import Foundation
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
          discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
-         expires
+         expires, refreshKey = "refresh-key"
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -23,6 +23,8 @@ struct RequestFields: Sendable, Hashable {
     var onExists: OnExists?
     /// When the item's URL stops working (`expires:`); else read from the URL (`URLExpiry`).
     var expires: Date?
+    /// An opaque token for the refresh hook (`refresh-key:`, such as `bucket/key`).
+    var refreshKey: String?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -45,6 +47,11 @@ struct RequestFields: Sendable, Hashable {
                 throw reject(line, "bad-time", "expires must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
             }
             expires = d
+        case .refreshKey:
+            guard !value.isEmpty, value.utf8.count <= 1024, !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+                throw reject(line, "bad-refresh-key", "refresh-key must be 1 to 1024 bytes without control characters")
+            }
+            refreshKey = value
         case .expectedBytes, .maxBytes:
             guard let n = ByteCount.parse(value) else {
                 throw reject(line, "bad-number", "\(key.rawValue) must be a non-negative whole number of bytes, optionally with k, M, G or T")

@@ -69,6 +69,8 @@ public struct RequestItem: Sendable, Hashable {
     public let onExists: OnExists
     /// The item's own `expires`, else the file's default.
     public let expires: Date?
+    /// The item's own `refresh-key`, else the file's default: handed to the refresh hook.
+    public let refreshKey: String?
 
     /// When the URL stops working: `expires:` when given, else what the URL's query says
     /// (`URLExpiry`); nil when neither tells.

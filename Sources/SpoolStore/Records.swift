@@ -168,11 +168,16 @@ public struct ItemState: Codable, Sendable, Hashable {
     /// blocks that never reached the disk (zeros), which a resume would publish as data.
     public var syncedBytes: Int64?
     public var bootID: String?
+    /// The URL the refresh hook gave in place of the request's (a signed URL: the one place
+    /// besides the request file where the spool keeps one, so that a restart resumes with it).
+    public var refreshedURL: String?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,
                 etag: String? = nil, lastModified: String? = nil, bytes: Int64 = 0, attempts: Int = 0,
                 startedAt: String? = nil, marker: ItemMarker? = nil, finalName: String? = nil,
-                failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil) {
+                failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil,
+                refreshedURL: String? = nil) {
+        self.refreshedURL = refreshedURL
         self.request = request; self.index = index; self.url = url; self.phase = phase; self.inode = inode
         self.etag = etag; self.lastModified = lastModified; self.bytes = bytes; self.attempts = attempts
         self.startedAt = startedAt; self.marker = marker; self.finalName = finalName; self.failure = failure
@@ -336,6 +341,7 @@ extension ItemState {
         w.string("lastModified", lastModified)
         w.raw("marker", marker?.jsonBytes())
         w.string("phase", phase.rawValue)
+        w.string("refreshedURL", refreshedURL)
         w.string("request", request)
         w.string("startedAt", startedAt)
         w.string("url", url)

@@ -61,6 +61,8 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("keep-url-queries"), help: .setting("keep-url-queries")) var keepUrlQueries: String?
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?
     @Option(name: .customLong("on-group"), help: .setting("on-group")) var onGroup: String?
+    @Option(name: .customLong("refresh-hook"), help: .setting("refresh-hook")) var refreshHook: String?
+    @Option(name: .customLong("refresh-margin"), help: .setting("refresh-margin")) var refreshMargin: String?
     @Option(name: .customLong("hook-timeout"), help: .setting("hook-timeout")) var hookTimeout: String?
     @Option(name: .customLong("max-hooks"), help: .setting("max-hooks")) var maxHooks: String?
     @Option(name: .customLong("log-level"), help: .setting("log-level")) var logLevel: String?

@@ -107,6 +107,50 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(l.attempts, 0)
     }
 
+    func testAURLNeedingRefreshAsksTheHookKeepingTheSlot() {
+        var l = running()
+        XCTAssertEqual(l.handle(.urlNeedsRefresh(reason: "expiring"), policy: policy, context: context),
+                       [.refreshURL(reason: "expiring")])
+        XCTAssertEqual(l.phase, .running)
+        XCTAssertEqual(l.attempts, 1)
+    }
+
+    func testARefusalWithAHookNotYetAskedRefreshesTheURL() {
+        var refreshable = context
+        refreshable.canRefreshURL = true
+        for status in [401, 403, 410] {
+            var l = running()
+            XCTAssertEqual(l.handle(end(.httpStatus(status), partial: true), policy: policy, context: refreshable),
+                           [.refreshURL(reason: "http-\(status)")])
+            XCTAssertEqual(l.phase, .running)
+        }
+        var other = running()
+        XCTAssertEqual(failCode(other.handle(end(.httpStatus(404)), policy: policy, context: refreshable)), "http-status",
+                       "a 404 is not about the URL's signature")
+        var asked = running()
+        XCTAssertEqual(failCode(asked.handle(end(.httpStatus(403)), policy: policy, context: context)), "http-status",
+                       "a second refusal in the attempt (or no hook) fails as before")
+        var stopping = refreshable
+        stopping.stopping = true
+        var l = running()
+        XCTAssertFalse(l.handle(end(.httpStatus(403)), policy: policy, context: stopping).contains(.refreshURL(reason: "http-403")))
+    }
+
+    func testARefreshedURLStartsTheTransferAgainInTheSameAttempt() {
+        var l = running()
+        XCTAssertEqual(l.handle(.urlRefreshed, policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.attempts, 1)
+        XCTAssertEqual(l.phase, .running)
+    }
+
+    func testAFailedRefreshFailsTheItem() {
+        var l = running()
+        let actions = l.handle(.refreshFailed(message: "the refresh hook printed no URL"), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        XCTAssertEqual(failCode(actions), "refresh-failed")
+        XCTAssertTrue(l.phase.hasEnded)
+    }
+
     func testPreemptedGoesBackToTheQueueKeepingItsPartial() {
         var l = running()
         XCTAssertEqual(l.handle(.preempted, policy: policy, context: context), [.stopTransfer, .saveResumeState])
