@@ -58,6 +58,10 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// Whether markers, error files, status and logs show URLs whole; by default without their
     /// query, which holds a signed URL's signature (`URLPrivacy`).
     public var keepURLQueries: Bool = false
+    /// Credentials by reference: a netrc file (libcurl's rules), and a folder of header files a
+    /// request names with `credentials: NAME`. Both must be the daemon user's own and private.
+    public var netrcFile: String?
+    public var credentialsDir: String?
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).
     public var onItem: String?

@@ -76,6 +76,11 @@ public final class Engine {
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
+        if let netrc = configuration.netrcFile {
+            do throws(PrivateFile.Refused) { _ = try PrivateFile.read(netrc) } catch {
+                throw .configuration(ConfigurationError("--netrc-file: \(error)"))
+            }
+        }
         self.configuration = configuration
         self.logger = logger
         urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)

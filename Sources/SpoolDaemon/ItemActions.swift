@@ -44,8 +44,18 @@ extension Engine {
                 return
             }
             if holdForURLExpiry(record, item, now: Date()) { return }
+            // Read at each start (a rotated secret is used at once) and never kept.
+            var credentials: [RequestHeader] = []
+            if let name = item.credentials {
+                do throws(PrivateFile.Refused) {
+                    credentials = try PrivateFile.credentialHeaders(directory: configuration.credentialsDir, name: name)
+                } catch {
+                    send(.refusedBeforeRequest(code: "credentials", message: error.description), to: record)
+                    return
+                }
+            }
             do {
-                try driver.start(record, item)
+                try driver.start(record, item, credentials: credentials)
             } catch {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
             }

@@ -51,7 +51,7 @@ enum ItemPhase: Equatable {
 /// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
 /// | running | couldNotStart | out of descriptors or memory | retrying (attempt − 1) | retry(+2 s) |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
-/// | running | urlExpired | | failed (attempt − 1) | releaseSlot, fail(url-expired) |
+/// | running | refusedBeforeRequest | (its URL expired: `url-expired`; its credentials unusable: `credentials`) | failed (attempt − 1) | releaseSlot, fail(code) |
 /// | running | urlNeedsRefresh | | running | refreshURL |
 /// | running | transferEnded | 401, 403 or 410, a refresh hook not yet asked in this attempt, not stopping | running | refreshURL |
 /// | running | urlRefreshed | | running | startTransfer (same attempt; a partial resumes) |
@@ -128,9 +128,9 @@ struct ItemLifecycle {
                 return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
             }
 
-        case (.running, .urlExpired(let message)):
+        case (.running, .refusedBeforeRequest(let code, let message)):
             attempts -= 1
-            return [.releaseSlot] + fail("url-expired", message)
+            return [.releaseSlot] + fail(code, message)
 
         case (.running, .urlNeedsRefresh(let reason)):
             return [.refreshURL(reason: reason)]

@@ -27,9 +27,10 @@ enum ItemEvent: Equatable {
     case slotGranted(spaceAvailable: Bool)
     /// The request file or the staging file could not be opened for the attempt.
     case couldNotStart(StartProblem, message: String)
-    /// Its URL's known expiry has passed at its turn (and no refresh is possible): no request
-    /// is sent.
-    case urlExpired(message: String)
+    /// At its turn the item cannot be asked for (its URL's known expiry has passed and no
+    /// refresh is possible: `url-expired`; its credentials file is unusable: `credentials`): no
+    /// request is sent and no attempt used.
+    case refusedBeforeRequest(code: String, message: String)
     /// At its turn its URL has expired or expires within `--refresh-margin`, and a refresh hook
     /// may give a new one (`reason`: `expired` or `expiring`).
     case urlNeedsRefresh(reason: String)

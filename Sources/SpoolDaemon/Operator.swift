@@ -170,6 +170,7 @@ public enum ControlClient {
             if let v = item.sha256 { lines.append("sha256: \(v)") }
             if let v = item.expires { lines.append("expires: \(RFC3339.format(v))") }
             if let v = item.refreshKey { lines.append("refresh-key: \(v)") }
+            if let v = item.credentials { lines.append("credentials: \(v)") }
             lines.append("priority: \(item.priority.rawValue)")
             if item.discretionary { lines.append("discretionary: yes") }
             for header in item.headers { lines.append("header: \(header.line)") }

@@ -36,7 +36,9 @@ final class TransferDriver {
     /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
     /// whose hash was lost in a restart is re-hashed first. `item` is the record's full
     /// description (`ItemRecord.load()`).
-    func start(_ record: ItemRecord, _ item: RequestItem) throws(StoreError) {
+    /// `credentials`: header lines from `--credentials-dir`, read for this start only; they take
+    /// the place of the request's own headers of the same name.
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = []) throws(StoreError) {
         let firstStart = record.startedAt == nil
         if firstStart { record.startedAt = Date() }
         if record.part == nil {
@@ -78,7 +80,9 @@ final class TransferDriver {
             record.hash = nil
         }
         let request = TransferRequest(
-            url: (record.currentURL ?? item.url).string, headers: item.headers.map(\.line) + conditionalHeaders(record, item, resumeFrom: resumeFrom),
+            url: (record.currentURL ?? item.url).string,
+            headers: Self.headers(item.headers, credentials: credentials).map(\.line)
+                + conditionalHeaders(record, item, resumeFrom: resumeFrom),
             destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
             ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
@@ -96,6 +100,13 @@ final class TransferDriver {
         running[record.key] = record
         logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
+    }
+
+    /// The request's headers with the credentials file's in place of any of the same name.
+    static func headers(_ own: [RequestHeader], credentials: [RequestHeader]) -> [RequestHeader] {
+        guard !credentials.isEmpty else { return own }
+        let replaced = Set(credentials.map { $0.name.lowercased() })
+        return own.filter { !replaced.contains($0.name.lowercased()) } + credentials
     }
 
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping

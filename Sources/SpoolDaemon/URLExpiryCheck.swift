@@ -20,7 +20,7 @@ extension Engine {
         }
         guard expiry.date <= now else { return false }
         let source = expiry.form.rawValue + (record.refreshedURL == nil ? "" : " of the refresh hook's URL")
-        send(.urlExpired(message: "the URL expired at \(RFC3339.format(expiry.date)) (\(source)) before the item's turn; "
+        send(.refusedBeforeRequest(code: "url-expired", message: "the URL expired at \(RFC3339.format(expiry.date)) (\(source)) before the item's turn; "
                          + "no request was sent"), to: record)
         return true
     }

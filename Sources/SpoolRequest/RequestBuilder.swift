@@ -222,7 +222,8 @@ struct FullItemSink: RequestItemSink {
             maxBytes: own.maxBytes ?? defaults.maxBytes,
             onExists: own.onExists ?? defaults.onExists ?? .keepBoth,
             expires: own.expires ?? defaults.expires,
-            refreshKey: own.refreshKey ?? defaults.refreshKey)
+            refreshKey: own.refreshKey ?? defaults.refreshKey,
+            credentials: own.credentials ?? defaults.credentials)
     }
 }
 

@@ -4,7 +4,7 @@ import Foundation
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
          discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
-         expires, refreshKey = "refresh-key"
+         expires, refreshKey = "refresh-key", credentials
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -25,6 +25,8 @@ struct RequestFields: Sendable, Hashable {
     var expires: Date?
     /// An opaque token for the refresh hook (`refresh-key:`, such as `bucket/key`).
     var refreshKey: String?
+    /// The name of a header file in the daemon's `--credentials-dir` (`credentials:`).
+    var credentials: String?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -47,6 +49,9 @@ struct RequestFields: Sendable, Hashable {
                 throw reject(line, "bad-time", "expires must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
             }
             expires = d
+        case .credentials:
+            if let why = PlainName.violation(of: value) { throw reject(line, "bad-credentials", "credentials \(why)") }
+            credentials = value
         case .refreshKey:
             guard !value.isEmpty, value.utf8.count <= 1024, !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
                 throw reject(line, "bad-refresh-key", "refresh-key must be 1 to 1024 bytes without control characters")

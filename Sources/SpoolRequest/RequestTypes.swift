@@ -46,6 +46,18 @@ public struct RequestHeader: Sendable, Hashable {
 
     /// `Name: value`, as sent.
     public var line: String { "\(name): \(value)" }
+
+    /// A `Name: value` line checked as a request's `header:` is; the error says what is wrong
+    /// (never the value).
+    public static func parse(_ line: String) -> Result<RequestHeader, RequestRejection> {
+        do {
+            return .success(try RequestFields.parseHeader(line, line: 0) {
+                RequestRejection(file: "", line: $0, rule: $1, message: $2)
+            })
+        } catch {
+            return .failure(error)
+        }
+    }
 }
 
 /// One download of a request file.
@@ -71,6 +83,8 @@ public struct RequestItem: Sendable, Hashable {
     public let expires: Date?
     /// The item's own `refresh-key`, else the file's default: handed to the refresh hook.
     public let refreshKey: String?
+    /// The item's own `credentials`, else the file's default: a file in `--credentials-dir`.
+    public let credentials: String?
 
     /// When the URL stops working: `expires:` when given, else what the URL's query says
     /// (`URLExpiry`); nil when neither tells.

@@ -100,7 +100,7 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testAnExpiredURLFailsWithoutUsingAnAttempt() {
         var l = running()
-        let actions = l.handle(.urlExpired(message: "the URL expired"), policy: policy, context: context)
+        let actions = l.handle(.refusedBeforeRequest(code: "url-expired", message: "the URL expired"), policy: policy, context: context)
         XCTAssertEqual(actions.first, .releaseSlot)
         XCTAssertEqual(failCode(actions), "url-expired")
         XCTAssertTrue(l.phase.hasEnded)

@@ -67,6 +67,19 @@ final class URLExpiryTests: XCTestCase {
         }
     }
 
+    func testCredentialsAndRefreshKeyAreDefaultsOrPerItemAndChecked() throws {
+        let text = "credentials: api\nrefresh-key: bucket/a\nurl: https://h/a\nurl: https://h/b\ncredentials: other\nrefresh-key: bucket/b\n"
+        let file = try RequestParser.parse(fileName: "r", bytes: Array(text.utf8))
+        XCTAssertEqual(file.items.map(\.credentials), ["api", "other"])
+        XCTAssertEqual(file.items.map(\.refreshKey), ["bucket/a", "bucket/b"])
+        for (bad, rule) in [("credentials: ../etc/shadow", "bad-credentials"), ("credentials: .hidden", "bad-credentials"),
+                            ("refresh-key: a\u{1}b", "bad-refresh-key")] {
+            XCTAssertThrowsError(try RequestParser.parse(fileName: "r", bytes: Array("url: https://h/a\n\(bad)\n".utf8)), bad) {
+                XCTAssertEqual(($0 as? RequestRejection)?.rule, rule, bad)
+            }
+        }
+    }
+
     func testTheIndexNotesItemsThatStartAfterTheirURLExpires() throws {
         let text = """
             earliest-start: 2026-11-27T02:00:00Z
