@@ -55,6 +55,8 @@ extension ConfigurationKey {
                       "Extra folder of hashed CA certificates to trust"),
         .yesNo("keep-url-queries", \.keepURLQueries, reload: false, example: "yes",
                "Write URLs with their query into markers, error files, status and logs; no: without it (a signed URL's query is a credential), markers add urlQuerySha256"),
+        .seconds("mirror-after", \.mirrorAfter, positive: false, reload: true, example: "120",
+                 "Seconds an item's host may be unreachable before the item moves on to its next mirror"),
         .optionalText("netrc-file", \.netrcFile, value: "file", reload: false, example: "/etc/spoolfetch/netrc",
                       "A netrc file: user and password for the hosts it names (never for another host after a redirect); must be the daemon user's own and not readable by others"),
         .optionalText("credentials-dir", \.credentialsDir, value: "dir", reload: true, example: "/etc/spoolfetch/credentials",

@@ -60,6 +60,8 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var keepURLQueries: Bool = false
     /// Credentials by reference: a netrc file (libcurl's rules), and a folder of header files a
     /// request names with `credentials: NAME`. Both must be the daemon user's own and private.
+    /// Seconds an item's host may be unreachable before the item moves on to its next mirror.
+    public var mirrorAfter: Double = 600
     public var netrcFile: String?
     public var credentialsDir: String?
     public var caPath: String?

@@ -12,8 +12,14 @@ extension Engine {
     /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
-        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: jitter.next(),
-                                       canRefreshURL: hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts)
+        let now = Date()
+        var context = LifecycleContext(now: now, stopping: stopping, jitter: jitter.next(),
+                                       canRefreshURL: hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
+                                           && record.sourceIndex == 0)
+        if record.summary.hasMirrors {
+            context.nextSource = record.sources?.hasNext ?? true
+            context.hostDownLong = hostDownLong(record, now: now)
+        }
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
         if !actions.isEmpty { table.note(record) }
         for action in actions { perform(action, for: record) }
@@ -63,6 +69,8 @@ extension Engine {
             driver.stop(record)
         case .refreshURL(let reason):
             askForFreshURL(record, reason: reason)
+        case .nextSource:
+            moveToNextSource(record)
         case .retry(let at, let holdHost):
             // The server asked for a pause (429/503): back off the whole host, not just this item.
             if holdHost { scheduler.holdHost(record.hostKey, until: at) }
@@ -138,6 +146,9 @@ extension Engine {
             }
             for key in expired { if let other = table.item(key) { send(.deadlineCheck, to: other) } }
             send(.deadlineCheck, to: record)
+            if let outage {
+                moveHeldItemsToMirrors(host: host, hostID: record.request.hosts.id(of: host), since: outage.since, now: now)
+            }
         }
     }
 
@@ -227,14 +238,19 @@ extension Engine {
         guard let part = record.part, let item = record.loaded else { return }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
+        // The source that served it: a mirror's URL, else the request's (not a refreshed one,
+        // which the consumer never saw).
+        let source = record.sourceIndex
+        let served = source > 0 ? record.currentURL ?? item.url : item.url
         let marker = ItemMarker(
             request: record.request.name, group: record.request.group, index: record.index,
-            url: urls.shown(item.url.string), finalURL: urls.shown(facts.finalURL), name: item.name,
+            url: urls.shown(served.string), finalURL: urls.shown(facts.finalURL), name: item.name,
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
             etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
             finishedAt: RFC3339.format(finished), attempts: record.attempts,
-            outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(item.url.string))
+            outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
+            source: item.mirrors.isEmpty ? nil : source)
         let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,

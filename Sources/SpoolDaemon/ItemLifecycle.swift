@@ -56,6 +56,8 @@ enum ItemPhase: Equatable {
 /// | running | transferEnded | 401, 403 or 410, a refresh hook not yet asked in this attempt, not stopping | running | refreshURL |
 /// | running | urlRefreshed | | running | startTransfer (same attempt; a partial resumes) |
 /// | running | refreshFailed | | failed | releaseSlot, fail(refresh-failed) |
+/// | running | transferEnded | 404, 410, DNS, TLS verification, or an outage past `--mirror-after`; a source not failed in this round; not stopping | queued (an outage: attempt − 1) | releaseSlot, nextSource, schedule |
+/// | queued, retrying | sourceUnreachable | a source not failed in this round | queued | unschedule, nextSource, schedule |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
 /// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
 /// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
@@ -170,6 +172,11 @@ struct ItemLifecycle {
             phase = .queued
             return [.stopTransfer, .saveResumeState]
 
+        case (.queued, .sourceUnreachable), (.retrying, .sourceUnreachable):
+            guard context.nextSource else { return [] }
+            phase = .queued
+            return [.unschedule, .nextSource, .schedule]
+
         case (.queued, .deadlineCheck), (.retrying, .deadlineCheck):
             guard context.now.timeIntervalSince(firstQueued) >= policy.resourceTimeout else { return [] }
             return [.unschedule] + fail("timeout", "its host could not be reached (resource timeout reached)")
@@ -213,6 +220,12 @@ struct ItemLifecycle {
             attempts -= 1
             phase = .waitingForSpace
             return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
+        }
+        // This source cannot serve it (gone, unresolvable, untrusted, or down too long): the next.
+        if context.nextSource && !context.stopping && (failure.movesToNextSource || (end.outage && context.hostDownLong)) {
+            if end.outage { attempts -= 1 }
+            phase = .queued
+            return [.releaseSlot, .nextSource, .schedule]
         }
         var actions: [ItemAction] = []
         if failure.discardsPartial { actions.append(.discardPartial) }

@@ -38,6 +38,8 @@ enum ItemEvent: Equatable {
     case urlRefreshed
     /// The refresh hook gave no usable URL.
     case refreshFailed(message: String)
+    /// Its host, held by an outage, has been unreachable for longer than `--mirror-after`.
+    case sourceUnreachable
     /// The scheduler took its slot for a higher-priority item.
     case preempted
     case transferEnded(TransferEnd)
@@ -110,6 +112,10 @@ struct LifecycleContext {
     var jitter: Double
     /// A refresh hook is configured and has not been asked in this attempt yet.
     var canRefreshURL = false
+    /// The item has a source (`url` or mirror) that has not failed in this round.
+    var nextSource = false
+    /// The item's host has been unreachable for longer than `--mirror-after`.
+    var hostDownLong = false
 }
 
 /// The jitter of the engine's lifecycle contexts: SplitMix64, seeded once from the system
@@ -164,5 +170,8 @@ enum ItemAction: Equatable {
     /// Run the refresh hook for a new URL; the item keeps its slot meanwhile (`reason`:
     /// `expired`, `expiring`, `http-403`, …).
     case refreshURL(reason: String)
+    /// Ask the next source (a mirror, or the first again after all failed once); a partial is
+    /// kept only under a strong ETag, which `If-Range` then checks at the new source.
+    case nextSource
 }
 

@@ -164,6 +164,7 @@ public enum ControlClient {
         var lines = ["# retry of failed/\(request)", "group: \(file.group)"]
         for item in items {
             lines.append("url: \(item.url.string)")
+            for mirror in item.mirrors { lines.append("mirror: \(mirror.string)") }
             lines.append("name: \(item.name)")
             if let v = item.expectedBytes { lines.append("expected-bytes: \(v)") }
             if let v = item.maxBytes { lines.append("max-bytes: \(v)") }

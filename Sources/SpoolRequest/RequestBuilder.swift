@@ -223,7 +223,8 @@ struct FullItemSink: RequestItemSink {
             onExists: own.onExists ?? defaults.onExists ?? .keepBoth,
             expires: own.expires ?? defaults.expires,
             refreshKey: own.refreshKey ?? defaults.refreshKey,
-            credentials: own.credentials ?? defaults.credentials)
+            credentials: own.credentials ?? defaults.credentials,
+            mirrors: own.mirrors)
     }
 }
 

@@ -22,9 +22,12 @@ public struct ItemSummary: Sendable, Hashable {
     let checksum: UInt32
     public let priority: Priority
     public let discretionary: Bool
+    /// The item has `mirror:` sources (found without re-reading it when its host is down).
+    public let hasMirrors: Bool
 
     init(offset: Int64, length: UInt32, line: UInt32, index: UInt32, hostID: UInt32, checksum: UInt32, earliestStart: Date?,
-         expectedBytes: Int64?, priority: Priority, discretionary: Bool) {
+         expectedBytes: Int64?, priority: Priority, discretionary: Bool, hasMirrors: Bool = false) {
+        self.hasMirrors = hasMirrors
         self.checksum = checksum
         self.offset = offset
         self.length = length
@@ -169,7 +172,8 @@ struct SummarySink: RequestItemSink {
             earliestStart: own.earliestStart ?? defaults.earliestStart,
             expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
             priority: own.priority ?? defaults.priority ?? .normal,
-            discretionary: own.discretionary ?? defaults.discretionary ?? false)
+            discretionary: own.discretionary ?? defaults.discretionary ?? false,
+            hasMirrors: !own.mirrors.isEmpty)
     }
 }
 

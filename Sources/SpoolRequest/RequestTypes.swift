@@ -85,6 +85,11 @@ public struct RequestItem: Sendable, Hashable {
     public let refreshKey: String?
     /// The item's own `credentials`, else the file's default: a file in `--credentials-dir`.
     public let credentials: String?
+    /// Other sources of the same resource (`mirror:`), in order of preference.
+    public let mirrors: [RequestURL]
+
+    /// The item's sources: its `url`, then its mirrors (source 0, 1, …).
+    public var sources: [RequestURL] { [url] + mirrors }
 
     /// When the URL stops working: `expires:` when given, else what the URL's query says
     /// (`URLExpiry`); nil when neither tells.

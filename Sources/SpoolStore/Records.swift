@@ -22,11 +22,15 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     /// The SHA-256 (hex) of the request's URL's query, which `url` leaves out unless the daemon
     /// keeps queries: a consumer matches a signed URL by it without the signature at rest.
     public var urlQuerySha256: String?
+    /// For an item with mirrors: which source served it (0: its `url`, 1: its first mirror, …);
+    /// `url` is that source's.
+    public var source: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
                 contentType: String?, startedAt: String, finishedAt: String, attempts: Int,
-                outageSeconds: Int? = nil, urlQuerySha256: String? = nil) {
+                outageSeconds: Int? = nil, urlQuerySha256: String? = nil, source: Int? = nil) {
+        self.source = source
         self.outageSeconds = outageSeconds
         self.urlQuerySha256 = urlQuerySha256
         self.request = request; self.group = group; self.index = index; self.url = url
@@ -319,6 +323,7 @@ extension ItemMarker {
         w.int("outageSeconds", outageSeconds.map(Int64.init))
         w.string("request", request)
         w.string("sha256", sha256)
+        w.int("source", source.map(Int64.init))
         w.string("startedAt", startedAt)
         w.string("url", url)
         w.string("urlQuerySha256", urlQuerySha256)

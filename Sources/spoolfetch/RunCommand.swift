@@ -59,6 +59,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("ca-file"), help: .setting("ca-file")) var caFile: String?
     @Option(name: .customLong("ca-path"), help: .setting("ca-path")) var caPath: String?
     @Option(name: .customLong("keep-url-queries"), help: .setting("keep-url-queries")) var keepUrlQueries: String?
+    @Option(name: .customLong("mirror-after"), help: .setting("mirror-after")) var mirrorAfter: String?
     @Option(name: .customLong("netrc-file"), help: .setting("netrc-file")) var netrcFile: String?
     @Option(name: .customLong("credentials-dir"), help: .setting("credentials-dir")) var credentialsDir: String?
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?

@@ -463,3 +463,59 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(draws.filter { $0 >= 0.9 }.count, 1_000, accuracy: 150)
     }
 }
+
+/// `SourceRotation` and the lifecycle's mirror rows.
+final class SourceRotationTests: XCTestCase {
+    func testSourcesAreTriedInOrderAndTheRoundStartsAgainOnceAllFailed() {
+        var r = SourceRotation(count: 3)
+        XCTAssertEqual(r.current, 0)
+        XCTAssertTrue(r.hasNext)
+        XCTAssertEqual(r.moveOn(), 1)
+        XCTAssertEqual(r.moveOn(), 2)
+        XCTAssertFalse(r.hasNext, "every source failed in this round")
+        XCTAssertNil(r.moveOn())
+        XCTAssertEqual(r.current, 0, "back to the first source")
+        XCTAssertTrue(r.hasNext)
+        XCTAssertFalse(SourceRotation(count: 1).hasNext)
+    }
+
+    func testWhichFailuresMoveOn() {
+        for f in [TransferFailure.httpStatus(404), .httpStatus(410), .curl(code: 6, text: ""), .curl(code: 60, text: "")] {
+            XCTAssertTrue(f.movesToNextSource, "\(f)")
+        }
+        for f in [TransferFailure.httpStatus(403), .httpStatus(500), .curl(code: 7, text: ""), .curl(code: 28, text: "")] {
+            XCTAssertFalse(f.movesToNextSource, "\(f)")
+        }
+    }
+
+    func testLifecycleMovesOnOnlyWithASourceLeft() {
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
+        var context = LifecycleContext(now: t0, stopping: false, jitter: 1)
+        func running() -> ItemLifecycle {
+            var l = ItemLifecycle(firstQueued: t0)
+            _ = l.handle(.submitted, policy: policy, context: context)
+            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+            return l
+        }
+        let gone = ItemEvent.transferEnded(TransferEnd(failure: .httpStatus(404), sha256: nil, retryAfter: nil, hasPartial: false))
+        var l = running()
+        XCTAssertFalse(l.handle(gone, policy: policy, context: context).contains(.nextSource), "no mirror: fails as before")
+        context.nextSource = true
+        l = running()
+        XCTAssertEqual(l.handle(gone, policy: policy, context: context), [.releaseSlot, .nextSource, .schedule])
+        XCTAssertEqual(l.phase, .queued)
+        XCTAssertEqual(l.attempts, 1)
+        let down = ItemEvent.transferEnded(TransferEnd(failure: .curl(code: 7, text: "refused"), sha256: nil, retryAfter: nil,
+                                                       hasPartial: false, outage: true))
+        l = running()
+        XCTAssertFalse(l.handle(down, policy: policy, context: context).contains(.nextSource), "a short outage waits")
+        context.hostDownLong = true
+        l = running()
+        XCTAssertEqual(l.handle(down, policy: policy, context: context), [.releaseSlot, .nextSource, .schedule])
+        XCTAssertEqual(l.attempts, 0, "an outage uses no attempt")
+        var held = ItemLifecycle(firstQueued: t0)
+        _ = held.handle(.submitted, policy: policy, context: context)
+        XCTAssertEqual(held.handle(.sourceUnreachable, policy: policy, context: context), [.unschedule, .nextSource, .schedule])
+    }
+}
