@@ -19,20 +19,16 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var attempts: Int
     /// Seconds the item waited because its host could not be reached (no attempts used).
     public var outageSeconds: Int?
-    /// The SHA-256 (hex) of the request's URL's query, which `url` leaves out unless the daemon
-    /// keeps queries: a consumer matches a signed URL by it without the signature at rest.
+    /// SHA-256 (hex) of the URL's query, which `url` leaves out: a signed URL matched, not kept.
     public var urlQuerySha256: String?
-    /// For an item with mirrors: which source served it (0: its `url`, 1: its first mirror, …);
-    /// `url` is that source's.
+    /// With mirrors: the source that served it (0: its `url`, 1: its first mirror, …), `url` its URL.
     public var source: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
                 contentType: String?, startedAt: String, finishedAt: String, attempts: Int,
                 outageSeconds: Int? = nil, urlQuerySha256: String? = nil, source: Int? = nil) {
-        self.source = source
-        self.outageSeconds = outageSeconds
-        self.urlQuerySha256 = urlQuerySha256
+        self.source = source; self.outageSeconds = outageSeconds; self.urlQuerySha256 = urlQuerySha256
         self.request = request; self.group = group; self.index = index; self.url = url
         self.finalURL = finalURL; self.name = name; self.bytes = bytes; self.sha256 = sha256
         self.httpStatus = httpStatus; self.etag = etag; self.lastModified = lastModified
@@ -172,8 +168,7 @@ public struct ItemState: Codable, Sendable, Hashable {
     /// blocks that never reached the disk (zeros), which a resume would publish as data.
     public var syncedBytes: Int64?
     public var bootID: String?
-    /// The URL the refresh hook gave in place of the request's (a signed URL: the one place
-    /// besides the request file where the spool keeps one, so that a restart resumes with it).
+    /// The refresh hook's URL in place of the request's, so that a restart resumes with it.
     public var refreshedURL: String?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,

@@ -108,3 +108,35 @@ final class RefreshHookTests: SpoolTestCase {
         XCTAssertFalse(stderr.contains("sig="), "no signed URL in the log")
     }
 }
+
+extension RefreshHookTests {
+    func testTheRefreshedURLIsKeptInTheItemsStateAndAResumeAfterARestartUsesIt() throws {
+        let body = TestBody.random(count: 4 << 20, seed: 77)
+        server.serve("/kept.bin", body: body, etag: "\"k1\"", script: [.stall(afterBytes: 1 << 20), .normal])
+        let renewed = server.signedURL("/kept.bin", validFor: 300)
+        try fresh("kept", renewed)
+        try spool.drop("restart", "refresh-key: kept\nurl: \(server.signedURL("/kept.bin", validFor: -10))\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root, "--refresh-hook", hookCommand])
+        // Wait until the refreshed transfer has its body under way (its B.state is written then).
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "the item's B.state") {
+            spool.files(in: "staging").contains("restart.0.state")
+        }
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "the part to fill") {
+            server.bodyBytesSent >= 1 << 20
+        }
+        first.signal(SIGTERM)
+        XCTAssertEqual(try first.waitForExit(timeout: 30), 0, first.stderrText)
+        let state = try json("staging", "restart.0.state")
+        XCTAssertEqual(state["refreshedURL"] as? String, renewed, "the hook's URL is the item's, across a restart")
+        let kept = state["bytes"] as? Int ?? 0
+
+        // Without a refresh hook now: only the kept URL can fetch the rest (the request's has expired).
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "kept.bin"), body)
+        let last = try XCTUnwrap(server.requests(for: "/kept.bin").last)
+        XCTAssertEqual(server.url(last.uri), renewed)
+        if kept > 0 { XCTAssertEqual(last.header("Range"), "bytes=\(kept)-") }
+        XCTAssertEqual(server.refusedSignatures, 0)
+    }
+}

@@ -336,10 +336,10 @@ final class SpoolJSONTests: XCTestCase {
         let marker = ItemMarker(request: "r \"q\"", group: "g/1", index: 3, url: "http://h/a?b=c&d=\u{1}", finalURL: nil,
                                 name: "naïve\\file\n", bytes: 1 << 40, sha256: "ab", httpStatus: 206, etag: "\"e\"",
                                 lastModified: nil, contentType: "text/plain; charset=utf-8", startedAt: "s", finishedAt: "f",
-                                attempts: 2, urlQuerySha256: "0f")
+                                attempts: 2, urlQuerySha256: "0f", source: 2)
         XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker))
         let state = ItemState(request: "r", index: 3, url: "u", phase: .ready, inode: 42, etag: "e", bytes: 7, attempts: 1,
-                              startedAt: "s", marker: marker)
+                              startedAt: "s", marker: marker, refreshedURL: "https://h/p?sig=1")
         let failed = ItemState(request: "r", index: 4, url: "u", phase: .failed,
                                failure: ItemFailure(index: 4, url: "u", name: "n", code: "c", message: "m", attempts: 1))
         XCTAssertEqual(SpoolJSON.encode(states: [state, failed]), SpoolJSON.encode([state, failed]))
