@@ -11,15 +11,17 @@ extension Engine {
     /// `--refresh-margin`, is refreshed when a hook may still be asked in this attempt; an
     /// expired one otherwise ends the item. Returns whether the transfer must not start now.
     func holdForURLExpiry(_ record: ItemRecord, _ item: RequestItem, now: Date) -> Bool {
-        // `expires:` describes the request's URL, not one the refresh hook gave.
-        let expiry = record.refreshedURL.map { URLExpiry.read(from: $0.string) } ?? item.expiry
+        // `expires:` describes the request's URL, not a mirror's or one the refresh hook gave.
+        let expiry = record.sourceIndex > 0 || record.refreshedURL != nil
+            ? record.currentURL.flatMap { URLExpiry.read(from: $0.string) } : item.expiry
         guard let expiry, expiry.date <= now.addingTimeInterval(configuration.refreshMargin) else { return false }
-        if hooks.refreshHook != nil, record.refreshedInAttempt != record.attempts {
+        if hooks.refreshHook != nil, record.refreshedInAttempt != record.attempts, record.sourceIndex == 0 {
             send(.urlNeedsRefresh(reason: expiry.date <= now ? "expired" : "expiring"), to: record)
             return true
         }
         guard expiry.date <= now else { return false }
-        let source = expiry.form.rawValue + (record.refreshedURL == nil ? "" : " of the refresh hook's URL")
+        let source = expiry.form.rawValue + (record.sourceIndex > 0 ? " of mirror \(record.sourceIndex)"
+            : record.refreshedURL == nil ? "" : " of the refresh hook's URL")
         send(.refusedBeforeRequest(code: "url-expired", message: "the URL expired at \(RFC3339.format(expiry.date)) (\(source)) before the item's turn; "
                          + "no request was sent"), to: record)
         return true
