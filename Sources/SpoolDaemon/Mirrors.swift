@@ -28,6 +28,8 @@ extension Engine {
         let strongETag = record.etag.map { !$0.hasPrefix("W/") } ?? false
         if record.bytesOnDisk > 0 && !strongETag { record.discardPartial() }
         record.lastModified = nil      // If-Range by the ETag only: a date says nothing across servers
+        // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
+        if record.bytesOnDisk > 0 { driver.saveResumeState(record) }
         logger.info("moving on to another source", metadata: [
             "item": "\(record.id)", "from": "\(from)", "to": "\(rotation.current)", "url": "\(urls.shown(source.string))",
             "keeps-bytes": "\(record.bytesOnDisk)"])

@@ -90,7 +90,7 @@ final class RefreshHookTests: SpoolTestCase {
         // The first response stalls after 1 MiB until the stall timeout cuts it; by then the URL
         // has expired, and the retry is refused.
         server.serve("/big.bin", body: body, etag: "\"b1\"", script: [.stall(afterBytes: 1 << 20), .normal])
-        let stale = server.signedURL("/big.bin", validFor: 1, readable: false)
+        let stale = server.signedURL("/big.bin", validFor: 2, readable: false)
         let renewed = server.signedURL("/big.bin", validFor: 300, readable: false)
         try fresh("big", renewed)
         try spool.drop("long", "refresh-key: big\nurl: \(stale)\n")
