@@ -56,10 +56,24 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// rescans are the only source of new names.
     public var inotify: Bool = true
     public var caFile: String?
+    /// Whether markers, error files, status and logs show URLs whole; by default without their
+    /// query, which holds a signed URL's signature (`URLPrivacy`).
+    public var keepURLQueries: Bool = false
+    /// Credentials by reference: a netrc file (libcurl's rules), and a folder of header files a
+    /// request names with `credentials: NAME`. Both must be the daemon user's own and private.
+    /// Seconds an item's host may be unreachable before the item moves on to its next mirror.
+    public var mirrorAfter: Double = 600
+    public var netrcFile: String?
+    public var credentialsDir: String?
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).
     public var onItem: String?
     public var onGroup: String?
+    /// Command run (through `/bin/sh -c`) for a fresh URL when an item's URL has expired, expires
+    /// within `refreshMargin`, or was refused with 401, 403 or 410; its first stdout line is the URL.
+    public var refreshHook: String?
+    /// Seconds before a URL's known expiry at which an item starting asks for a fresh one.
+    public var refreshMargin: Double = 60
     /// Seconds a hook may run before its whole process group is killed.
     public var hookTimeout: Double = 300
     /// Hooks running at once; more wait their turn, in order.

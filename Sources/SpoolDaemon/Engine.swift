@@ -20,6 +20,8 @@ import SpoolNetwork
 public final class Engine {
     var configuration: DaemonConfiguration
     var logger: Logger
+    /// How URLs are written down (without their query unless `keep-url-queries`).
+    let urls: URLPrivacy
     let layout: SpoolLayout
     let store: SpoolStore
     let inbox: Inbox
@@ -74,8 +76,14 @@ public final class Engine {
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
+        if let netrc = configuration.netrcFile {
+            do throws(PrivateFile.Refused) { _ = try PrivateFile.read(netrc) } catch {
+                throw .configuration(ConfigurationError("--netrc-file: \(error)"))
+            }
+        }
         self.configuration = configuration
         self.logger = logger
+        urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
         drainWatch = DrainWatch(enabled: (configuration.once || configuration.due) && configuration.inotify)
         do {
             layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
@@ -96,11 +104,12 @@ public final class Engine {
         }
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
         publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
-        groups = GroupCompletion(store: store, io: io, logger: logger)
+        groups = GroupCompletion(store: store, io: io, logger: logger, urls: urls)
         ledger = JournalLedger(staging: layout.staging)
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks), store: store, inbox: inbox,
                              onItem: configuration.onItem, onGroup: configuration.onGroup,
+                             refreshHook: configuration.refreshHook,
                              maxGroupHooks: configuration.maxHooks)
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         control = ControlHandler(directory: layout.control, logger: logger)
@@ -260,6 +269,8 @@ public final class Engine {
             intake.rejectionFiled(request, error: error)
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
+        case .refreshEnded(let key, let attempt, let outcome, let line):
+            refreshEnded(key: key, attempt: attempt, outcome: outcome, line: line)
         case .itemHookFinished:
             break
         case .reload:
@@ -288,7 +299,7 @@ public final class Engine {
     private func writeStatus(now: Date) {
         let window = scheduler.configuration.window
         status.write(now: now, table: table, window: window, task: { record in
-            StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
+            StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble)

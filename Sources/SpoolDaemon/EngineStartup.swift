@@ -29,6 +29,7 @@ extension Engine {
         transferConfiguration.stallTimeout = configuration.stallTimeout
         transferConfiguration.caFile = configuration.caFile
         transferConfiguration.caPath = configuration.caPath
+        transferConfiguration.netrcFile = configuration.netrcFile
         // One token bucket for the whole session (checked in every write callback), so the cap
         // holds over many small transfers and many concurrent ones alike.
         transferConfiguration.maxRate = configuration.maxRate

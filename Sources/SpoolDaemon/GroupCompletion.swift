@@ -12,12 +12,14 @@ final class GroupCompletion {
     private let store: SpoolStore
     private let io: IOQueue
     private let logger: Logger
+    private let urls: URLPrivacy
     private var retries = DueTimers<String>()
 
     /// How long a failed group end waits before it is tried again.
     static let retryDelay: Double = 5
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger) {
+    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy) {
+        self.urls = urls
         self.store = store
         self.io = io
         self.logger = logger
@@ -45,9 +47,11 @@ final class GroupCompletion {
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):
-                var line = GroupItem(index: record.index, url: ownFacts(record)?.url ?? urls[record.key] ?? "",
+                let requestURL = urls[record.key] ?? ""
+                var line = GroupItem(index: record.index, url: ownFacts(record)?.url ?? self.urls.shown(requestURL),
                                      outcome: record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
+                line.urlQuerySha256 = ownFacts(record).map(\.urlQuerySha256) ?? URLPrivacy.querySHA256(requestURL)
                 // Without per-file markers the group marker carries each file's facts.
                 if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
                 groupItems.append(line)

@@ -16,6 +16,7 @@ final class HookDispatch {
     private let inbox: Inbox
     private var onItem: String?
     private var onGroup: String?
+    private(set) var refreshHook: String?
     private var maxGroupHooks: Int
     /// Group hooks handed to the runner whose completion the engine has not handled yet.
     private var groupHooksStarted = 0
@@ -29,12 +30,14 @@ final class HookDispatch {
         let environment: [String: String]
     }
 
-    init(runner: HookRunner, store: SpoolStore, inbox: Inbox, onItem: String?, onGroup: String?, maxGroupHooks: Int) {
+    init(runner: HookRunner, store: SpoolStore, inbox: Inbox, onItem: String?, onGroup: String?, refreshHook: String?,
+         maxGroupHooks: Int) {
         self.runner = runner
         self.store = store
         self.inbox = inbox
         self.onItem = onItem
         self.onGroup = onGroup
+        self.refreshHook = refreshHook
         self.maxGroupHooks = max(1, maxGroupHooks)
     }
 
@@ -146,6 +149,21 @@ final class HookDispatch {
         runner.run(command, environment: environment, item: record.id) { _ in inbox.post(.itemHookFinished) }
     }
 
+    /// Runs `--refresh-hook` for a fresh URL for `record` (in its attempt `attempt`); the engine
+    /// gets `.refreshEnded` with the hook's first stdout line.
+    func refresh(_ record: ItemRecord, url: String, reason: String, refreshKey: String?, attempt: Int) {
+        guard let command = refreshHook else { return }
+        let environment = [
+            "SPOOLFETCH_ID": record.id, "SPOOLFETCH_REQUEST": record.request.name, "SPOOLFETCH_GROUP": record.request.group,
+            "SPOOLFETCH_URL": url, "SPOOLFETCH_REASON": reason, "SPOOLFETCH_REFRESH_KEY": refreshKey ?? "",
+        ]
+        let inbox = self.inbox
+        let key = record.key
+        runner.runForAnswer(command, environment: environment, item: record.id) { outcome, line in
+            inbox.post(.refreshEnded(key: key, attempt: attempt, outcome: outcome, line: line))
+        }
+    }
+
     /// Hooks running now and waiting for a slot.
     var running: Int { runner.running }
     var waiting: Int { runner.waiting }
@@ -154,6 +172,7 @@ final class HookDispatch {
     func update(_ configuration: DaemonConfiguration) {
         onItem = configuration.onItem
         onGroup = configuration.onGroup
+        refreshHook = configuration.refreshHook
         maxGroupHooks = max(1, configuration.maxHooks)
         runner.update(timeout: configuration.hookTimeout, maxRunning: configuration.maxHooks)
         startWaiting()

@@ -15,17 +15,24 @@ struct HookProcess {
     var item: String
     var timeout: Double
     var logger: Logger
+    /// The refresh hook's first stdout line is its answer (a signed URL): handed back, never
+    /// logged. Its other lines are logged as any hook's.
+    var capturesFirstLine = false
 
     /// Longest log line taken from a hook; a longer one is logged in pieces.
     static let maxLine = 4096
 
-    func run() -> HookRunner.Outcome {
+    func run() -> HookRunner.Outcome { runCapturing().outcome }
+
+    /// Runs the hook; `firstLine` is its first stdout line when `capturesFirstLine` (nil when it
+    /// printed none).
+    func runCapturing() -> (outcome: HookRunner.Outcome, firstLine: String?) {
         var outPipe: [Int32] = [-1, -1], errPipe: [Int32] = [-1, -1]
-        guard pipe(&outPipe) == 0 else { return .couldNotStart("pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&outPipe) == 0 else { return (.couldNotStart("pipe: \(String(cString: strerror(errno)))"), nil) }
         guard pipe(&errPipe) == 0 else {
             let why = String(cString: strerror(errno))
             close(outPipe[0]); close(outPipe[1])
-            return .couldNotStart("pipe: \(why)")
+            return (.couldNotStart("pipe: \(why)"), nil)
         }
         // The read ends stay in the daemon only (another hook spawned meanwhile closes every
         // descriptor above 2 anyway, see spawn()).
@@ -36,8 +43,8 @@ struct HookProcess {
         close(errPipe[1])
         guard case .success(let pid) = spawned else {
             close(outPipe[0]); close(errPipe[0])
-            if case .failure(let why) = spawned { return .couldNotStart(why.description) }
-            return .couldNotStart("posix_spawn")
+            if case .failure(let why) = spawned { return (.couldNotStart(why.description), nil) }
+            return (.couldNotStart("posix_spawn"), nil)
         }
         logger.debug("hook started", metadata: ["item": "\(item)", "pid": "\(pid)", "command": "\(command)"])
         return supervise(pid: pid, stdout: outPipe[0], stderr: errPipe[0])
@@ -94,7 +101,17 @@ struct HookProcess {
     }
 
     /// Reads the pipes until both close, enforcing the time limit; then reaps the process.
-    private func supervise(pid: pid_t, stdout: Int32, stderr: Int32) -> HookRunner.Outcome {
+    private func supervise(pid: pid_t, stdout: Int32, stderr: Int32) -> (outcome: HookRunner.Outcome, firstLine: String?) {
+        var firstLine: String? = nil
+        var lineTaken = !capturesFirstLine
+        func take(_ line: String, _ stream: HookOutputStream) {
+            if !lineTaken && stream.name == "stdout" {
+                lineTaken = true
+                firstLine = line
+            } else {
+                log(line, stream: stream)
+            }
+        }
         var streams = [HookOutputStream(fd: stdout, name: "stdout", level: .info),
                        HookOutputStream(fd: stderr, name: "stderr", level: .warning)]
         let clock = ContinuousClock()
@@ -124,9 +141,9 @@ struct HookProcess {
             for (k, index) in open.enumerated() where fds[k].revents != 0 {
                 let n = buffer.withUnsafeMutableBytes { Glibc.read(streams[index].fd, $0.baseAddress, $0.count) }
                 if n > 0 {
-                    for line in streams[index].take(buffer[0..<n]) { log(line, stream: streams[index]) }
+                    for line in streams[index].take(buffer[0..<n]) { take(line, streams[index]) }
                 } else if n == 0 || (errno != EINTR && errno != EAGAIN) {
-                    if let rest = streams[index].finish() { log(rest, stream: streams[index]) }
+                    if let rest = streams[index].finish() { take(rest, streams[index]) }
                     close(streams[index].fd)
                     streams[index].fd = -1
                 }
@@ -154,10 +171,10 @@ struct HookProcess {
             while waitpid(pid, &s, 0) < 0 && errno == EINTR {}
             waitStatus = s
         }
-        if phase != .running { return .timedOut }
+        if phase != .running { return (.timedOut, firstLine) }
         let status = waitStatus ?? 0
-        if status & 0x7f == 0 { return .exited((status >> 8) & 0xff) }
-        return .signalled(status & 0x7f)
+        if status & 0x7f == 0 { return (.exited((status >> 8) & 0xff), firstLine) }
+        return (.signalled(status & 0x7f), firstLine)
     }
 
     private func log(_ line: String, stream: HookOutputStream) {

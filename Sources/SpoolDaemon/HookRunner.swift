@@ -30,7 +30,8 @@ final class HookRunner: Sendable {
         var command: String
         var environment: [String: String]
         var item: String
-        var completion: (@Sendable (Outcome) -> Void)?
+        var capturesFirstLine = false
+        var completion: (@Sendable (Outcome, String?) -> Void)?
     }
 
     private struct State {
@@ -74,8 +75,23 @@ final class HookRunner: Sendable {
     /// `completion` is called on the hook's thread once it has ended, however it ended.
     func run(_ command: String, environment: [String: String], item: String,
              completion: (@Sendable (Outcome) -> Void)? = nil) {
+        var job = Job(command: command, environment: Self.absolutePaths(environment), item: item)
+        if let completion {
+            job.completion = { outcome, _ in completion(outcome) }
+        }
+        enqueue(job)
+    }
+
+    /// Runs a hook whose first stdout line is its answer (`--refresh-hook`): the line goes to
+    /// `completion`, not to the log.
+    func runForAnswer(_ command: String, environment: [String: String], item: String,
+                      completion: @escaping @Sendable (Outcome, String?) -> Void) {
+        enqueue(Job(command: command, environment: environment, item: item, capturesFirstLine: true, completion: completion))
+    }
+
+    private func enqueue(_ job: Job) {
         outstanding.enter()
-        let job = Job(command: command, environment: Self.absolutePaths(environment), item: item, completion: completion)
+        let item = job.item
         let startNow = state.withLock { s -> Bool in
             if s.running < s.maxRunning { s.running += 1; return true }
             s.queue.append(job)
@@ -112,8 +128,9 @@ final class HookRunner: Sendable {
     private func launch(_ job: Job) {
         let timeout = state.withLock { $0.timeout }
         let thread = Thread { [self] in
-            let outcome = HookProcess(command: job.command, environment: job.environment, item: job.item,
-                                      timeout: timeout, logger: logger).run()
+            let (outcome, firstLine) = HookProcess(command: job.command, environment: job.environment, item: job.item,
+                                                   timeout: timeout, logger: logger,
+                                                   capturesFirstLine: job.capturesFirstLine).runCapturing()
             report(outcome, of: job, timeout: timeout)
             let next = state.withLock { s -> Job? in
                 if s.running <= s.maxRunning, !s.queue.isEmpty { return s.queue.removeFirst() }
@@ -121,7 +138,7 @@ final class HookRunner: Sendable {
                 return nil
             }
             if let next { launch(next) }
-            job.completion?(outcome)
+            job.completion?(outcome, firstLine)
             outstanding.leave()
         }
         thread.name = "spoolfetch-hook"

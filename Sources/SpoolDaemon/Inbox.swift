@@ -13,6 +13,9 @@ enum EngineMessage: Sendable {
     case groupHookFinished(journal: HeldLock)
     /// An item hook has ended (the loop wakes to update status and to let a drain end).
     case itemHookFinished
+    /// The refresh hook asked for item `key` in its attempt `attempt` has ended; `line` is its
+    /// first stdout line.
+    case refreshEnded(key: Int, attempt: Int, outcome: HookRunner.Outcome, line: String?)
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload

@@ -12,7 +12,14 @@ extension Engine {
     /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
-        let context = LifecycleContext(now: Date(), stopping: stopping, jitter: jitter.next())
+        let now = Date()
+        var context = LifecycleContext(now: now, stopping: stopping, jitter: jitter.next(),
+                                       canRefreshURL: hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
+                                           && record.sourceIndex == 0)
+        if record.summary.hasMirrors {
+            context.nextSource = record.sources?.hasNext ?? true
+            context.hostDownLong = hostDownLong(record, now: now)
+        }
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
         if !actions.isEmpty { table.note(record) }
         for action in actions { perform(action, for: record) }
@@ -42,19 +49,34 @@ extension Engine {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
                 return
             }
+            if holdForURLExpiry(record, item, now: Date()) { return }
+            // Read at each start (a rotated secret is used at once) and never kept.
+            var credentials: [RequestHeader] = []
+            if let name = item.credentials {
+                do throws(PrivateFile.Refused) {
+                    credentials = try PrivateFile.credentialHeaders(directory: configuration.credentialsDir, name: name)
+                } catch {
+                    send(.refusedBeforeRequest(code: "credentials", message: error.description), to: record)
+                    return
+                }
+            }
             do {
-                try driver.start(record, item)
+                try driver.start(record, item, credentials: credentials)
             } catch {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
             }
         case .stopTransfer:
             driver.stop(record)
+        case .refreshURL(let reason):
+            askForFreshURL(record, reason: reason)
+        case .nextSource:
+            moveToNextSource(record)
         case .retry(let at, let holdHost):
             // The server asked for a pause (429/503): back off the whole host, not just this item.
             if holdHost { scheduler.holdHost(record.hostKey, until: at) }
             scheduler.retry(record.key, notBefore: at)
             logger.info("transfer failed; will retry", metadata: [
-                "item": "\(record.id)", "url": "\(record.loaded?.url.description ?? "")", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
+                "item": "\(record.id)", "url": "\(urls.shown(record.loaded?.url.string ?? ""))", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
                 "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
         case .waitForSpace(let reason):
             space.wait(record, reason: reason, running: driver.running.values)
@@ -124,6 +146,9 @@ extension Engine {
             }
             for key in expired { if let other = table.item(key) { send(.deadlineCheck, to: other) } }
             send(.deadlineCheck, to: record)
+            if let outage {
+                moveHeldItemsToMirrors(host: host, hostID: record.request.hosts.id(of: host), since: outage.since, now: now)
+            }
         }
     }
 
@@ -169,6 +194,7 @@ extension Engine {
             return
         }
         let now = Date()
+        if !adopted { warnOfURLsExpiringBeforeStart(index, request: claim.name, now: now) }
         let request = table.add(claim: claim, index: index) { _ in
             ItemLifecycle(firstQueued: now)
         }
@@ -212,15 +238,20 @@ extension Engine {
         guard let part = record.part, let item = record.loaded else { return }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
+        // The source that served it: a mirror's URL, else the request's (not a refreshed one,
+        // which the consumer never saw).
+        let source = record.sourceIndex
+        let served = source > 0 ? record.currentURL ?? item.url : item.url
         let marker = ItemMarker(
             request: record.request.name, group: record.request.group, index: record.index,
-            url: item.url.string, finalURL: facts.finalURL, name: item.name,
+            url: urls.shown(served.string), finalURL: urls.shown(facts.finalURL), name: item.name,
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
             etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
             finishedAt: RFC3339.format(finished), attempts: record.attempts,
-            outageSeconds: record.outageSeconds(at: finished))
-        let state = ItemState(request: record.request.name, index: record.index, url: item.url.string,
+            outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
+            source: item.mirrors.isEmpty ? nil : source)
+        let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
                               marker: marker)
@@ -275,11 +306,11 @@ extension Engine {
         let status = record.lastFacts?.httpStatus
         let finalURL = record.lastFacts?.finalURL
         let item = record.details
-        let url = item?.url.string ?? ""
+        let url = urls.shown(item?.url.string ?? "")
         let failure = ItemFailure(index: record.index, url: url, name: item?.name ?? "",
                                   code: code, message: message, attempts: record.attempts,
                                   httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
-                                  finalURL: finalURL == url ? nil : finalURL,
+                                  finalURL: finalURL == item?.url.string ? nil : urls.shown(finalURL),
                                   outageSeconds: record.outageSeconds(at: Date()))
         record.lifecycle.recordFailure(failure)
         record.part = nil
@@ -292,13 +323,13 @@ extension Engine {
         driver.writeState(record, ItemState(request: record.request.name, index: record.index,
                                             url: url, phase: .failed, attempts: record.attempts,
                                             failure: failure))
-        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(item?.url.description ?? "")",
+        logger.warning("item failed: \(message)", metadata: ["item": "\(record.id)", "url": "\(url)",
                                                              "code": "\(code)"])
         itemEnded(record)
     }
 
     func itemEnded(_ record: ItemRecord) {
-        status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil))
+        status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, urls: urls))
         let request = record.request
         request.open -= 1
         switch record.phase {

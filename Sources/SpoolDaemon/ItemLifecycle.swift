@@ -51,6 +51,13 @@ enum ItemPhase: Equatable {
 /// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
 /// | running | couldNotStart | out of descriptors or memory | retrying (attempt − 1) | retry(+2 s) |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
+/// | running | refusedBeforeRequest | (its URL expired: `url-expired`; its credentials unusable: `credentials`) | failed (attempt − 1) | releaseSlot, fail(code) |
+/// | running | urlNeedsRefresh | | running | refreshURL |
+/// | running | transferEnded | 401, 403 or 410, a refresh hook not yet asked in this attempt, not stopping | running | refreshURL |
+/// | running | urlRefreshed | | running | startTransfer (same attempt; a partial resumes) |
+/// | running | refreshFailed | | failed | releaseSlot, fail(refresh-failed) |
+/// | running | transferEnded | 404, 410, DNS, TLS verification, or an outage past `--mirror-after`; a source not failed in this round; not stopping | queued (an outage: attempt − 1) | releaseSlot, nextSource, schedule |
+/// | queued, retrying | sourceUnreachable | a source not failed in this round | queued | unschedule, nextSource, schedule |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
 /// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
 /// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
@@ -123,6 +130,19 @@ struct ItemLifecycle {
                 return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
             }
 
+        case (.running, .refusedBeforeRequest(let code, let message)):
+            attempts -= 1
+            return [.releaseSlot] + fail(code, message)
+
+        case (.running, .urlNeedsRefresh(let reason)):
+            return [.refreshURL(reason: reason)]
+
+        case (.running, .urlRefreshed):
+            return [.startTransfer]
+
+        case (.running, .refreshFailed(let message)):
+            return [.releaseSlot] + fail("refresh-failed", message)
+
         case (.running, .preempted):
             phase = .queued
             return [.stopTransfer, .saveResumeState]
@@ -152,6 +172,11 @@ struct ItemLifecycle {
             phase = .queued
             return [.stopTransfer, .saveResumeState]
 
+        case (.queued, .sourceUnreachable), (.retrying, .sourceUnreachable):
+            guard context.nextSource else { return [] }
+            phase = .queued
+            return [.unschedule, .nextSource, .schedule]
+
         case (.queued, .deadlineCheck), (.retrying, .deadlineCheck):
             guard context.now.timeIntervalSince(firstQueued) >= policy.resourceTimeout else { return [] }
             return [.unschedule] + fail("timeout", "its host could not be reached (resource timeout reached)")
@@ -165,6 +190,12 @@ struct ItemLifecycle {
         if let unchanged = end.notModified {
             phase = .published(file: unchanged.file, marker: unchanged.marker)
             return [.releaseSlot, .ended]
+        }
+        // A signed URL refused (expired, revoked): a new one, once per attempt, keeping the slot
+        // and the partial; a second refusal right after fails the item as any refusal does.
+        if case .httpStatus(let status)? = end.failure, status == 401 || status == 403 || status == 410,
+           context.canRefreshURL, !context.stopping {
+            return [.refreshURL(reason: "http-\(status)")]
         }
         guard let failure = end.failure else {
             let digest = end.sha256 ?? ""
@@ -189,6 +220,12 @@ struct ItemLifecycle {
             attempts -= 1
             phase = .waitingForSpace
             return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
+        }
+        // This source cannot serve it (gone, unresolvable, untrusted, or down too long): the next.
+        if context.nextSource && !context.stopping && (failure.movesToNextSource || (end.outage && context.hostDownLong)) {
+            if end.outage { attempts -= 1 }
+            phase = .queued
+            return [.releaseSlot, .nextSource, .schedule]
         }
         var actions: [ItemAction] = []
         if failure.discardsPartial { actions.append(.discardPartial) }

@@ -27,6 +27,19 @@ enum ItemEvent: Equatable {
     case slotGranted(spaceAvailable: Bool)
     /// The request file or the staging file could not be opened for the attempt.
     case couldNotStart(StartProblem, message: String)
+    /// At its turn the item cannot be asked for (its URL's known expiry has passed and no
+    /// refresh is possible: `url-expired`; its credentials file is unusable: `credentials`): no
+    /// request is sent and no attempt used.
+    case refusedBeforeRequest(code: String, message: String)
+    /// At its turn its URL has expired or expires within `--refresh-margin`, and a refresh hook
+    /// may give a new one (`reason`: `expired` or `expiring`).
+    case urlNeedsRefresh(reason: String)
+    /// The refresh hook gave a new URL (now the item's).
+    case urlRefreshed
+    /// The refresh hook gave no usable URL.
+    case refreshFailed(message: String)
+    /// Its host, held by an outage, has been unreachable for longer than `--mirror-after`.
+    case sourceUnreachable
     /// The scheduler took its slot for a higher-priority item.
     case preempted
     case transferEnded(TransferEnd)
@@ -97,6 +110,12 @@ struct LifecycleContext {
     var stopping: Bool
     /// A random number in 0...1 for the back-off's jitter (fixed in tests).
     var jitter: Double
+    /// A refresh hook is configured and has not been asked in this attempt yet.
+    var canRefreshURL = false
+    /// The item has a source (`url` or mirror) that has not failed in this round.
+    var nextSource = false
+    /// The item's host has been unreachable for longer than `--mirror-after`.
+    var hostDownLong = false
 }
 
 /// The jitter of the engine's lifecycle contexts: SplitMix64, seeded once from the system
@@ -148,5 +167,11 @@ enum ItemAction: Equatable {
     /// Its host could not be reached: hold the whole host (one probe at a time); the item waits
     /// in the queue without using up an attempt.
     case hostUnreachable(error: String)
+    /// Run the refresh hook for a new URL; the item keeps its slot meanwhile (`reason`:
+    /// `expired`, `expiring`, `http-403`, …).
+    case refreshURL(reason: String)
+    /// Ask the next source (a mirror, or the first again after all failed once); a partial is
+    /// kept only under a strong ETag, which `If-Range` then checks at the new source.
+    case nextSource
 }
 

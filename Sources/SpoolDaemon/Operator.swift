@@ -164,10 +164,14 @@ public enum ControlClient {
         var lines = ["# retry of failed/\(request)", "group: \(file.group)"]
         for item in items {
             lines.append("url: \(item.url.string)")
+            for mirror in item.mirrors { lines.append("mirror: \(mirror.string)") }
             lines.append("name: \(item.name)")
             if let v = item.expectedBytes { lines.append("expected-bytes: \(v)") }
             if let v = item.maxBytes { lines.append("max-bytes: \(v)") }
             if let v = item.sha256 { lines.append("sha256: \(v)") }
+            if let v = item.expires { lines.append("expires: \(RFC3339.format(v))") }
+            if let v = item.refreshKey { lines.append("refresh-key: \(v)") }
+            if let v = item.credentials { lines.append("credentials: \(v)") }
             lines.append("priority: \(item.priority.rawValue)")
             if item.discretionary { lines.append("discretionary: yes") }
             for header in item.headers { lines.append("header: \(header.line)") }

@@ -106,6 +106,14 @@ final class ItemTransfer {
     /// it spent so, in all (markers and `.error` report them apart from attempts).
     var outageStarted: Date?
     var outageSeconds: Double = 0
+    /// The refresh hook's URL, used instead of the request's from then on (kept in `B.state`).
+    var refreshedURL: RequestURL?
+    /// The attempt in which the refresh hook was last asked (0: never): once per attempt.
+    var refreshedInAttempt = 0
+    /// Which of its sources (`url`, mirrors) the item asks now; nil: its `url`.
+    var sources: SourceRotation?
+    /// `host:port` of the current source when it is a mirror (the scheduler's host for it).
+    var sourceHost: String?
 }
 
 /// One item of a claimed request: what the scheduler needs of it (`ItemSummary`: due time,
@@ -137,8 +145,8 @@ final class ItemRecord {
     // What is kept while the item waits.
     /// 0-based position in the request file.
     var index: Int { Int(summary.index) }
-    /// `host:port` of its URL.
-    var hostKey: String { request.hosts[summary.hostID] }
+    /// `host:port` of its URL (of the mirror it asks, once it moved on to one).
+    var hostKey: String { transferState?.sourceHost ?? request.hosts[summary.hostID] }
     var earliestStart: Date? { summary.earliestStart }
     var expectedBytes: Int64? { summary.expectedBytes }
     var priority: Priority { summary.priority }
@@ -282,6 +290,34 @@ final class ItemRecord {
     var rateWindow: RateWindow {
         get { transferState?.rateWindow ?? RateWindow() }
         set { transfer.rateWindow = newValue }
+    }
+
+    /// The refresh hook's URL, when it gave one.
+    var refreshedURL: RequestURL? {
+        get { transferState?.refreshedURL }
+        set { if newValue != nil || transferState != nil { transfer.refreshedURL = newValue } }
+    }
+    var refreshedInAttempt: Int {
+        get { transferState?.refreshedInAttempt ?? 0 }
+        set { transfer.refreshedInAttempt = newValue }
+    }
+    /// The source asked now (0: its `url`).
+    var sourceIndex: Int { transferState?.sources?.current ?? 0 }
+    var sources: SourceRotation? {
+        get { transferState?.sources }
+        set { transfer.sources = newValue }
+    }
+    var sourceHost: String? {
+        get { transferState?.sourceHost }
+        set { if newValue != nil || transferState != nil { transfer.sourceHost = newValue } }
+    }
+    /// The URL a transfer asks for now: a mirror's once the item moved on to one; else the
+    /// refreshed one, else the request's.
+    var currentURL: RequestURL? {
+        guard let item = loaded else { return nil }
+        let source = sourceIndex
+        if source > 0, source <= item.mirrors.count { return item.mirrors[source - 1] }
+        return refreshedURL ?? item.url
     }
 
     /// The item could not reach its host (again).

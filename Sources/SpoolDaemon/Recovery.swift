@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 
@@ -54,6 +55,8 @@ struct Recovery {
             record.lastModified = lastModified
             record.bytesOnDisk = bytes
             record.hash = nil      // re-hashed before the transfer starts
+            // The refresh hook's URL, validated again as any URL read from the spool.
+            record.refreshedURL = facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) }
             record.lifecycle.restoreAttempts(attempts)
             return .schedule
         case .failed(let failure):

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolRequest
 
 /// One daemon's live state, written atomically to `status/HOST-PID.json` at most once a second
 /// while anything changes (and not at all while idle), read by `spoolfetch status`.
@@ -41,6 +42,9 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var watcher: String? = nil
     /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
     public var unreachableHosts: [UnreachableHost]? = nil
+    /// Requests taken in whose items may start only after their URL expires (the last
+    /// `StatusReporter.expiryWarningLimit`), one line each.
+    public var urlExpiryWarnings: [String]? = nil
 }
 
 /// A host held because it could not be reached (`spoolfetch status` shows it).
@@ -61,7 +65,7 @@ public struct TaskStatus: Codable, Sendable, Hashable {
     public var request: String
     public var group: String
     public var name: String
-    /// The URL without its query (which may carry tokens).
+    /// The URL without its query (which may carry tokens), unless the daemon keeps queries.
     public var url: String
     /// pending, waiting-start, waiting-window, waiting-space, running, retrying, paused,
     /// publishing, done, failed.
@@ -98,7 +102,4 @@ public struct ControlResult: Codable, Sendable, Hashable {
 }
 
 /// Strips the query and fragment from a URL for display (they may hold access tokens).
-func displayURL(_ url: String) -> String {
-    guard let cut = url.utf8.firstIndex(where: { $0 == 0x3F || $0 == 0x23 }) else { return url }
-    return String(url[..<cut])
-}
+func displayURL(_ url: String) -> String { URLQuery.stripped(url) }

@@ -20,11 +20,21 @@ final class StatusReporter {
     private var recentlyEnded: [TaskStatus] = []
     static let recentLimit = 100
     private var warnedWriteFailure = false
+    /// Intake's warnings about URLs that expire before their items may start, newest last.
+    private var expiryWarnings: [String] = []
+    static let expiryWarningLimit = 20
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
         self.directory = directory
         self.spoolRoot = spoolRoot
         self.logger = logger
+    }
+
+    /// Keeps an intake warning for the report (the last `expiryWarningLimit`).
+    func noteExpiryWarning(_ text: String) {
+        expiryWarnings.append(text)
+        if expiryWarnings.count > Self.expiryWarningLimit { expiryWarnings.removeFirst() }
+        dirty = true
     }
 
     /// Something changed: the next turn writes a report.
@@ -141,6 +151,7 @@ final class StatusReporter {
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
         daemon.states = states
         daemon.watcher = watcher
+        if !expiryWarnings.isEmpty { daemon.urlExpiryWarnings = expiryWarnings }
         if !outages.isEmpty {
             daemon.unreachableHosts = outages.map {
                 UnreachableHost(host: $0.hostKey, since: RFC3339.format($0.since), lastError: $0.lastError,
@@ -161,7 +172,7 @@ final class StatusReporter {
 
     /// One item as `spoolfetch status` shows it. `progress` is the running transfer's, if any.
     static func task(_ record: ItemRecord, now: Date, progress: (bytes: Int64, total: Int64?)?,
-                     window: DailyWindow?) -> TaskStatus {
+                     window: DailyWindow?, urls: URLPrivacy) -> TaskStatus {
         var state = record.phase.label
         var bytes = record.bytesOnDisk
         var expected = record.expectedBytes
@@ -198,7 +209,7 @@ final class StatusReporter {
         // A waiting item keeps no URL or name: they are read again from its request file.
         let item = record.details
         return TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: item?.name ?? "",
-                          url: displayURL(item?.url.string ?? ""), state: state, bytes: bytes, expected: expected,
+                          url: urls.shown(item?.url.string ?? ""), state: state, bytes: bytes, expected: expected,
                           rate: rate, eta: eta, attempts: record.attempts, error: error, startsAt: startsAt,
                           finishedAt: finishedAt)
     }

@@ -62,6 +62,7 @@ extension SpoolOverview {
             }
             if !more.isEmpty { out += "  " + more.joined(separator: "; ") + "\n" }
             if let trouble = d.watcher { out += "  watcher: \(trouble)\n" }
+            for warning in d.urlExpiryWarnings ?? [] { out += "  url expiry: \(warning)\n" }
             for h in d.unreachableHosts ?? [] {
                 out += "  host \(h.host) unreachable since \(h.since), next probe \(h.nextProbe)\n"
                 out += "    last error: \(h.lastError)\n"

@@ -14,6 +14,8 @@ final class TransferDriver {
     /// Read for limits and rates at each start; a reload replaces it (`update`).
     private var configuration: DaemonConfiguration
     private let logger: Logger
+    /// How URLs are written down; fixed for the daemon's life (`keep-url-queries` takes a restart).
+    private let urls: URLPrivacy
     /// Items whose transfer is in the session, by key.
     private(set) var running: [Int: ItemRecord] = [:]
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
@@ -28,12 +30,15 @@ final class TransferDriver {
         self.store = store
         self.configuration = configuration
         self.logger = logger
+        urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
     }
 
     /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
     /// whose hash was lost in a restart is re-hashed first. `item` is the record's full
     /// description (`ItemRecord.load()`).
-    func start(_ record: ItemRecord, _ item: RequestItem) throws(StoreError) {
+    /// `credentials`: header lines from `--credentials-dir`, read for this start only; they take
+    /// the place of the request's own headers of the same name.
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = []) throws(StoreError) {
         let firstStart = record.startedAt == nil
         if firstStart { record.startedAt = Date() }
         if record.part == nil {
@@ -75,7 +80,9 @@ final class TransferDriver {
             record.hash = nil
         }
         let request = TransferRequest(
-            url: item.url.string, headers: item.headers.map(\.line) + conditionalHeaders(record, item, resumeFrom: resumeFrom),
+            url: (record.currentURL ?? item.url).string,
+            headers: Self.headers(item.headers, credentials: credentials).map(\.line)
+                + conditionalHeaders(record, item, resumeFrom: resumeFrom),
             destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
             ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
@@ -88,11 +95,18 @@ final class TransferDriver {
         do {
             try session.start(key: record.key, request: request)
         } catch {
-            throw StoreError("curl_multi_add_handle", "\(item.url) (\(error))", errno: EIO)
+            throw StoreError("curl_multi_add_handle", "\(urls.shown(item.url.string)) (\(error))", errno: EIO)
         }
         running[record.key] = record
-        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(item.url)",
+        logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
+    }
+
+    /// The request's headers with the credentials file's in place of any of the same name.
+    static func headers(_ own: [RequestHeader], credentials: [RequestHeader]) -> [RequestHeader] {
+        guard !credentials.isEmpty else { return own }
+        let replaced = Set(credentials.map { $0.name.lowercased() })
+        return own.filter { !replaced.contains($0.name.lowercased()) } + credentials
     }
 
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
@@ -175,10 +189,10 @@ final class TransferDriver {
 
     /// A `B.state` in phase running: the part's validators and how much of it is synced, in this boot.
     private func runningState(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64?) -> ItemState {
-        ItemState(request: record.request.name, index: record.index, url: record.loaded?.url.string ?? record.url,
+        ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
                   phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                   bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                  syncedBytes: synced, bootID: BootID.current)
+                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string)
     }
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),

@@ -220,7 +220,11 @@ struct FullItemSink: RequestItemSink {
             discretionary: own.discretionary ?? defaults.discretionary ?? false,
             headers: own.headers(over: defaults),
             maxBytes: own.maxBytes ?? defaults.maxBytes,
-            onExists: own.onExists ?? defaults.onExists ?? .keepBoth)
+            onExists: own.onExists ?? defaults.onExists ?? .keepBoth,
+            expires: own.expires ?? defaults.expires,
+            refreshKey: own.refreshKey ?? defaults.refreshKey,
+            credentials: own.credentials ?? defaults.credentials,
+            mirrors: own.mirrors)
     }
 }
 

@@ -3,7 +3,8 @@ import Foundation
 /// The keys a request file may use.
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
-         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists"
+         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
+         expires, refreshKey = "refresh-key", credentials, mirror
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -20,12 +21,20 @@ struct RequestFields: Sendable, Hashable {
     var headers: [RequestHeader] = []
     var maxBytes: Int64?
     var onExists: OnExists?
+    /// When the item's URL stops working (`expires:`); else read from the URL (`URLExpiry`).
+    var expires: Date?
+    /// An opaque token for the refresh hook (`refresh-key:`, such as `bucket/key`).
+    var refreshKey: String?
+    /// The name of a header file in the daemon's `--credentials-dir` (`credentials:`).
+    var credentials: String?
+    /// The same resource elsewhere (`mirror:`, repeatable, in order of preference; item only).
+    var mirrors: [RequestURL] = []
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
     mutating func set(_ key: RequestKey, _ value: String, line: Int, scope: String,
                       reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) {
-        if key != .header {
+        if key != .header && key != .mirror {
             guard seen & key.bit == 0 else {
                 throw reject(line, "duplicate-key", "\(key.rawValue) is given twice for the same \(scope)")
             }
@@ -37,6 +46,29 @@ struct RequestFields: Sendable, Hashable {
                 throw reject(line, "bad-time", "earliest-start must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
             }
             earliestStart = d
+        case .expires:
+            guard let d = RFC3339.parse(value) else {
+                throw reject(line, "bad-time", "expires must be an RFC 3339 time such as 2026-11-23T02:00:00Z")
+            }
+            expires = d
+        case .mirror:
+            guard scope == "item" else {
+                throw reject(line, "item-level-key", "mirror names another source of one item; give it after that item's url")
+            }
+            guard mirrors.count < Self.maxMirrors else {
+                throw reject(line, "too-many-mirrors", "at most \(Self.maxMirrors) mirrors per item")
+            }
+            do { mirrors.append(try RequestURL(validating: value)) } catch {
+                throw reject(line, error.rule, "mirror: \(error.reason)")
+            }
+        case .credentials:
+            if let why = PlainName.violation(of: value) { throw reject(line, "bad-credentials", "credentials \(why)") }
+            credentials = value
+        case .refreshKey:
+            guard !value.isEmpty, value.utf8.count <= 1024, !value.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
+                throw reject(line, "bad-refresh-key", "refresh-key must be 1 to 1024 bytes without control characters")
+            }
+            refreshKey = value
         case .expectedBytes, .maxBytes:
             guard let n = ByteCount.parse(value) else {
                 throw reject(line, "bad-number", "\(key.rawValue) must be a non-negative whole number of bytes, optionally with k, M, G or T")
@@ -76,6 +108,8 @@ struct RequestFields: Sendable, Hashable {
             break
         }
     }
+
+    static let maxMirrors = 16
 
     static func parseHeader(_ value: String, line: Int,
                             reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) -> RequestHeader {

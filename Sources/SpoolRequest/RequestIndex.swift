@@ -22,9 +22,12 @@ public struct ItemSummary: Sendable, Hashable {
     let checksum: UInt32
     public let priority: Priority
     public let discretionary: Bool
+    /// The item has `mirror:` sources (found without re-reading it when its host is down).
+    public let hasMirrors: Bool
 
     init(offset: Int64, length: UInt32, line: UInt32, index: UInt32, hostID: UInt32, checksum: UInt32, earliestStart: Date?,
-         expectedBytes: Int64?, priority: Priority, discretionary: Bool) {
+         expectedBytes: Int64?, priority: Priority, discretionary: Bool, hasMirrors: Bool = false) {
+        self.hasMirrors = hasMirrors
         self.checksum = checksum
         self.offset = offset
         self.length = length
@@ -105,6 +108,8 @@ public struct RequestIndex: Sendable {
     public let hosts: [String]
     /// The file's length when it was read.
     public let fileSize: Int64
+    /// Items whose URL may expire before they start (for the intake warning).
+    public var expiryNotes = ExpiryNotes()
 
     /// The request file's name (R).
     public var fileName: String { settings.fileName }
@@ -129,6 +134,7 @@ struct SummarySink: RequestItemSink {
     var items: [ItemSummary] = []
     var hosts: [String] = []
     var hostIDs: [String: UInt32] = [:]
+    var expiryNotes = ExpiryNotes()
 
     mutating func add(_ draft: ItemDraft, end: Int, defaults: RequestFields,
                       reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) {
@@ -141,7 +147,16 @@ struct SummarySink: RequestItemSink {
             hosts.append(key)
             hostIDs[key] = hostID
         }
-        items.append(try Self.summary(of: draft, end: end, defaults: defaults, hostID: hostID, reject: reject))
+        let summary = try Self.summary(of: draft, end: end, defaults: defaults, hostID: hostID, reject: reject)
+        items.append(summary)
+        // Only an item that waits on purpose can outwait its URL; the others start at once.
+        if summary.earliestStart != nil || summary.discretionary {
+            let given = draft.fields.expires ?? defaults.expires
+            if let expiry = given.map({ URLExpiry(date: $0, form: .expiresKey) }) ?? URLExpiry.read(from: draft.url.string) {
+                expiryNotes.note(ExpiryNote(index: draft.index, expiry: expiry, earliestStart: summary.earliestStart),
+                                 discretionary: summary.discretionary)
+            }
+        }
     }
 
     static func summary(of draft: ItemDraft, end: Int, defaults: RequestFields, hostID: UInt32,
@@ -157,6 +172,36 @@ struct SummarySink: RequestItemSink {
             earliestStart: own.earliestStart ?? defaults.earliestStart,
             expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
             priority: own.priority ?? defaults.priority ?? .normal,
-            discretionary: own.discretionary ?? defaults.discretionary ?? false)
+            discretionary: own.discretionary ?? defaults.discretionary ?? false,
+            hasMirrors: !own.mirrors.isEmpty)
     }
+}
+
+/// One item whose URL has a known expiry and which waits on purpose (an earliest start, or
+/// discretionary).
+public struct ExpiryNote: Sendable, Hashable {
+    public let index: Int
+    public let expiry: URLExpiry
+    public let earliestStart: Date?
+}
+
+/// What intake needs to warn about URLs that expire before their items may start: the items
+/// whose `earliest-start` lies after their expiry (how many, and the first), and the
+/// discretionary item whose URL expires first (the daemon compares it with its window).
+public struct ExpiryNotes: Sendable, Hashable {
+    public private(set) var lateStarts = 0
+    public private(set) var firstLateStart: ExpiryNote?
+    public private(set) var firstDiscretionary: ExpiryNote?
+
+    public init() {}
+
+    mutating func note(_ note: ExpiryNote, discretionary: Bool) {
+        if let start = note.earliestStart, start > note.expiry.date {
+            lateStarts += 1
+            if firstLateStart == nil { firstLateStart = note }
+        }
+        if discretionary, note.expiry.date < firstDiscretionary?.expiry.date ?? .distantFuture { firstDiscretionary = note }
+    }
+
+    public var isEmpty: Bool { firstLateStart == nil && firstDiscretionary == nil }
 }

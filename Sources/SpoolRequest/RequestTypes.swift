@@ -46,6 +46,18 @@ public struct RequestHeader: Sendable, Hashable {
 
     /// `Name: value`, as sent.
     public var line: String { "\(name): \(value)" }
+
+    /// A `Name: value` line checked as a request's `header:` is; the error says what is wrong
+    /// (never the value).
+    public static func parse(_ line: String) -> Result<RequestHeader, RequestRejection> {
+        do {
+            return .success(try RequestFields.parseHeader(line, line: 0) {
+                RequestRejection(file: "", line: $0, rule: $1, message: $2)
+            })
+        } catch {
+            return .failure(error)
+        }
+    }
 }
 
 /// One download of a request file.
@@ -67,6 +79,23 @@ public struct RequestItem: Sendable, Hashable {
     public let maxBytes: Int64?
     /// The item's own `on-exists`, else the file's, else `keep-both`.
     public let onExists: OnExists
+    /// The item's own `expires`, else the file's default.
+    public let expires: Date?
+    /// The item's own `refresh-key`, else the file's default: handed to the refresh hook.
+    public let refreshKey: String?
+    /// The item's own `credentials`, else the file's default: a file in `--credentials-dir`.
+    public let credentials: String?
+    /// Other sources of the same resource (`mirror:`), in order of preference.
+    public let mirrors: [RequestURL]
+
+    /// The item's sources: its `url`, then its mirrors (source 0, 1, …).
+    public var sources: [RequestURL] { [url] + mirrors }
+
+    /// When the URL stops working: `expires:` when given, else what the URL's query says
+    /// (`URLExpiry`); nil when neither tells.
+    public var expiry: URLExpiry? {
+        expires.map { URLExpiry(date: $0, form: .expiresKey) } ?? URLExpiry.read(from: url.string)
+    }
 }
 
 /// A parsed request file: one group of items.

@@ -19,12 +19,16 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var attempts: Int
     /// Seconds the item waited because its host could not be reached (no attempts used).
     public var outageSeconds: Int?
+    /// SHA-256 (hex) of the URL's query, which `url` leaves out: a signed URL matched, not kept.
+    public var urlQuerySha256: String?
+    /// With mirrors: the source that served it (0: its `url`, 1: its first mirror, …), `url` its URL.
+    public var source: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
                 contentType: String?, startedAt: String, finishedAt: String, attempts: Int,
-                outageSeconds: Int? = nil) {
-        self.outageSeconds = outageSeconds
+                outageSeconds: Int? = nil, urlQuerySha256: String? = nil, source: Int? = nil) {
+        self.source = source; self.outageSeconds = outageSeconds; self.urlQuerySha256 = urlQuerySha256
         self.request = request; self.group = group; self.index = index; self.url = url
         self.finalURL = finalURL; self.name = name; self.bytes = bytes; self.sha256 = sha256
         self.httpStatus = httpStatus; self.etag = etag; self.lastModified = lastModified
@@ -78,6 +82,8 @@ public struct GroupItem: Codable, Sendable, Hashable {
     public var sha256: String?
     public var finalURL: String?
     public var httpStatus: Int?
+    /// As in `ItemMarker`.
+    public var urlQuerySha256: String?
 
     public init(index: Int, url: String, outcome: String, file: String? = nil, marker: String? = nil,
                 code: String? = nil, message: String? = nil) {
@@ -162,11 +168,15 @@ public struct ItemState: Codable, Sendable, Hashable {
     /// blocks that never reached the disk (zeros), which a resume would publish as data.
     public var syncedBytes: Int64?
     public var bootID: String?
+    /// The refresh hook's URL in place of the request's, so that a restart resumes with it.
+    public var refreshedURL: String?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,
                 etag: String? = nil, lastModified: String? = nil, bytes: Int64 = 0, attempts: Int = 0,
                 startedAt: String? = nil, marker: ItemMarker? = nil, finalName: String? = nil,
-                failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil) {
+                failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil,
+                refreshedURL: String? = nil) {
+        self.refreshedURL = refreshedURL
         self.request = request; self.index = index; self.url = url; self.phase = phase; self.inode = inode
         self.etag = etag; self.lastModified = lastModified; self.bytes = bytes; self.attempts = attempts
         self.startedAt = startedAt; self.marker = marker; self.finalName = finalName; self.failure = failure
@@ -316,8 +326,10 @@ extension ItemMarker {
         w.int("outageSeconds", outageSeconds.map(Int64.init))
         w.string("request", request)
         w.string("sha256", sha256)
+        w.int("source", source.map(Int64.init))
         w.string("startedAt", startedAt)
         w.string("url", url)
+        w.string("urlQuerySha256", urlQuerySha256)
         return w.close()
     }
 }
@@ -337,6 +349,7 @@ extension ItemState {
         w.string("lastModified", lastModified)
         w.raw("marker", marker?.jsonBytes())
         w.string("phase", phase.rawValue)
+        w.string("refreshedURL", refreshedURL)
         w.string("request", request)
         w.string("startedAt", startedAt)
         w.string("url", url)
@@ -358,6 +371,7 @@ extension GroupItem {
         w.string("outcome", outcome)
         w.string("sha256", sha256)
         w.string("url", url)
+        w.string("urlQuerySha256", urlQuerySha256)
     }
 }
 

@@ -35,6 +35,7 @@ extension CurlOption where Kind == CurlLong {
     static var lowSpeedLimit: Self { .init(CURLOPT_LOW_SPEED_LIMIT, "CURLOPT_LOW_SPEED_LIMIT") }
     static var lowSpeedTime: Self { .init(CURLOPT_LOW_SPEED_TIME, "CURLOPT_LOW_SPEED_TIME") }
     static var pipeWait: Self { .init(CURLOPT_PIPEWAIT, "CURLOPT_PIPEWAIT") }
+    static var netrc: Self { .init(CURLOPT_NETRC, "CURLOPT_NETRC") }
 }
 
 extension CurlOption where Kind == CurlOffset {
@@ -51,6 +52,7 @@ extension CurlOption where Kind == CurlString {
     static var userAgent: Self { .init(CURLOPT_USERAGENT, "CURLOPT_USERAGENT") }
     static var acceptEncoding: Self { .init(CURLOPT_ACCEPT_ENCODING, "CURLOPT_ACCEPT_ENCODING") }
     static var range: Self { .init(CURLOPT_RANGE, "CURLOPT_RANGE") }
+    static var netrcFile: Self { .init(CURLOPT_NETRC_FILE, "CURLOPT_NETRC_FILE") }
 }
 
 extension CurlOption where Kind == CurlPointer {

@@ -25,6 +25,10 @@ extension TransferSession {
         } else if let path = configuration.caPath {
             try easy.set(.caPath, path)
         }
+        if let netrc = configuration.netrcFile {
+            try easy.set(.netrc, 1)     // CURL_NETRC_OPTIONAL: a URL's own user wins (spoolfetch refuses those anyway)
+            try easy.set(.netrcFile, netrc)
+        }
         try easy.set(.bufferSize, configuration.bufferSize)
         try easy.set(.connectTimeout, configuration.connectTimeout)
         // A stall: less than 1 byte/s for stallTimeout seconds.

@@ -54,6 +54,9 @@ public struct TransferConfiguration: Sendable {
     /// Extra trust, added to the system's CA store; verification itself is never turned off.
     public var caFile: String?
     public var caPath: String?
+    /// A netrc file whose entries give user and password to the hosts they name (libcurl's
+    /// rules: the matching host only, never another host after a redirect).
+    public var netrcFile: String?
     public var userAgent: String = "spoolfetch/0.1"
     /// Bytes per second over all transfers of the session together (`--max-rate`); 0: no limit.
     /// Held by one token bucket in the write callbacks (see `RateGate`), so it holds across many

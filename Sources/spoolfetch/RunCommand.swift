@@ -58,8 +58,14 @@ struct Run: ParsableCommand {
     @Option(help: .setting("inotify")) var inotify: String?
     @Option(name: .customLong("ca-file"), help: .setting("ca-file")) var caFile: String?
     @Option(name: .customLong("ca-path"), help: .setting("ca-path")) var caPath: String?
+    @Option(name: .customLong("keep-url-queries"), help: .setting("keep-url-queries")) var keepUrlQueries: String?
+    @Option(name: .customLong("mirror-after"), help: .setting("mirror-after")) var mirrorAfter: String?
+    @Option(name: .customLong("netrc-file"), help: .setting("netrc-file")) var netrcFile: String?
+    @Option(name: .customLong("credentials-dir"), help: .setting("credentials-dir")) var credentialsDir: String?
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?
     @Option(name: .customLong("on-group"), help: .setting("on-group")) var onGroup: String?
+    @Option(name: .customLong("refresh-hook"), help: .setting("refresh-hook")) var refreshHook: String?
+    @Option(name: .customLong("refresh-margin"), help: .setting("refresh-margin")) var refreshMargin: String?
     @Option(name: .customLong("hook-timeout"), help: .setting("hook-timeout")) var hookTimeout: String?
     @Option(name: .customLong("max-hooks"), help: .setting("max-hooks")) var maxHooks: String?
     @Option(name: .customLong("log-level"), help: .setting("log-level")) var logLevel: String?

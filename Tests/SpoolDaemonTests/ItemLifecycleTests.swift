@@ -98,6 +98,59 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertTrue(l.phase.hasEnded)
     }
 
+    func testAnExpiredURLFailsWithoutUsingAnAttempt() {
+        var l = running()
+        let actions = l.handle(.refusedBeforeRequest(code: "url-expired", message: "the URL expired"), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        XCTAssertEqual(failCode(actions), "url-expired")
+        XCTAssertTrue(l.phase.hasEnded)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
+    func testAURLNeedingRefreshAsksTheHookKeepingTheSlot() {
+        var l = running()
+        XCTAssertEqual(l.handle(.urlNeedsRefresh(reason: "expiring"), policy: policy, context: context),
+                       [.refreshURL(reason: "expiring")])
+        XCTAssertEqual(l.phase, .running)
+        XCTAssertEqual(l.attempts, 1)
+    }
+
+    func testARefusalWithAHookNotYetAskedRefreshesTheURL() {
+        var refreshable = context
+        refreshable.canRefreshURL = true
+        for status in [401, 403, 410] {
+            var l = running()
+            XCTAssertEqual(l.handle(end(.httpStatus(status), partial: true), policy: policy, context: refreshable),
+                           [.refreshURL(reason: "http-\(status)")])
+            XCTAssertEqual(l.phase, .running)
+        }
+        var other = running()
+        XCTAssertEqual(failCode(other.handle(end(.httpStatus(404)), policy: policy, context: refreshable)), "http-status",
+                       "a 404 is not about the URL's signature")
+        var asked = running()
+        XCTAssertEqual(failCode(asked.handle(end(.httpStatus(403)), policy: policy, context: context)), "http-status",
+                       "a second refusal in the attempt (or no hook) fails as before")
+        var stopping = refreshable
+        stopping.stopping = true
+        var l = running()
+        XCTAssertFalse(l.handle(end(.httpStatus(403)), policy: policy, context: stopping).contains(.refreshURL(reason: "http-403")))
+    }
+
+    func testARefreshedURLStartsTheTransferAgainInTheSameAttempt() {
+        var l = running()
+        XCTAssertEqual(l.handle(.urlRefreshed, policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.attempts, 1)
+        XCTAssertEqual(l.phase, .running)
+    }
+
+    func testAFailedRefreshFailsTheItem() {
+        var l = running()
+        let actions = l.handle(.refreshFailed(message: "the refresh hook printed no URL"), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        XCTAssertEqual(failCode(actions), "refresh-failed")
+        XCTAssertTrue(l.phase.hasEnded)
+    }
+
     func testPreemptedGoesBackToTheQueueKeepingItsPartial() {
         var l = running()
         XCTAssertEqual(l.handle(.preempted, policy: policy, context: context), [.stopTransfer, .saveResumeState])
@@ -408,5 +461,61 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(mean, 0.5, accuracy: 0.02)
         XCTAssertEqual(draws.filter { $0 < 0.1 }.count, 1_000, accuracy: 150)
         XCTAssertEqual(draws.filter { $0 >= 0.9 }.count, 1_000, accuracy: 150)
+    }
+}
+
+/// `SourceRotation` and the lifecycle's mirror rows.
+final class SourceRotationTests: XCTestCase {
+    func testSourcesAreTriedInOrderAndTheRoundStartsAgainOnceAllFailed() {
+        var r = SourceRotation(count: 3)
+        XCTAssertEqual(r.current, 0)
+        XCTAssertTrue(r.hasNext)
+        XCTAssertEqual(r.moveOn(), 1)
+        XCTAssertEqual(r.moveOn(), 2)
+        XCTAssertFalse(r.hasNext, "every source failed in this round")
+        XCTAssertNil(r.moveOn())
+        XCTAssertEqual(r.current, 0, "back to the first source")
+        XCTAssertTrue(r.hasNext)
+        XCTAssertFalse(SourceRotation(count: 1).hasNext)
+    }
+
+    func testWhichFailuresMoveOn() {
+        for f in [TransferFailure.httpStatus(404), .httpStatus(410), .curl(code: 6, text: ""), .curl(code: 60, text: "")] {
+            XCTAssertTrue(f.movesToNextSource, "\(f)")
+        }
+        for f in [TransferFailure.httpStatus(403), .httpStatus(500), .curl(code: 7, text: ""), .curl(code: 28, text: "")] {
+            XCTAssertFalse(f.movesToNextSource, "\(f)")
+        }
+    }
+
+    func testLifecycleMovesOnOnlyWithASourceLeft() {
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
+        var context = LifecycleContext(now: t0, stopping: false, jitter: 1)
+        func running() -> ItemLifecycle {
+            var l = ItemLifecycle(firstQueued: t0)
+            _ = l.handle(.submitted, policy: policy, context: context)
+            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+            return l
+        }
+        let gone = ItemEvent.transferEnded(TransferEnd(failure: .httpStatus(404), sha256: nil, retryAfter: nil, hasPartial: false))
+        var l = running()
+        XCTAssertFalse(l.handle(gone, policy: policy, context: context).contains(.nextSource), "no mirror: fails as before")
+        context.nextSource = true
+        l = running()
+        XCTAssertEqual(l.handle(gone, policy: policy, context: context), [.releaseSlot, .nextSource, .schedule])
+        XCTAssertEqual(l.phase, .queued)
+        XCTAssertEqual(l.attempts, 1)
+        let down = ItemEvent.transferEnded(TransferEnd(failure: .curl(code: 7, text: "refused"), sha256: nil, retryAfter: nil,
+                                                       hasPartial: false, outage: true))
+        l = running()
+        XCTAssertFalse(l.handle(down, policy: policy, context: context).contains(.nextSource), "a short outage waits")
+        context.hostDownLong = true
+        l = running()
+        XCTAssertEqual(l.handle(down, policy: policy, context: context), [.releaseSlot, .nextSource, .schedule])
+        XCTAssertEqual(l.attempts, 0, "an outage uses no attempt")
+        var held = ItemLifecycle(firstQueued: t0)
+        _ = held.handle(.submitted, policy: policy, context: context)
+        XCTAssertEqual(held.handle(.sourceUnreachable, policy: policy, context: context), [.unschedule, .nextSource, .schedule])
     }
 }

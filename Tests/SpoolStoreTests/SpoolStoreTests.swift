@@ -336,10 +336,10 @@ final class SpoolJSONTests: XCTestCase {
         let marker = ItemMarker(request: "r \"q\"", group: "g/1", index: 3, url: "http://h/a?b=c&d=\u{1}", finalURL: nil,
                                 name: "naïve\\file\n", bytes: 1 << 40, sha256: "ab", httpStatus: 206, etag: "\"e\"",
                                 lastModified: nil, contentType: "text/plain; charset=utf-8", startedAt: "s", finishedAt: "f",
-                                attempts: 2)
+                                attempts: 2, urlQuerySha256: "0f", source: 2)
         XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker))
         let state = ItemState(request: "r", index: 3, url: "u", phase: .ready, inode: 42, etag: "e", bytes: 7, attempts: 1,
-                              startedAt: "s", marker: marker)
+                              startedAt: "s", marker: marker, refreshedURL: "https://h/p?sig=1")
         let failed = ItemState(request: "r", index: 4, url: "u", phase: .failed,
                                failure: ItemFailure(index: 4, url: "u", name: "n", code: "c", message: "m", attempts: 1))
         XCTAssertEqual(SpoolJSON.encode(states: [state, failed]), SpoolJSON.encode([state, failed]))
@@ -368,7 +368,8 @@ final class SpoolJSONTests: XCTestCase {
                                contentType: nil, startedAt: "s", finishedAt: "f", attempts: 1)
         var published = GroupItem(index: 0, url: "http://h/a", outcome: "published", file: "a-1\n")
         published.describe(facts)
-        let withMarker = GroupItem(index: 1, url: "http://h/é", outcome: "published", file: "b", marker: "b.done")
+        var withMarker = GroupItem(index: 1, url: "http://h/é", outcome: "published", file: "b", marker: "b.done")
+        withMarker.urlQuerySha256 = "9a"
         let failed = GroupItem(index: 2, url: "http://h/\u{1}", outcome: "failed", code: "http-status",
                                message: "HTTP 404 \"Not Found\"\n")
         let unchanged = GroupItem(index: 3, url: "http://h/u", outcome: "unchanged", file: "u", marker: "u.done")

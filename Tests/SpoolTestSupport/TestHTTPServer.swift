@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -58,6 +59,10 @@ public final class TestHTTPServer: Sendable {
         var resources: [String: Resource] = [:]
         var requests: [RecordedRequest] = []
         var connections = 0
+        /// When set, every request must carry a valid, unexpired signature (`signedURL`).
+        var signingKey: [UInt8]?
+        var refusedSignatures = 0
+        var bodyBytesSent = 0
     }
 
     private let group: MultiThreadedEventLoopGroup
@@ -109,6 +114,49 @@ public final class TestHTTPServer: Sendable {
 
     public var allRequests: [RecordedRequest] { state.withLockedValue { $0.requests } }
 
+    /// From now on, a request is served only with a valid signature that has not expired, as
+    /// S3 or a CDN would: else 403 (which does not count as one of its resource's requests).
+    public func requireSignedURLs(key: String) {
+        state.withLockedValue { $0.signingKey = Array(key.utf8) }
+    }
+
+    /// A URL for `path` signed for `seconds` from now: HMAC-SHA256 of the path and the expiry.
+    /// `readable`: `Expires` (Unix seconds) and `Signature`, a form spoolfetch reads the expiry
+    /// from (CloudFront's); otherwise `exp` and `sig`, which it cannot read (the server's 403 is
+    /// the only sign of expiry).
+    public func signedURL(_ path: String, validFor seconds: Double, readable: Bool = true) -> String {
+        let expires = Int(Date().timeIntervalSince1970 + seconds)
+        let key = SymmetricKey(data: state.withLockedValue { $0.signingKey } ?? [])
+        let signature = Self.signature(path: path, expires: expires, key: key)
+        return url(path) + (readable ? "?Expires=\(expires)&Signature=\(signature)" : "?exp=\(expires)&sig=\(signature)")
+    }
+
+    /// Requests refused for a missing, wrong or expired signature.
+    public var refusedSignatures: Int { state.withLockedValue { $0.refusedSignatures } }
+    /// Body bytes sent so far, over all responses.
+    public var bodyBytesSent: Int { state.withLockedValue { $0.bodyBytesSent } }
+
+    static func signature(path: String, expires: Int, key: SymmetricKey) -> String {
+        HMAC<SHA256>.authenticationCode(for: Data("\(path)\n\(expires)".utf8), using: key)
+            .map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Whether `uri` carries a valid signature that has not expired.
+    static func signatureHolds(_ uri: String, path: String, key: SymmetricKey) -> Bool {
+        let query = uri.split(separator: "?", maxSplits: 1).dropFirst().first ?? ""
+        var values: [String: String] = [:]
+        for pair in query.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { values[String(kv[0])] = String(kv[1]) }
+        }
+        guard let expires = Int(values["Expires"] ?? values["exp"] ?? ""),
+              let signature = values["Signature"] ?? values["sig"] else { return false }
+        return signature == Self.signature(path: path, expires: expires, key: key)
+            && Date().timeIntervalSince1970 <= Double(expires)
+    }
+
+    func countSent(_ bytes: Int) { state.withLockedValue { $0.bodyBytesSent += bytes } }
+
     public func shutdown() throws {
         try? channel.close().wait()
         try group.syncShutdownGracefully()
@@ -122,6 +170,10 @@ public final class TestHTTPServer: Sendable {
                                               headers: head.headers.map { ($0.name, $0.value) },
                                               receivedAt: Date(), connectionID: connectionID))
             guard var resource = s.resources[path] else { return (nil, .status(404)) }
+            if let key = s.signingKey, !Self.signatureHolds(head.uri, path: path, key: SymmetricKey(data: key)) {
+                s.refusedSignatures += 1
+                return (nil, .status(403))
+            }
             let behavior = resource.script[min(resource.hits, resource.script.count - 1)]
             resource.hits += 1
             s.resources[path] = resource
@@ -266,6 +318,7 @@ final class RequestHandler: ChannelInboundHandler {
         let end = min(limit, offset + chunk)
         let start = body.startIndex + offset
         let buffer = context.channel.allocator.buffer(bytes: body[start..<(body.startIndex + end)])
+        server.countSent(end - offset)
         let written = context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))))
         let next = { [self] in
             self.sendSlices(bound, body: body, offset: end, limit: limit, chunk: chunk, interval: interval,

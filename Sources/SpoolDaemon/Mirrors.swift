@@ -1,0 +1,52 @@
+import Foundation
+import SpoolRequest
+
+/// Mirrors (`mirror:`): an item moves on to its next source when the current one cannot serve it
+/// (404, 410, a name that does not resolve, a certificate that does not verify) or its host has
+/// been unreachable for longer than `--mirror-after`; once every source has failed, it starts
+/// again at the first. The decisions are `ItemLifecycle`'s and `SourceRotation`'s; this carries
+/// them out: the item's current source, the host the scheduler holds it under, and its partial —
+/// kept only under a strong ETag, which the resume's `If-Range` then checks at the new source
+/// (another version answers 200 and the item starts over: bytes of two versions are never joined).
+extension Engine {
+    /// Whether the item's host has been unreachable for longer than `--mirror-after`.
+    func hostDownLong(_ record: ItemRecord, now: Date) -> Bool {
+        let host = record.hostKey
+        guard let outage = scheduler.hostOutages.first(where: { $0.hostKey == host }) else { return false }
+        return now.timeIntervalSince(outage.since) >= configuration.mirrorAfter
+    }
+
+    func moveToNextSource(_ record: ItemRecord) {
+        let item: RequestItem
+        do { item = try record.load(keepingOpenIn: requestFile) } catch { return }
+        var rotation = record.sources ?? SourceRotation(count: item.sources.count)
+        let from = rotation.current
+        _ = rotation.moveOn()
+        record.sources = rotation
+        let source = item.sources[rotation.current]
+        record.sourceHost = rotation.current == 0 ? nil : source.hostKey
+        let strongETag = record.etag.map { !$0.hasPrefix("W/") } ?? false
+        if record.bytesOnDisk > 0 && !strongETag { record.discardPartial() }
+        record.lastModified = nil      // If-Range by the ETag only: a date says nothing across servers
+        // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
+        if record.bytesOnDisk > 0 { driver.saveResumeState(record) }
+        logger.info("moving on to another source", metadata: [
+            "item": "\(record.id)", "from": "\(from)", "to": "\(rotation.current)", "url": "\(urls.shown(source.string))",
+            "keeps-bytes": "\(record.bytesOnDisk)"])
+    }
+
+    /// An outage of `host` was confirmed again (a probe failed): items held behind it that have
+    /// mirrors move on once it has lasted longer than `--mirror-after`.
+    func moveHeldItemsToMirrors(host: String, hostID: UInt32, since: Date, now: Date) {
+        guard now.timeIntervalSince(since) >= configuration.mirrorAfter else { return }
+        var dormant: [Int] = []
+        table.dormant.forEachWaiting { key, summary, _ in
+            if summary.hasMirrors && summary.hostID == hostID { dormant.append(key) }
+            return true
+        }
+        for key in dormant { _ = table.item(key) }
+        for record in Array(table.items.values) where record.summary.hasMirrors && record.hostKey == host {
+            send(.sourceUnreachable, to: record)
+        }
+    }
+}
