@@ -165,6 +165,10 @@ public final class Engine {
             adoptOrphans(alone: false)
         }
         takeInBacklog()
+        if let at = driver.rateChangesAt, at <= now {
+            driver.applyRateSchedule(now: now)
+            status.markDirty()
+        }
         // Only as many starts as the open-file budget allows: a disk that publishes slower than
         // the network delivers slows the downloads down instead of failing them with EMFILE.
         let maxStarts = descriptors.starts(withOpen: driver.running.count + table.publishingCount)
@@ -191,12 +195,12 @@ public final class Engine {
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
-    /// check, the adoption scan, the status report); "forever" when there is none, and not at all
+    /// check, the adoption scan, the status report, the next change of `--max-rate`); "forever" when there is none, and not at all
     /// while the intake backlog holds request files.
     private func sleepMilliseconds() -> Int32 {
         if !backlog.isEmpty && !stopping { return 0 }
         let now = Date()
-        let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(),
+        let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groups.nextRetry, space.checkAt,
                          nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
@@ -288,6 +292,7 @@ public final class Engine {
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window)
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
-           watcher: watcherTrouble)
+           watcher: watcherTrouble,
+           maxRate: driver.rateInForce > 0 || driver.rateChangesAt != nil ? (driver.rateInForce, driver.rateChangesAt) : nil)
     }
 }

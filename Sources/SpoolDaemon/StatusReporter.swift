@@ -111,7 +111,8 @@ final class StatusReporter {
     /// per state. It never lists a large queue whole.
     func write(now: Date, table: ItemTable, window: DailyWindow?,
                task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary,
-               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?) {
+               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?,
+               maxRate: (rate: Int64, until: Date?)? = nil) {
         let scan = scanQueue(table, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
@@ -140,6 +141,8 @@ final class StatusReporter {
         daemon.rate = rate
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
         daemon.states = states
+        daemon.maxRate = maxRate?.rate
+        daemon.maxRateUntil = maxRate?.until.map(RFC3339.format)
         daemon.watcher = watcher
         if !outages.isEmpty {
             daemon.unreachableHosts = outages.map {

@@ -57,6 +57,9 @@ extension SpoolOverview {
             out += "  \(d.running) running, \(d.queued) queued, \(d.published) published, \(d.failed) failed, \(d.rejected) rejected\n"
             var more: [String] = []
             if let rate = d.rate { more.append("\(Self.human(Int64(rate)))/s" + (d.eta.map { ", ETA \(Self.duration($0))" } ?? "")) }
+            if let cap = d.maxRate {
+                more.append("max-rate " + (cap > 0 ? "\(Self.human(cap))/s" : "none") + (d.maxRateUntil.map { " until \($0)" } ?? ""))
+            }
             if let hooks = d.hooksRunning, hooks > 0 || (d.hooksWaiting ?? 0) > 0 {
                 more.append("hooks: \(hooks) running" + ((d.hooksWaiting ?? 0) > 0 ? ", \(d.hooksWaiting!) waiting" : ""))
             }

@@ -3,7 +3,8 @@ import Foundation
 /// The keys a request file may use.
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
-         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists"
+         discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
+         maxRate = "max-rate"
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -72,7 +73,7 @@ struct RequestFields: Sendable, Hashable {
                              + Suggestion.didYouMean(value, among: OnExists.allCases.map(\.rawValue)))
             }
             onExists = v
-        case .url, .group, .markers:
+        case .url, .group, .markers, .maxRate:
             break
         }
     }

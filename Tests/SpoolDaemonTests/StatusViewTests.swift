@@ -47,6 +47,17 @@ final class StatusViewTests: XCTestCase {
         for line in short.split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 80, String(line)) }
     }
 
+    func testTheDaemonLineSaysTheRateInForceAndUntilWhen() {
+        var o = overview([])
+        XCTAssertFalse(o.table(columns: 80).contains("max-rate"), "no cap: nothing said")
+        o.daemons[0].maxRate = 256 << 10
+        o.daemons[0].maxRateUntil = "2026-11-23T20:00:00Z"
+        XCTAssertTrue(o.table(columns: 80).contains("; max-rate 256K/s until 2026-11-23T20:00:00Z;"), o.table(columns: 80))
+        o.daemons[0].maxRate = 0
+        o.daemons[0].maxRateUntil = "2026-11-24T08:00:00Z"
+        XCTAssertTrue(o.table(columns: 80).contains("max-rate none until 2026-11-24T08:00:00Z"), o.table(columns: 80))
+    }
+
     func testPlainOutputHasAHeaderAndOneTaskPerLine() {
         let plain = overview([task("r#0", "running", bytes: 10, expected: 20, rate: 5.5, eta: 2.4, error: "a\tb")]).plainLines()
         let lines = plain.split(separator: "\n", omittingEmptySubsequences: false)
