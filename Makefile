@@ -10,7 +10,7 @@ SWIFT ?= swift
 # network namespaces with iproute2's `ip`, mount a FUSE test filesystem written with pyfuse3
 # (Tests/FUSE/powercutfs.py), and the install test uses python3's http.server and unshare/mount.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 prometheus
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local
@@ -87,7 +87,7 @@ install: dist
 	install -m 644 $(DIST)/spoolfetch.fish $(DESTDIR)$(FISHCOMPDIR)/spoolfetch.fish
 	install -m 644 $(DIST)/spoolfetch.service $(DESTDIR)$(UNITDIR)/spoolfetch.service
 	install -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
-	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron $(DESTDIR)$(DOCDIR)/examples/
+	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron contrib/prometheus/spoolfetch-alerts.yml $(DESTDIR)$(DOCDIR)/examples/
 	@# A config file already there is the administrator's: never overwritten.
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf (the example is in $(DOCDIR)/examples)"; \

@@ -61,6 +61,11 @@ extension ConfigurationKey {
                  "Seconds a hook may run; past it its whole process group is killed"),
         .int("max-hooks", \.maxHooks, atLeast: 1, reload: true, example: "2",
              "Hooks running at once; more wait their turn"),
+        .optionalText("metrics-file", \.metricsFile, value: "file", reload: true,
+                      example: "/var/lib/prometheus/node-exporter/spoolfetch.prom",
+                      "Prometheus metrics written here (node_exporter's textfile format, atomically) after a change, at most every --metrics-interval"),
+        .seconds("metrics-interval", \.metricsInterval, positive: true, reload: true, example: "60",
+                 "Seconds at least between two writes of the metrics"),
         .text("log-level", \.logLevel, value: "level", reload: true, example: "debug",
               "trace, debug, info, notice, warning, error or critical",
               rule: { Logger.Level(rawValue: $0) == nil

@@ -65,6 +65,10 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// Hooks running at once; more wait their turn, in order.
     public var maxHooks: Int = 4
     public var logLevel: String = "info"
+    /// Where Prometheus metrics are written (none: only `status/HOST-PID.prom`).
+    public var metricsFile: String?
+    /// Seconds at least between two writes of the metrics.
+    public var metricsInterval: Double = 15
     /// Where this configuration came from, so `SIGHUP` can read the file again with the same
     /// flags on top (nil when built in code).
     public var source: ConfigurationSource?

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Logging
+import SpoolMetrics
 import SpoolRequest
 import SpoolScheduler
 import SpoolStore
@@ -34,6 +35,8 @@ public final class Engine {
     let ledger: JournalLedger
     let hooks: HookDispatch
     let status: StatusReporter
+    /// The Prometheus numbers and where they are written (see `MetricsWriter`).
+    let metrics: MetricsWriter
     let control: ControlHandler
     /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
     let requestFile = RequestFileSlot()
@@ -95,11 +98,18 @@ public final class Engine {
         publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
         groups = GroupCompletion(store: store, io: io, logger: logger)
         ledger = JournalLedger(staging: layout.staging)
+        status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
+        let counts = DaemonMetrics(worker: status.workerName, version: Daemon.version, startedAt: Date())
+        do {
+            metrics = try MetricsWriter(metrics: counts, statusFolder: layout.status, statusName: status.workerName + ".prom",
+                                        path: configuration.metricsFile, interval: configuration.metricsInterval, logger: logger)
+        } catch {
+            throw .spool(error)
+        }
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
-                                                maxRunning: configuration.maxHooks), store: store, inbox: inbox,
+                                                maxRunning: configuration.maxHooks, metrics: counts), store: store, inbox: inbox,
                              onItem: configuration.onItem, onGroup: configuration.onGroup,
                              maxGroupHooks: configuration.maxHooks)
-        status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         control = ControlHandler(directory: layout.control, logger: logger)
     }
 
@@ -140,6 +150,8 @@ public final class Engine {
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
         // it stays, and its lock, released with the process, lets the next worker adopt them.
         store.releaseWorkerFolder()
+        writeMetrics(now: Date())
+        metrics.remove()
         status.remove()
         logger.info("spoolfetch stopped", metadata: [
             "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)",
@@ -192,6 +204,7 @@ public final class Engine {
         if let due = status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
             writeStatus(now: now)
         }
+        if let due = metrics.nextWrite, due <= now { writeMetrics(now: now) }
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
@@ -202,7 +215,8 @@ public final class Engine {
         let now = Date()
         let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groups.nextRetry, space.checkAt,
-                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)]
+                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
+                         metrics.nextWrite]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
@@ -294,5 +308,22 @@ public final class Engine {
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble,
            maxRate: driver.rateInForce > 0 || driver.rateChangesAt != nil ? (driver.rateInForce, driver.rateChangesAt) : nil)
+        metrics.changed()
+    }
+
+    /// The gauges from the last status report and the engine's parts, then the text if it changed.
+    func writeMetrics(now: Date) {
+        var snapshot = DaemonMetrics.Snapshot()
+        if let d = status.lastDaemon {
+            snapshot.states = d.states ?? [:]
+            snapshot.queued = d.queued
+        }
+        snapshot.running = driver.running.count
+        snapshot.outages = scheduler.hostOutages.map { ($0.hostKey, $0.since) }
+        snapshot.oldestQueued = status.oldestQueued
+        snapshot.maxRate = driver.rateInForce
+        snapshot.hooksRunning = hooks.running
+        snapshot.hooksWaiting = hooks.waiting
+        metrics.write(now: now, snapshot: snapshot, bytesReceived: driver.session.bodyBytesReceived)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolMetrics
 import Logging
 import Synchronization
 
@@ -30,6 +31,8 @@ final class HookRunner: Sendable {
         var command: String
         var environment: [String: String]
         var item: String
+        /// `item` or `group`, for the metrics.
+        var kind = "item"
         var completion: (@Sendable (Outcome) -> Void)?
     }
 
@@ -43,8 +46,11 @@ final class HookRunner: Sendable {
     private let state: Mutex<State>
     private let outstanding = DispatchGroup()
     private let logger: Logger
+    /// Counts hook runs, failures and timeouts.
+    private let metrics: DaemonMetrics?
 
-    init(logger: Logger, timeout: Double, maxRunning: Int) {
+    init(logger: Logger, timeout: Double, maxRunning: Int, metrics: DaemonMetrics? = nil) {
+        self.metrics = metrics
         self.logger = logger
         state = Mutex(State(timeout: timeout, maxRunning: max(1, maxRunning)))
     }
@@ -72,10 +78,11 @@ final class HookRunner: Sendable {
 
     /// Runs `command` for `item` (an id such as `nightly#3`, or a request name for a group hook);
     /// `completion` is called on the hook's thread once it has ended, however it ended.
-    func run(_ command: String, environment: [String: String], item: String,
+    func run(_ command: String, environment: [String: String], item: String, kind: String = "item",
              completion: (@Sendable (Outcome) -> Void)? = nil) {
         outstanding.enter()
-        let job = Job(command: command, environment: Self.absolutePaths(environment), item: item, completion: completion)
+        let job = Job(command: command, environment: Self.absolutePaths(environment), item: item, kind: kind,
+                      completion: completion)
         let startNow = state.withLock { s -> Bool in
             if s.running < s.maxRunning { s.running += 1; return true }
             s.queue.append(job)
@@ -129,6 +136,10 @@ final class HookRunner: Sendable {
     }
 
     private func report(_ outcome: Outcome, of job: Job, timeout: Double) {
+        var failed = true, timedOut = false
+        if case .exited(0) = outcome { failed = false }
+        if case .timedOut = outcome { timedOut = true }
+        metrics?.hookEnded(job.kind, failed: failed, timedOut: timedOut)
         let metadata: Logger.Metadata = ["item": "\(job.item)", "command": "\(job.command)"]
         switch outcome {
         case .exited(0): logger.debug("hook ended", metadata: metadata)

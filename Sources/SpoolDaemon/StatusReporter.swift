@@ -12,7 +12,9 @@ final class StatusReporter {
     private let spoolRoot: String
     private let logger: Logger
     private let startedAt = Date()
-    let fileName = "\(ProcessInfo.processInfo.hostName)-\(getpid()).json"
+    /// `HOST-PID`: the report's name, and the metrics' `worker` label.
+    let workerName = "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+    var fileName: String { workerName + ".json" }
     private var dirty = true
     private var lastWrite: Date?
     /// Items that ended recently, newest last: the last `recentLimit` are reported (the list
@@ -20,6 +22,10 @@ final class StatusReporter {
     private var recentlyEnded: [TaskStatus] = []
     static let recentLimit = 100
     private var warnedWriteFailure = false
+    /// The daemon's part of the last report, and when the longest-waiting item was first queued
+    /// then (for the metrics).
+    private(set) var lastDaemon: DaemonStatus?
+    private(set) var oldestQueued: Date?
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
         self.directory = directory
@@ -58,6 +64,8 @@ final class StatusReporter {
         /// The next items due, by (due time, key), first first.
         var nextDue: [(due: Double, key: Int)] = []
         var waiting = 0
+        /// When the longest-waiting queued item was first queued (seconds since 2001).
+        var oldestQueued: Double?
     }
     private var lastScan: (at: Date, scan: QueueScan)?
     /// The last report used a scan older than the queue's latest change.
@@ -90,14 +98,18 @@ final class StatusReporter {
             scan.nextDue.insert((due, key), at: at)
             if scan.nextDue.count > shown { scan.nextDue.removeLast() }
         }
+        var oldest = Double.infinity
         for record in table.items.values {
             guard case .queued = record.phase else { continue }
             consider(key: record.key, due: record.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: record.discretionary)
+            oldest = min(oldest, record.lifecycle.firstQueued.timeIntervalSinceReferenceDate)
         }
-        table.dormant.forEachWaiting { key, summary, _ in
+        table.dormant.forEachWaiting { key, summary, firstQueued in
             consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
+            oldest = min(oldest, firstQueued)
             return true
         }
+        if oldest.isFinite { scan.oldestQueued = oldest }
         scan.waiting = waitingStart + waitingWindow + pending
         for (label, n) in [("waiting-start", waitingStart), ("waiting-window", waitingWindow), ("pending", pending)] where n > 0 {
             scan.states[label] = n
@@ -150,6 +162,8 @@ final class StatusReporter {
                                 failures: $0.failures, nextProbe: RFC3339.format($0.nextProbe))
             }
         }
+        lastDaemon = daemon
+        oldestQueued = scan.oldestQueued.map { Date(timeIntervalSinceReferenceDate: $0) }
         let report = StatusReport(daemon: daemon, tasks: tasks, morePending: max(0, scan.waiting - scan.nextDue.count))
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))

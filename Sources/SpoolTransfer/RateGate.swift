@@ -16,6 +16,8 @@ final class RateGate {
     /// have all left stays until its bucket is full again, so a request's next item does not
     /// start with its last chunk's debt forgiven.
     private var groups: [String: GroupBucket] = [:]
+    /// Body bytes every transfer has taken in so far (each chunk counted once, when admitted).
+    private(set) var bytesAdmitted: Int64 = 0
     /// Transfers paused by a bucket, in the order they were paused.
     private var paused: [Transfer] = []
 
@@ -55,11 +57,15 @@ final class RateGate {
     /// session's bucket and in its request's, and is taken from both.
     func admit(_ transfer: Transfer, bytes: Int) -> Bool {
         let group = transfer.groupBucket
-        guard bytes > 0, bucket != nil || group != nil else { return true }
+        guard bytes > 0, bucket != nil || group != nil else {
+            bytesAdmitted &+= Int64(bytes)
+            return true
+        }
         let now = Self.now()
         let sessionHas = bucket == nil || bucket!.hasBalance(now: now)
         let groupHas = group == nil || group!.bucket.hasBalance(now: now)
         if sessionHas && groupHas {
+            bytesAdmitted &+= Int64(bytes)
             bucket?.take(bytes)
             group?.bucket.take(bytes)
             return true

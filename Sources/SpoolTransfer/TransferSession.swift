@@ -93,6 +93,9 @@ public final class TransferSession {
         gate.setRate(bytesPerSecond)
     }
 
+    /// Response body bytes received by every transfer of the session so far.
+    public var bodyBytesReceived: Int64 { gate.bytesAdmitted }
+
     /// When transfers paused by the rate limit are due to resume; nil when none is paused. The
     /// engine sleeps no longer than this (then `performTransfers` resumes them).
     public func nextRateDeadline() -> Date? {

@@ -32,6 +32,9 @@ struct Status: ParsableCommand {
     @Flag(help: "Print a new snapshot every second until interrupted (works into a pipe or file too).")
     var watch = false
 
+    @Flag(help: "Print the live daemons' Prometheus metrics once (the text --metrics-file holds), for scripts.")
+    var metrics = false
+
     func run() throws {
         let terminal = isatty(STDOUT_FILENO) != 0
         var hadDaemon: Bool?
@@ -46,7 +49,10 @@ struct Status: ParsableCommand {
                 FileHandle.standardError.write(Data("spoolfetch status: no daemon is running on \(spool.resolved)\n".utf8))
             }
             hadDaemon = hasDaemon
-            if all {
+            if metrics {
+                print(overview.metricsText(spool: spool.resolved), terminator: "")
+                break
+            } else if all {
                 try printAll(overview, terminal: terminal)
                 if watch { print("") }
             } else if json {
