@@ -10,7 +10,7 @@ SWIFT ?= swift
 # network namespaces with iproute2's `ip`, mount a FUSE test filesystem written with pyfuse3
 # (Tests/FUSE/powercutfs.py), and the install test uses python3's http.server and unshare/mount.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 prometheus
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 prometheus tmux
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local

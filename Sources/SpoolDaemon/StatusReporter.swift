@@ -66,6 +66,9 @@ final class StatusReporter {
         var waiting = 0
         /// When the longest-waiting queued item was first queued (seconds since 2001).
         var oldestQueued: Double?
+        /// The expected sizes of the waiting items that give one, and how many give none.
+        var waitingBytes: Int64 = 0
+        var waitingUnknown = 0
     }
     private var lastScan: (at: Date, scan: QueueScan)?
     /// The last report used a scan older than the queue's latest change.
@@ -99,16 +102,21 @@ final class StatusReporter {
             if scan.nextDue.count > shown { scan.nextDue.removeLast() }
         }
         var oldest = Double.infinity
+        var waitingBytes: Int64 = 0, waitingUnknown = 0
         for record in table.items.values {
             guard case .queued = record.phase else { continue }
             consider(key: record.key, due: record.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: record.discretionary)
             oldest = min(oldest, record.lifecycle.firstQueued.timeIntervalSinceReferenceDate)
+            if let e = record.expectedBytes { waitingBytes &+= max(0, e - record.bytesOnDisk) } else { waitingUnknown += 1 }
         }
         table.dormant.forEachWaiting { key, summary, firstQueued in
             consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
             oldest = min(oldest, firstQueued)
+            if let e = summary.expectedBytes { waitingBytes &+= e } else { waitingUnknown += 1 }
             return true
         }
+        scan.waitingBytes = waitingBytes
+        scan.waitingUnknown = waitingUnknown
         if oldest.isFinite { scan.oldestQueued = oldest }
         scan.waiting = waitingStart + waitingWindow + pending
         for (label, n) in [("waiting-start", waitingStart), ("waiting-window", waitingWindow), ("pending", pending)] where n > 0 {
@@ -134,12 +142,15 @@ final class StatusReporter {
             tasks.append(status)
         }
         // The daemon's rate is the sum of its items' (each over the same moving window), and its
-        // ETA what the items with a known size still need at that rate.
+        // ETA what is still to come at that rate: the open items' known or expected sizes, the
+        // waiting ones' too. Items with no size are counted apart (`unknownSizes`), not taken
+        // for nothing.
         let rates = tasks.compactMap { $0.state == "running" ? $0.rate : nil }
         let rate: Double? = rates.isEmpty ? nil : rates.reduce(0, +)
-        let remaining = tasks.reduce(Int64(0)) { sum, t in
-            guard let expected = t.expected, expected > t.bytes else { return sum }
-            return sum + (expected - t.bytes)
+        var remaining = scan.waitingBytes
+        var unknownSizes = scan.waitingUnknown
+        for t in tasks {
+            if let expected = t.expected { remaining += max(0, expected - t.bytes) } else if t.state != "publishing" { unknownSizes += 1 }
         }
         for entry in scan.nextDue { table.withQueuedView(entry.key) { tasks.append(task($0)) } }
         tasks += recentlyEnded.suffix(Self.recentLimit)
@@ -152,6 +163,7 @@ final class StatusReporter {
         daemon.hooksWaiting = hooksWaiting
         daemon.rate = rate
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
+        daemon.unknownSizes = unknownSizes > 0 ? unknownSizes : nil
         daemon.states = states
         daemon.maxRate = maxRate?.rate
         daemon.maxRateUntil = maxRate?.until.map(RFC3339.format)
