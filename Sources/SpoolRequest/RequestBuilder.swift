@@ -97,8 +97,6 @@ struct RequestBuilder<Sink: RequestItemSink> {
     var defaults = RequestFields()
     var group: String?
     var markers: MarkerMode?
-    /// `max-rate:` (file-level): bytes per second for all the file's items together.
-    var maxRate: Int64?
     var current: ItemDraft?
     /// Items closed so far (the next item's index).
     var closed: Int
@@ -159,11 +157,11 @@ struct RequestBuilder<Sink: RequestItemSink> {
             guard current == nil && closed == 0 else {
                 throw reject(number, "file-level-key", "max-rate applies to the whole file; give it before the first url")
             }
-            guard maxRate == nil else { throw reject(number, "duplicate-key", "max-rate is given twice") }
+            guard defaults.maxRate == nil else { throw reject(number, "duplicate-key", "max-rate is given twice") }
             guard let rate = ByteCount.parse(value), rate > 0 else {
                 throw reject(number, "bad-number", "max-rate must be a positive number of bytes per second, optionally with k, M, G or T, got '\(value)'")
             }
-            maxRate = rate
+            defaults.maxRate = rate
         case .key(let key, let value):
             if current != nil {
                 try current!.fields.set(key, value, line: number, scope: "item", reject: reject)

@@ -21,6 +21,9 @@ struct RequestFields: Sendable, Hashable {
     var headers: [RequestHeader] = []
     var maxBytes: Int64?
     var onExists: OnExists?
+    /// `max-rate:`, file-level (the builder's, in the defaults only): bytes per second for all
+    /// the file's items together. Kept here so a file without it costs its settings nothing.
+    var maxRate: Int64?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.

@@ -65,15 +65,11 @@ public struct RequestFileSettings: Sendable {
     /// `on-exists:` given before the first url (default `keep-both`); an item's own value comes
     /// with its `RequestItem`.
     public let onExists: OnExists
-    /// `max-rate:`: bytes per second for all the file's items together; nil: only the daemon's cap.
-    public let maxRate: Int64?
     /// The values given before the first `url`; empty when none was (most files), so a file
     /// without defaults costs no allocation for them.
     private let defaultsStorage: [RequestFields]
 
-    init(fileName: String, group: String, markers: MarkerMode, onExists: OnExists, defaults: RequestFields,
-         maxRate: Int64? = nil) {
-        self.maxRate = maxRate
+    init(fileName: String, group: String, markers: MarkerMode, onExists: OnExists, defaults: RequestFields) {
         self.fileName = fileName
         self.group = group
         self.markers = markers
@@ -84,10 +80,13 @@ public struct RequestFileSettings: Sendable {
     /// The values given before the first `url` (re-applied when one item is re-read).
     var defaults: RequestFields { defaultsStorage.first ?? RequestFields() }
 
+    /// `max-rate:`: bytes per second for all the file's items together; nil: only the daemon's cap.
+    public var maxRate: Int64? { defaultsStorage.first?.maxRate }
+
     /// Nothing but the file's name, markers and on-exists: the group is the file's own and no
     /// defaults were given (most single-URL files). Such settings are rebuilt by
     /// `plain(fileName:markers:onExists:)`, so a waiting request need not keep them whole.
-    public var isPlain: Bool { defaultsStorage.isEmpty && group == PlainName.sanitise(fileName) && maxRate == nil }
+    public var isPlain: Bool { defaultsStorage.isEmpty && group == PlainName.sanitise(fileName) }
 
     /// The settings of a file that gives no `group` and no defaults (see `isPlain`).
     public static func plain(fileName: String, markers: MarkerMode, onExists: OnExists) -> RequestFileSettings {

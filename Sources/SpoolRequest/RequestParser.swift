@@ -41,8 +41,7 @@ public enum RequestParser {
         var items = builder.sink.items
         if items.capacity > items.count + items.count / 16 { items = items.withUnsafeBufferPointer { Array($0) } }  // drop the growth slack
         let settings = RequestFileSettings(fileName: fileName, group: builder.groupName, markers: builder.markers ?? .item,
-                                           onExists: builder.defaults.onExists ?? .keepBoth, defaults: builder.defaults,
-                                           maxRate: builder.maxRate)
+                                           onExists: builder.defaults.onExists ?? .keepBoth, defaults: builder.defaults)
         return RequestIndex(settings: settings, items: items, hosts: builder.sink.hosts, fileSize: Int64(total))
     }
 
