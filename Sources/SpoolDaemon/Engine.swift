@@ -104,7 +104,7 @@ public final class Engine {
             metrics = try MetricsWriter(metrics: counts, statusFolder: layout.status, statusName: status.workerName + ".prom",
                                         path: configuration.metricsFile, interval: configuration.metricsInterval, logger: logger)
         } catch {
-            throw .spool(error)
+            throw .configuration(ConfigurationError("--metrics-file: its folder cannot be opened: \(error)"))
         }
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks, metrics: counts), store: store, inbox: inbox,

@@ -185,6 +185,13 @@ final class MetricsTests: SpoolTestCase {
         XCTAssertEqual(try daemon.waitForExit(timeout: 30), 0, daemon.stderrText)
     }
 
+    func testAMetricsFileInAMissingFolderIsRefusedAtStart() throws {
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-file", spool.root + "/nowhere/m.prom"])
+        XCTAssertNotEqual(try daemon.waitForExit(timeout: 30), 0)
+        XCTAssertTrue(daemon.stderrText.contains("--metrics-file: its folder cannot be opened"), daemon.stderrText)
+        XCTAssertTrue(daemon.stderrText.contains("nowhere"), daemon.stderrText)
+    }
+
     func testTheContribAlertRulesPassPromtool() throws {
         let rules = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("contrib/prometheus/spoolfetch-alerts.yml").path
