@@ -208,8 +208,9 @@ public final class Engine {
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
-    /// check, the adoption scan, the status report, the next change of `--max-rate`); "forever" when there is none, and not at all
-    /// while the intake backlog holds request files.
+    /// check, the adoption scan, the status report and the metrics, the next change of
+    /// `--max-rate`); "forever" when there is none, and not at all while the intake backlog holds
+    /// request files.
     private func sleepMilliseconds() -> Int32 {
         if !backlog.isEmpty && !stopping { return 0 }
         let now = Date()

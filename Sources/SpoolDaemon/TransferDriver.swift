@@ -20,6 +20,7 @@ final class TransferDriver {
     /// The daemon-wide rate in force (bytes per second, 0: none) and when the schedule changes it.
     private(set) var rateInForce: Int64 = 0
     private(set) var rateChangesAt: Date?
+    private var scheduleApplied = false
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
 
@@ -236,10 +237,11 @@ final class TransferDriver {
         let schedule = configuration.maxRate
         let rate = schedule.rate(at: now, in: .current)
         rateChangesAt = schedule.nextChange(after: now, in: .current)
-        if rate != rateInForce, !schedule.windows.isEmpty {
-            logger.notice("max-rate changed by its schedule", metadata: [
+        if !schedule.windows.isEmpty, rate != rateInForce || !scheduleApplied {
+            logger.notice(scheduleApplied ? "max-rate changed by its schedule" : "max-rate from its schedule", metadata: [
                 "rate": "\(rate)", "until": "\(rateChangesAt.map { RFC3339.format($0) } ?? "-")"])
         }
+        scheduleApplied = true
         rateInForce = rate
         session.setMaxRate(rate)
     }
