@@ -11,7 +11,7 @@ SWIFT ?= swift
 # (Tests/FUSE/powercutfs.py), run a GlusterFS volume mounted twice (Tests/GlusterFS/gluster-volume),
 # and the install test uses python3's http.server and unshare/mount.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client prometheus tmux
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local
@@ -88,7 +88,7 @@ install: dist
 	install -m 644 $(DIST)/spoolfetch.fish $(DESTDIR)$(FISHCOMPDIR)/spoolfetch.fish
 	install -m 644 $(DIST)/spoolfetch.service $(DESTDIR)$(UNITDIR)/spoolfetch.service
 	install -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
-	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron $(DESTDIR)$(DOCDIR)/examples/
+	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron contrib/prometheus/spoolfetch-alerts.yml $(DESTDIR)$(DOCDIR)/examples/
 	@# A config file already there is the administrator's: never overwritten.
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf (the example is in $(DOCDIR)/examples)"; \

@@ -5,6 +5,8 @@ import PackageDescription
 //   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
 //   SpoolStore, SpoolWatcher, SpoolTransfer, SpoolNetwork   adapters; each may import SpoolRequest,
 //                                      never each other
+//   SpoolMetrics                       the Prometheus numbers (swift-metrics + swift-prometheus); knows
+//                                      no other target
 //   SpoolDaemon                        wires them; the only target that knows them all
 //   spoolfetch                         the executable: argument parsing and nothing else
 let package = Package(
@@ -19,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C shims: system libraries with typed, non-variadic wrappers.
@@ -45,11 +49,14 @@ let package = Package(
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "SpoolNetwork",
                 dependencies: ["CNetlink"]),
+        .target(name: "SpoolMetrics",
+                dependencies: [.product(name: "CoreMetrics", package: "swift-metrics"),
+                               .product(name: "Prometheus", package: "swift-prometheus")]),
 
         // The engine that wires them, and the thin executable.
         .target(name: "SpoolDaemon",
                 dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
-                               "SpoolTransfer", "SpoolNetwork", "CLinux",
+                               "SpoolTransfer", "SpoolNetwork", "SpoolMetrics", "CLinux",
                                .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "spoolfetch",
                           dependencies: ["SpoolDaemon",

@@ -163,6 +163,29 @@ extension ConfigurationKey {
                          check: { _ in nil })
     }
 
+    /// A byte rate, or rates by time of day (`RateSchedule`): `1M 08:00-20:00, 0`. A constant is
+    /// printed as its number, a schedule quoted.
+    static func rateSchedule(_ name: String, _ path: WritableKeyPath<DaemonConfiguration, RateSchedule> & Sendable,
+                             reload: Bool, example: String, _ summary: String) -> ConfigurationKey {
+        ConfigurationKey(name: name, valueName: "bytes/s|schedule", summary: summary, example: example, reloadable: reload,
+                         copy: { $0[keyPath: path] = $1[keyPath: path] },
+                         parse: { c, text in
+                             do throws(RateScheduleError) {
+                                 c[keyPath: path] = try RateSchedule(parsing: text, amount: ByteCount.parse)
+                                 return nil
+                             } catch {
+                                 let forms = "a byte count such as 512M (k, M, G, T: powers of 1024) or a schedule such as "
+                                     + "'1M 08:00-20:00, 0' (the last rate outside the windows)"
+                                 return "\(name) must be \(forms): \(error.message)"
+                             }
+                         },
+                         format: { c in
+                             let schedule = c[keyPath: path]
+                             return schedule.windows.isEmpty ? "\(schedule.defaultRate)" : quoted(schedule.description)
+                         },
+                         check: { _ in nil })
+    }
+
     static func quoted(_ s: String) -> String {
         "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }

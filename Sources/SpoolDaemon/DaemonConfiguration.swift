@@ -31,8 +31,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var retryCap: Double = 300
     /// Attempts per item before it fails for good (0: unlimited, bounded by the resource timeout).
     public var maxAttempts: Int = 10
-    /// Daemon-wide receive-rate cap in bytes per second (0: none), shared among running transfers.
-    public var maxRate: Int64 = 0
+    /// Daemon-wide receive-rate cap in bytes per second (0: none), shared among running
+    /// transfers; by time of day when it has windows.
+    public var maxRate = RateSchedule(constant: 0)
     /// Daemon-wide cap on any response body (0: none); a request's `max-bytes` may only lower it.
     public var maxBytes: Int64 = 0
     /// A body more than this many times its `expected-bytes` fails (unless `max-bytes` is set).
@@ -79,6 +80,10 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// Hooks running at once; more wait their turn, in order.
     public var maxHooks: Int = 4
     public var logLevel: String = "info"
+    /// Where Prometheus metrics are written (none: only `status/HOST-PID.prom`).
+    public var metricsFile: String?
+    /// Seconds at least between two writes of the metrics.
+    public var metricsInterval: Double = 15
     /// Where this configuration came from, so `SIGHUP` can read the file again with the same
     /// flags on top (nil when built in code).
     public var source: ConfigurationSource?

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Logging
+import SpoolMetrics
 import SpoolRequest
 import SpoolScheduler
 import SpoolStore
@@ -36,6 +37,8 @@ public final class Engine {
     let ledger: JournalLedger
     let hooks: HookDispatch
     let status: StatusReporter
+    /// The Prometheus numbers and where they are written (see `MetricsWriter`).
+    let metrics: MetricsWriter
     let control: ControlHandler
     /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
     let requestFile = RequestFileSlot()
@@ -106,12 +109,19 @@ public final class Engine {
         publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
         groups = GroupCompletion(store: store, io: io, logger: logger, urls: urls)
         ledger = JournalLedger(staging: layout.staging)
+        status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
+        let counts = DaemonMetrics(worker: status.workerName, version: Daemon.version, startedAt: Date())
+        do {
+            metrics = try MetricsWriter(metrics: counts, statusFolder: layout.status, statusName: status.workerName + ".prom",
+                                        path: configuration.metricsFile, interval: configuration.metricsInterval, logger: logger)
+        } catch {
+            throw .configuration(ConfigurationError("--metrics-file: its folder cannot be opened: \(error)"))
+        }
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
-                                                maxRunning: configuration.maxHooks), store: store, inbox: inbox,
+                                                maxRunning: configuration.maxHooks, metrics: counts), store: store, inbox: inbox,
                              onItem: configuration.onItem, onGroup: configuration.onGroup,
                              refreshHook: configuration.refreshHook,
                              maxGroupHooks: configuration.maxHooks)
-        status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         control = ControlHandler(directory: layout.control, logger: logger)
     }
 
@@ -152,6 +162,8 @@ public final class Engine {
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
         // it stays, and its lock, released with the process, lets the next worker adopt them.
         store.releaseWorkerFolder()
+        writeMetrics(now: Date())
+        metrics.remove()
         status.remove()
         logger.info("spoolfetch stopped", metadata: [
             "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)",
@@ -177,6 +189,10 @@ public final class Engine {
             adoptOrphans(alone: false)
         }
         takeInBacklog()
+        if let at = driver.rateChangesAt, at <= now {
+            driver.applyRateSchedule(now: now)
+            status.markDirty()
+        }
         // Only as many starts as the open-file budget allows: a disk that publishes slower than
         // the network delivers slows the downloads down instead of failing them with EMFILE.
         let maxStarts = descriptors.starts(withOpen: driver.running.count + table.publishingCount)
@@ -200,17 +216,20 @@ public final class Engine {
         if let due = status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
             writeStatus(now: now)
         }
+        if let due = metrics.nextWrite, due <= now { writeMetrics(now: now) }
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
-    /// check, the adoption scan, the status report); "forever" when there is none, and not at all
-    /// while the intake backlog holds request files.
+    /// check, the adoption scan, the status report and the metrics, the next change of
+    /// `--max-rate`); "forever" when there is none, and not at all while the intake backlog holds
+    /// request files.
     private func sleepMilliseconds() -> Int32 {
         if !backlog.isEmpty && !stopping { return 0 }
         let now = Date()
-        let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(),
+        let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groups.nextRetry, space.checkAt,
-                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)]
+                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
+                         metrics.nextWrite]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
@@ -302,6 +321,24 @@ public final class Engine {
             StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
-           watcher: watcherTrouble)
+           watcher: watcherTrouble,
+           maxRate: driver.rateInForce > 0 || driver.rateChangesAt != nil ? (driver.rateInForce, driver.rateChangesAt) : nil)
+        metrics.changed()
+    }
+
+    /// The gauges from the last status report and the engine's parts, then the text if it changed.
+    func writeMetrics(now: Date) {
+        var snapshot = DaemonMetrics.Snapshot()
+        if let d = status.lastDaemon {
+            snapshot.states = d.states ?? [:]
+            snapshot.queued = d.queued
+        }
+        snapshot.running = driver.running.count
+        snapshot.outages = scheduler.hostOutages.map { ($0.hostKey, $0.since) }
+        snapshot.oldestQueued = status.oldestQueued
+        snapshot.maxRate = driver.rateInForce
+        snapshot.hooksRunning = hooks.running
+        snapshot.hooksWaiting = hooks.waiting
+        metrics.write(now: now, snapshot: snapshot, bytesReceived: driver.session.bodyBytesReceived)
     }
 }

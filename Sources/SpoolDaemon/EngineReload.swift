@@ -41,6 +41,7 @@ extension Engine {
         }
         intake.update(maxItems: next.maxItems, maxRequestBytes: Int(clamping: next.maxRequestBytes))
         hooks.update(next)
+        metrics.update(path: next.metricsFile, interval: next.metricsInterval)
         if next.adoptInterval > 0 {
             nextAdoptionScan = min(nextAdoptionScan ?? .distantFuture, Date().addingTimeInterval(next.adoptInterval))
         } else {

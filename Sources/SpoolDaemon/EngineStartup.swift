@@ -32,7 +32,7 @@ extension Engine {
         transferConfiguration.netrcFile = configuration.netrcFile
         // One token bucket for the whole session (checked in every write callback), so the cap
         // holds over many small transfers and many concurrent ones alike.
-        transferConfiguration.maxRate = configuration.maxRate
+        transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
         let session: TransferSession
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         wakeTarget.set(session.waker)

@@ -100,7 +100,7 @@ final class HookDispatch {
         }
         let inbox = self.inbox
         groupHooksStarted += 1
-        runner.run(command, environment: hook.environment, item: hook.request) { _ in
+        runner.run(command, environment: hook.environment, item: hook.request, kind: "group") { _ in
             inbox.post(.groupHookFinished(journal: journal))
         }
     }

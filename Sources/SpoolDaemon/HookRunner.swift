@@ -1,4 +1,5 @@
 import Foundation
+import SpoolMetrics
 import Logging
 import Synchronization
 
@@ -31,6 +32,8 @@ final class HookRunner: Sendable {
         var environment: [String: String]
         var item: String
         var capturesFirstLine = false
+        /// `item`, `group` or `refresh`, for the metrics.
+        var kind = "item"
         var completion: (@Sendable (Outcome, String?) -> Void)?
     }
 
@@ -44,8 +47,11 @@ final class HookRunner: Sendable {
     private let state: Mutex<State>
     private let outstanding = DispatchGroup()
     private let logger: Logger
+    /// Counts hook runs, failures and timeouts.
+    private let metrics: DaemonMetrics?
 
-    init(logger: Logger, timeout: Double, maxRunning: Int) {
+    init(logger: Logger, timeout: Double, maxRunning: Int, metrics: DaemonMetrics? = nil) {
+        self.metrics = metrics
         self.logger = logger
         state = Mutex(State(timeout: timeout, maxRunning: max(1, maxRunning)))
     }
@@ -73,9 +79,9 @@ final class HookRunner: Sendable {
 
     /// Runs `command` for `item` (an id such as `nightly#3`, or a request name for a group hook);
     /// `completion` is called on the hook's thread once it has ended, however it ended.
-    func run(_ command: String, environment: [String: String], item: String,
+    func run(_ command: String, environment: [String: String], item: String, kind: String = "item",
              completion: (@Sendable (Outcome) -> Void)? = nil) {
-        var job = Job(command: command, environment: Self.absolutePaths(environment), item: item)
+        var job = Job(command: command, environment: Self.absolutePaths(environment), item: item, kind: kind)
         if let completion {
             job.completion = { outcome, _ in completion(outcome) }
         }
@@ -86,7 +92,8 @@ final class HookRunner: Sendable {
     /// `completion`, not to the log.
     func runForAnswer(_ command: String, environment: [String: String], item: String,
                       completion: @escaping @Sendable (Outcome, String?) -> Void) {
-        enqueue(Job(command: command, environment: environment, item: item, capturesFirstLine: true, completion: completion))
+        enqueue(Job(command: command, environment: environment, item: item, capturesFirstLine: true, kind: "refresh",
+                    completion: completion))
     }
 
     private func enqueue(_ job: Job) {
@@ -146,6 +153,10 @@ final class HookRunner: Sendable {
     }
 
     private func report(_ outcome: Outcome, of job: Job, timeout: Double) {
+        var failed = true, timedOut = false
+        if case .exited(0) = outcome { failed = false }
+        if case .timedOut = outcome { timedOut = true }
+        metrics?.hookEnded(job.kind, failed: failed, timedOut: timedOut)
         let metadata: Logger.Metadata = ["item": "\(job.item)", "command": "\(job.command)"]
         switch outcome {
         case .exited(0): logger.debug("hook ended", metadata: metadata)

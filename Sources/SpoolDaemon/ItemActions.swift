@@ -1,4 +1,5 @@
 import Foundation
+import SpoolMetrics
 import Logging
 import SpoolRequest
 import SpoolScheduler
@@ -80,6 +81,7 @@ extension Engine {
                 "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
         case .waitForSpace(let reason):
             space.wait(record, reason: reason, running: driver.running.values)
+            metrics.metrics.spaceWait()
         case .leaveSpaceQueue:
             space.leave(record)
         case .discardPartial:
@@ -169,7 +171,9 @@ extension Engine {
         guard !stopping else { return }
         switch intake.claim(name) {
         case .claimed(let claim): accept(claim, adopted: false)
-        case .rejected: summary.rejected += 1
+        case .rejected:
+            summary.rejected += 1
+            metrics.metrics.requestRejected()
         case .failed:
             summary.unclaimed += 1
             // Only a drain's last listing asks; a daemon that runs for months keeps no such set.
@@ -186,6 +190,7 @@ extension Engine {
         case .indexed(let indexed): index = indexed
         case .rejected:
             summary.rejected += 1
+            metrics.metrics.requestRejected()
             if adopted { ledger.adoptionDropped() }
             return
         case .unreadable:
@@ -193,6 +198,7 @@ extension Engine {
             if adopted { ledger.adoptionDropped() }
             return
         }
+        if !adopted { metrics.metrics.requestClaimed() }
         let now = Date()
         if !adopted { warnOfURLsExpiringBeforeStart(index, request: claim.name, now: now) }
         let request = table.add(claim: claim, index: index) { _ in
@@ -266,6 +272,9 @@ extension Engine {
     func published(_ result: PublishResult) {
         guard let record = table.item(forBase: result.base) else { return }
         if result.isPublished, let file = result.finalName {
+            if let complete = RFC3339.parse(result.job.marker.finishedAt) {
+                metrics.metrics.published(latency: Date().timeIntervalSince(complete))
+            }
             if !record.writesItemMarker {
                 // Kept for the group marker (only there: a per-file marker already holds them).
                 var facts = result.job.marker
@@ -335,10 +344,14 @@ extension Engine {
         switch record.phase {
         case .published(let file, _):
             summary.published += 1
+            metrics.metrics.itemEnded(outcome: record.endedUnchanged ? "unchanged" : "published",
+                                      seconds: record.startedAt.map { Date().timeIntervalSince($0) })
             logger.debug(record.endedUnchanged ? "unchanged (304): nothing published" : "published",
                          metadata: ["item": "\(record.id)", "file": "\(file)"])
-        case .failed:
+        case .failed(let failure):
             summary.failed += 1
+            metrics.metrics.itemEnded(outcome: "failed", code: failure.code,
+                                      seconds: record.startedAt.map { Date().timeIntervalSince($0) })
         default: break
         }
         hooks.itemEnded(record)

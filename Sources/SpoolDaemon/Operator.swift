@@ -1,4 +1,5 @@
 import Foundation
+import SpoolMetrics
 import SpoolRequest
 import SpoolStore
 import SpoolWatcher
@@ -38,6 +39,19 @@ public struct SpoolOverview: Sendable {
                                              finishedAt: nil))
         }
         return overview
+    }
+}
+
+extension SpoolOverview {
+    /// `status --metrics`: the live daemons' metrics (`status/HOST-PID.prom`, what each writes
+    /// to `--metrics-file` too) merged into one Prometheus text document.
+    public func metricsText(spool: String) -> String {
+        let folder = URL(fileURLWithPath: spool).appendingPathComponent("status")
+        let documents = daemons.compactMap { d -> String? in
+            FileManager.default.contents(atPath: folder.appendingPathComponent("\(d.host)-\(d.pid).prom").path)
+                .map { String(decoding: $0, as: UTF8.self) }
+        }
+        return ExpositionText.merge(documents)
     }
 }
 

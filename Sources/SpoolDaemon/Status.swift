@@ -33,8 +33,16 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var hooksWaiting: Int? = nil
     /// Bytes per second received by all transfers together, over the daemon's moving window.
     public var rate: Double? = nil
-    /// Seconds until every running and pending item with a known size is done, at that rate.
+    /// Seconds until every open item with a known or expected size (running and waiting) is
+    /// done, at that rate.
     public var eta: Double? = nil
+    /// Open items whose size is not known (no `expected-bytes`, no `Content-Length` yet): the
+    /// ETA leaves them out, and says so.
+    public var unknownSizes: Int? = nil
+    /// The daemon-wide `--max-rate` in force, bytes per second (0: none); nil when no cap is set.
+    public var maxRate: Int64? = nil
+    /// When `--max-rate`'s schedule changes the rate next; nil for a constant rate.
+    public var maxRateUntil: String? = nil
     /// Open items per state (`pending`, `waiting-start`, `waiting-window`, `running`, …). For a
     /// large queue the waiting states may be up to `StatusReporter.scanInterval` old.
     public var states: [String: Int]? = nil

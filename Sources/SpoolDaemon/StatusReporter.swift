@@ -12,7 +12,9 @@ final class StatusReporter {
     private let spoolRoot: String
     private let logger: Logger
     private let startedAt = Date()
-    let fileName = "\(ProcessInfo.processInfo.hostName)-\(getpid()).json"
+    /// `HOST-PID`: the report's name, and the metrics' `worker` label.
+    let workerName = "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+    var fileName: String { workerName + ".json" }
     private var dirty = true
     private var lastWrite: Date?
     /// Items that ended recently, newest last: the last `recentLimit` are reported (the list
@@ -23,6 +25,10 @@ final class StatusReporter {
     /// Intake's warnings about URLs that expire before their items may start, newest last.
     private var expiryWarnings: [String] = []
     static let expiryWarningLimit = 20
+    /// The daemon's part of the last report, and when the longest-waiting item was first queued
+    /// then (for the metrics).
+    private(set) var lastDaemon: DaemonStatus?
+    private(set) var oldestQueued: Date?
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
         self.directory = directory
@@ -68,6 +74,11 @@ final class StatusReporter {
         /// The next items due, by (due time, key), first first.
         var nextDue: [(due: Double, key: Int)] = []
         var waiting = 0
+        /// When the longest-waiting queued item was first queued (seconds since 2001).
+        var oldestQueued: Double?
+        /// The expected sizes of the waiting items that give one, and how many give none.
+        var waitingBytes: Int64 = 0
+        var waitingUnknown = 0
     }
     private var lastScan: (at: Date, scan: QueueScan)?
     /// The last report used a scan older than the queue's latest change.
@@ -100,14 +111,23 @@ final class StatusReporter {
             scan.nextDue.insert((due, key), at: at)
             if scan.nextDue.count > shown { scan.nextDue.removeLast() }
         }
+        var oldest = Double.infinity
+        var waitingBytes: Int64 = 0, waitingUnknown = 0
         for record in table.items.values {
             guard case .queued = record.phase else { continue }
             consider(key: record.key, due: record.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: record.discretionary)
+            oldest = min(oldest, record.lifecycle.firstQueued.timeIntervalSinceReferenceDate)
+            if let e = record.expectedBytes { waitingBytes &+= max(0, e - record.bytesOnDisk) } else { waitingUnknown += 1 }
         }
-        table.dormant.forEachWaiting { key, summary, _ in
+        table.dormant.forEachWaiting { key, summary, firstQueued in
             consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
+            oldest = min(oldest, firstQueued)
+            if let e = summary.expectedBytes { waitingBytes &+= e } else { waitingUnknown += 1 }
             return true
         }
+        scan.waitingBytes = waitingBytes
+        scan.waitingUnknown = waitingUnknown
+        if oldest.isFinite { scan.oldestQueued = oldest }
         scan.waiting = waitingStart + waitingWindow + pending
         for (label, n) in [("waiting-start", waitingStart), ("waiting-window", waitingWindow), ("pending", pending)] where n > 0 {
             scan.states[label] = n
@@ -121,7 +141,8 @@ final class StatusReporter {
     /// per state. It never lists a large queue whole.
     func write(now: Date, table: ItemTable, window: DailyWindow?,
                task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary,
-               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?) {
+               hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?,
+               maxRate: (rate: Int64, until: Date?)? = nil) {
         let scan = scanQueue(table, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
@@ -131,12 +152,15 @@ final class StatusReporter {
             tasks.append(status)
         }
         // The daemon's rate is the sum of its items' (each over the same moving window), and its
-        // ETA what the items with a known size still need at that rate.
+        // ETA what is still to come at that rate: the open items' known or expected sizes, the
+        // waiting ones' too. Items with no size are counted apart (`unknownSizes`), not taken
+        // for nothing.
         let rates = tasks.compactMap { $0.state == "running" ? $0.rate : nil }
         let rate: Double? = rates.isEmpty ? nil : rates.reduce(0, +)
-        let remaining = tasks.reduce(Int64(0)) { sum, t in
-            guard let expected = t.expected, expected > t.bytes else { return sum }
-            return sum + (expected - t.bytes)
+        var remaining = scan.waitingBytes
+        var unknownSizes = scan.waitingUnknown
+        for t in tasks {
+            if let expected = t.expected { remaining += max(0, expected - t.bytes) } else if t.state != "publishing" { unknownSizes += 1 }
         }
         for entry in scan.nextDue { table.withQueuedView(entry.key) { tasks.append(task($0)) } }
         tasks += recentlyEnded.suffix(Self.recentLimit)
@@ -149,7 +173,10 @@ final class StatusReporter {
         daemon.hooksWaiting = hooksWaiting
         daemon.rate = rate
         if let rate, rate > 0, remaining > 0 { daemon.eta = Double(remaining) / rate }
+        daemon.unknownSizes = unknownSizes > 0 ? unknownSizes : nil
         daemon.states = states
+        daemon.maxRate = maxRate?.rate
+        daemon.maxRateUntil = maxRate?.until.map(RFC3339.format)
         daemon.watcher = watcher
         if !expiryWarnings.isEmpty { daemon.urlExpiryWarnings = expiryWarnings }
         if !outages.isEmpty {
@@ -158,6 +185,8 @@ final class StatusReporter {
                                 failures: $0.failures, nextProbe: RFC3339.format($0.nextProbe))
             }
         }
+        lastDaemon = daemon
+        oldestQueued = scan.oldestQueued.map { Date(timeIntervalSinceReferenceDate: $0) }
         let report = StatusReport(daemon: daemon, tasks: tasks, morePending: max(0, scan.waiting - scan.nextDue.count))
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))

@@ -51,29 +51,75 @@ extension SpoolOverview {
     /// nothing is left. Sizes and rates use K/M/G (powers of 1024). `withMore`: end with the
     /// "… and N more pending" line (`status --all` lists them instead).
     public func table(columns: Int = 80, withMore: Bool = true) -> String {
-        var out = ""
-        for d in daemons {
-            out += "daemon \(d.host) pid \(d.pid), up since \(d.startedAt)\n"
-            out += "  \(d.running) running, \(d.queued) queued, \(d.published) published, \(d.failed) failed, \(d.rejected) rejected\n"
-            var more: [String] = []
-            if let rate = d.rate { more.append("\(Self.human(Int64(rate)))/s" + (d.eta.map { ", ETA \(Self.duration($0))" } ?? "")) }
-            if let hooks = d.hooksRunning, hooks > 0 || (d.hooksWaiting ?? 0) > 0 {
-                more.append("hooks: \(hooks) running" + ((d.hooksWaiting ?? 0) > 0 ? ", \(d.hooksWaiting!) waiting" : ""))
-            }
-            if !more.isEmpty { out += "  " + more.joined(separator: "; ") + "\n" }
-            if let trouble = d.watcher { out += "  watcher: \(trouble)\n" }
-            for warning in d.urlExpiryWarnings ?? [] { out += "  url expiry: \(warning)\n" }
-            for h in d.unreachableHosts ?? [] {
-                out += "  host \(h.host) unreachable since \(h.since), next probe \(h.nextProbe)\n"
-                out += "    last error: \(h.lastError)\n"
-            }
-        }
-        if daemons.isEmpty { out += "no daemon is running on this spool\n" }
+        var out = daemonLines().map { $0 + "\n" }.joined()
         let layout = TableLayout(columns: columns, idWidth: max(2, tasks.map(\.id.count).max() ?? 2))
         out += layout.header
         for t in tasks { out += layout.row(t) }
         if withMore && morePending > 0 { out += "… and \(morePending) more pending\n" }
         return out
+    }
+
+    /// The lines above the table: each daemon's counts, rate, ETA, cap, hooks and troubles.
+    func daemonLines() -> [String] {
+        var out: [String] = []
+        for d in daemons {
+            out.append("daemon \(d.host) pid \(d.pid), up since \(d.startedAt)")
+            out.append("  \(d.running) running, \(d.queued) queued, \(d.published) published, \(d.failed) failed, \(d.rejected) rejected")
+            var more: [String] = []
+            if let rate = d.rate { more.append("\(Self.human(Int64(rate)))/s" + Self.eta(d)) }
+            if let cap = d.maxRate {
+                more.append("max-rate " + (cap > 0 ? "\(Self.human(cap))/s" : "none") + (d.maxRateUntil.map { " until \($0)" } ?? ""))
+            }
+            if let hooks = d.hooksRunning, hooks > 0 || (d.hooksWaiting ?? 0) > 0 {
+                more.append("hooks: \(hooks) running" + ((d.hooksWaiting ?? 0) > 0 ? ", \(d.hooksWaiting!) waiting" : ""))
+            }
+            if !more.isEmpty { out.append("  " + more.joined(separator: "; ")) }
+            if let trouble = d.watcher { out.append("  watcher: \(trouble)") }
+            for warning in d.urlExpiryWarnings ?? [] { out.append("  url expiry: \(warning)") }
+            for h in d.unreachableHosts ?? [] {
+                out.append("  host \(h.host) unreachable since \(h.since), next probe \(h.nextProbe)")
+                out.append("    last error: \(h.lastError)")
+            }
+        }
+        if daemons.isEmpty { out.append("no daemon is running on this spool") }
+        return out
+    }
+
+    /// `status --watch` on a terminal: the table cut to a window `columns` × `rows`, like `top`.
+    /// The daemon lines and the column header stay; task rows follow while they fit, and the
+    /// last line says how many more there are (`… and N more`); every line is cut to the width,
+    /// so nothing wraps and the screen never scrolls.
+    public func screen(columns: Int, rows: Int) -> [String] {
+        let width = max(1, columns)
+        func fit(_ line: Substring) -> String { String(line.prefix(width)) }
+        let layout = TableLayout(columns: width, idWidth: max(2, tasks.map(\.id.count).max() ?? 2))
+        let top = (daemonLines() + [String(layout.header.dropLast())]).map { fit(Substring($0)) }
+        guard top.count < rows else { return Array(top.prefix(max(0, rows))) }
+        let room = rows - top.count
+        var shown: [String] = []
+        var count = 0
+        for (i, t) in tasks.enumerated() {
+            let lines = layout.row(t).split(separator: "\n").map(fit)
+            let leftAfter = tasks.count - i - 1 + morePending
+            if shown.count + lines.count + (leftAfter > 0 ? 1 : 0) > room { break }
+            shown += lines
+            count += 1
+        }
+        let left = tasks.count - count + morePending
+        if left > 0 { shown.append(fit("… and \(left) more")) }
+        return top + shown
+    }
+
+    /// `, ETA 3m05s`; with items of unknown size `, ETA 3m05s + 33 of unknown size`, or `, ETA
+    /// unknown (33 of unknown size)` when nothing left has a size; empty when nothing is left.
+    static func eta(_ d: DaemonStatus) -> String {
+        let unknown = d.unknownSizes ?? 0
+        switch (d.eta, unknown) {
+        case (let eta?, 0): return ", ETA \(duration(eta))"
+        case (let eta?, _): return ", ETA \(duration(eta)) + \(unknown) of unknown size"
+        case (nil, 0): return ""
+        case (nil, _): return ", ETA unknown (\(unknown) of unknown size)"
+        }
     }
 
     /// The table's columns for one terminal width: STATE, PROGRESS, RATE, ETA and TRY after the

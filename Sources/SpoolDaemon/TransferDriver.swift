@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SpoolRequest
+import SpoolScheduler
 import SpoolStore
 import SpoolTransfer
 
@@ -18,6 +19,10 @@ final class TransferDriver {
     private let urls: URLPrivacy
     /// Items whose transfer is in the session, by key.
     private(set) var running: [Int: ItemRecord] = [:]
+    /// The daemon-wide rate in force (bytes per second, 0: none) and when the schedule changes it.
+    private(set) var rateInForce: Int64 = 0
+    private(set) var rateChangesAt: Date?
+    private var scheduleApplied = false
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
 
@@ -31,6 +36,7 @@ final class TransferDriver {
         self.configuration = configuration
         self.logger = logger
         urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
+        applyRateSchedule(now: Date())
     }
 
     /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
@@ -91,7 +97,8 @@ final class TransferDriver {
             // only: with a marker per file the publisher's thread has the most to do, and three
             // busy threads on two cores made those drains slower, not faster.
             writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
-            syncEvery: configuration.syncEvery)
+            syncEvery: configuration.syncEvery,
+            rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -234,7 +241,23 @@ final class TransferDriver {
     /// A reload: new limits for what starts next, and the new `--max-rate` at once.
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
-        session.setMaxRate(configuration.maxRate)
+        applyRateSchedule(now: Date())
+    }
+
+    /// Sets the session's rate to what `--max-rate`'s schedule says for `now`, and notes when
+    /// it says something else next (`rateChangesAt`, one of the deadlines the engine sleeps
+    /// until: no wake-up between two changes).
+    func applyRateSchedule(now: Date) {
+        let schedule = configuration.maxRate
+        let rate = schedule.rate(at: now, in: .current)
+        rateChangesAt = schedule.nextChange(after: now, in: .current)
+        if !schedule.windows.isEmpty, rate != rateInForce || !scheduleApplied {
+            logger.notice(scheduleApplied ? "max-rate changed by its schedule" : "max-rate from its schedule", metadata: [
+                "rate": "\(rate)", "until": "\(rateChangesAt.map { RFC3339.format($0) } ?? "-")"])
+        }
+        scheduleApplied = true
+        rateInForce = rate
+        session.setMaxRate(rate)
     }
 
     /// Bytes on disk and the expected total of a running transfer.

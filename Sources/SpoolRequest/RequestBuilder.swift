@@ -153,6 +153,15 @@ struct RequestBuilder<Sink: RequestItemSink> {
                              + Suggestion.didYouMean(value, among: MarkerMode.allCases.map(\.rawValue)))
             }
             markers = mode
+        case .key(.maxRate, let value):
+            guard current == nil && closed == 0 else {
+                throw reject(number, "file-level-key", "max-rate applies to the whole file; give it before the first url")
+            }
+            guard defaults.maxRate == nil else { throw reject(number, "duplicate-key", "max-rate is given twice") }
+            guard let rate = ByteCount.parse(value), rate > 0 else {
+                throw reject(number, "bad-number", "max-rate must be a positive number of bytes per second, optionally with k, M, G or T, got '\(value)'")
+            }
+            defaults.maxRate = rate
         case .key(let key, let value):
             if current != nil {
                 try current!.fields.set(key, value, line: number, scope: "item", reject: reject)

@@ -4,7 +4,7 @@ import Foundation
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
          discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
-         expires, refreshKey = "refresh-key", credentials, mirror
+         expires, refreshKey = "refresh-key", credentials, mirror, maxRate = "max-rate"
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -29,6 +29,9 @@ struct RequestFields: Sendable, Hashable {
     var credentials: String?
     /// The same resource elsewhere (`mirror:`, repeatable, in order of preference; item only).
     var mirrors: [RequestURL] = []
+    /// `max-rate:`, file-level (the builder's, in the defaults only): bytes per second for all
+    /// the file's items together. Kept here so a file without it costs its settings nothing.
+    var maxRate: Int64?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -104,7 +107,7 @@ struct RequestFields: Sendable, Hashable {
                              + Suggestion.didYouMean(value, among: OnExists.allCases.map(\.rawValue)))
             }
             onExists = v
-        case .url, .group, .markers:
+        case .url, .group, .markers, .maxRate:
             break
         }
     }

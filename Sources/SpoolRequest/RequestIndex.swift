@@ -83,6 +83,9 @@ public struct RequestFileSettings: Sendable {
     /// The values given before the first `url` (re-applied when one item is re-read).
     var defaults: RequestFields { defaultsStorage.first ?? RequestFields() }
 
+    /// `max-rate:`: bytes per second for all the file's items together; nil: only the daemon's cap.
+    public var maxRate: Int64? { defaultsStorage.first?.maxRate }
+
     /// Nothing but the file's name, markers and on-exists: the group is the file's own and no
     /// defaults were given (most single-URL files). Such settings are rebuilt by
     /// `plain(fileName:markers:onExists:)`, so a waiting request need not keep them whole.

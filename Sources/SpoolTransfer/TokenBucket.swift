@@ -35,10 +35,26 @@ public struct TokenBucket: Sendable, Hashable {
 
     /// Takes `bytes` if the balance is positive; false means "pause and ask again later".
     public mutating func admit(_ bytes: Int, now: Double) -> Bool {
-        refill(now)
-        guard balance > 0 else { return false }
-        balance -= Double(bytes)
+        guard hasBalance(now: now) else { return false }
+        take(bytes)
         return true
+    }
+
+    /// Whether a chunk may go now (the balance is positive), without taking it: a chunk that
+    /// passes two buckets (its request's and the session's) is taken from both or from neither.
+    public mutating func hasBalance(now: Double) -> Bool {
+        refill(now)
+        return balance > 0
+    }
+
+    /// Takes `bytes` asked for with `hasBalance` (the balance may go below zero).
+    public mutating func take(_ bytes: Int) {
+        balance -= Double(bytes)
+    }
+
+    /// Whether the bucket is full again at `now` (it owes nothing and has nothing left to refill).
+    public func isFull(now: Double) -> Bool {
+        balance + max(0, now - updatedAt) * rate >= capacity
     }
 
     /// When paused transfers should be resumed: once the balance is back to a fiftieth of a

@@ -68,6 +68,8 @@ final class Transfer {
     let gate: RateGate
     /// Paused by the gate (its write callback returned CURL_WRITEFUNC_PAUSE).
     var pausedForRate = false
+    /// Its request's own rate bucket, while it is in the session (`RateGate.join`).
+    var groupBucket: GroupBucket?
 
     init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate,
          checkpoints: CheckpointFlag? = nil) {

@@ -78,9 +78,11 @@ public final class TransferSession {
         let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         running[key] = transfer
+        gate.join(transfer, group: request.rateGroup)
         let code = curl_multi_add_handle(multi, easy.raw)
         if code != CURLM_OK {
             running.removeValue(forKey: key)
+            gate.forget(transfer)
             throw TransferSetupError(option: "curl_multi_add_handle", code: Int(code.rawValue))
         }
     }
@@ -90,6 +92,9 @@ public final class TransferSession {
     public func setMaxRate(_ bytesPerSecond: Int64) {
         gate.setRate(bytesPerSecond)
     }
+
+    /// Response body bytes received by every transfer of the session so far.
+    public var bodyBytesReceived: Int64 { gate.bytesAdmitted }
 
     /// When transfers paused by the rate limit are due to resume; nil when none is paused. The
     /// engine sleeps no longer than this (then `performTransfers` resumes them).

@@ -27,10 +27,14 @@ public struct TransferRequest: Sendable {
     /// `TransferSession.takeCheckpoints` reports how far (see `BodyWriter`, "Checkpoints"). The
     /// first `resumeFrom` bytes count as durable: the caller syncs them before it starts.
     public var syncEvery: Int64
+    /// A cap shared with the other transfers of the same group (a request's `max-rate:`),
+    /// besides the session's.
+    public var rateGroup: RateGroup?
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
                 prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
-                writeBehind: Bool = false, syncEvery: Int64 = 0) {
+                writeBehind: Bool = false, syncEvery: Int64 = 0, rateGroup: RateGroup? = nil) {
+        self.rateGroup = rateGroup
         self.writeBehind = writeBehind
         self.syncEvery = syncEvery
         self.url = url
@@ -40,6 +44,18 @@ public struct TransferRequest: Sendable {
         self.prefixHash = prefixHash
         self.ifRange = ifRange
         self.maxBytes = maxBytes
+    }
+}
+
+/// Transfers that share one receive-rate cap: those with the same name, together.
+public struct RateGroup: Sendable, Hashable {
+    public var name: String
+    /// Bytes per second for all of them together.
+    public var bytesPerSecond: Int64
+
+    public init(name: String, bytesPerSecond: Int64) {
+        self.name = name
+        self.bytesPerSecond = bytesPerSecond
     }
 }
 

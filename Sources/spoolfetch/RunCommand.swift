@@ -69,6 +69,8 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("hook-timeout"), help: .setting("hook-timeout")) var hookTimeout: String?
     @Option(name: .customLong("max-hooks"), help: .setting("max-hooks")) var maxHooks: String?
     @Option(name: .customLong("log-level"), help: .setting("log-level")) var logLevel: String?
+    @Option(name: .customLong("metrics-file"), help: .setting("metrics-file")) var metricsFile: String?
+    @Option(name: .customLong("metrics-interval"), help: .setting("metrics-interval")) var metricsInterval: String?
 
     /// The setting flags given, by key: every `String?` option but `--config`, its key being the
     /// property name in kebab case (`perHost` → `per-host`). Read by reflection so that the flags

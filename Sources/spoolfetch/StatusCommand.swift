@@ -16,8 +16,10 @@ struct Status: ParsableCommand {
         items starts printing at once.
         Exit status: 0 when a daemon runs on the spool; 1 when none does (the tasks still queued in
         incoming/ are listed, and a line on stderr says so); 2 when the spool cannot be read.
-        --watch prints a new snapshot every second until interrupted: the table redrawn on a terminal,
-        else one snapshot after another (a blank line between plain snapshots, one JSON line each).
+        --watch prints a new snapshot every second until interrupted: on a terminal redrawn in place like
+        top (alternate screen, cut to the window with "… and N more", fitted again when the window is
+        resized, the terminal restored on exit), else one snapshot after another (a blank line between
+        plain snapshots, one JSON line each). --metrics prints the live daemons' Prometheus metrics once.
         Example: spoolfetch status --spool /var/spool/spoolfetch --json | jq '.tasks[] | select(.state == "failed")'
         """)
 
@@ -32,8 +34,12 @@ struct Status: ParsableCommand {
     @Flag(help: "Print a new snapshot every second until interrupted (works into a pipe or file too).")
     var watch = false
 
+    @Flag(help: "Print the live daemons' Prometheus metrics once (the text --metrics-file holds), for scripts.")
+    var metrics = false
+
     func run() throws {
         let terminal = isatty(STDOUT_FILENO) != 0
+        if watch && terminal && !json && !all && !metrics { return try watchScreen() }
         var hadDaemon: Bool?
         while true {
             let overview: SpoolOverview
@@ -46,7 +52,10 @@ struct Status: ParsableCommand {
                 FileHandle.standardError.write(Data("spoolfetch status: no daemon is running on \(spool.resolved)\n".utf8))
             }
             hadDaemon = hasDaemon
-            if all {
+            if metrics {
+                print(overview.metricsText(spool: spool.resolved), terminator: "")
+                break
+            } else if all {
                 try printAll(overview, terminal: terminal)
                 if watch { print("") }
             } else if json {
@@ -90,6 +99,28 @@ struct Status: ParsableCommand {
             FileHandle.standardError.write(Data("spoolfetch status: \(failure.description)\n".utf8))
             throw ExitCode(2)
         }
+    }
+
+    /// `--watch` on a terminal: redrawn in place like `top`, fitted to the window (see
+    /// `TerminalScreen`, `SpoolOverview.screen`), until SIGINT, SIGTERM or SIGHUP.
+    private func watchScreen() throws {
+        let screen = TerminalScreen()
+        defer { screen.restore() }
+        var hadDaemon = false
+        while true {
+            let overview: SpoolOverview
+            do { overview = try SpoolOverview.read(spool: spool.resolved) } catch {
+                screen.restore()
+                FileHandle.standardError.write(Data("spoolfetch status: \(error.description)\n".utf8))
+                throw ExitCode(2)
+            }
+            hadDaemon = !overview.daemons.isEmpty
+            let size = screen.size
+            // A terminal gone (its writes fail, as after a hang-up) ends the watch too.
+            guard screen.draw(overview.screen(columns: size.columns, rows: size.rows)) else { break }
+            if screen.wait(seconds: 1) == .stop { break }   // a viewer's refresh interval, not a synchronisation
+        }
+        if !hadDaemon { throw ExitCode(1) }
     }
 
     static func terminalColumns() -> Int {

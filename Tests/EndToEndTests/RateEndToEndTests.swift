@@ -95,24 +95,4 @@ final class RateEndToEndTests: SpoolTestCase {
         XCTAssertLessThanOrEqual(highest, cap * 1.10, "a 5 s window above the cap by more than 10 %", file: file, line: line)
         XCTAssertGreaterThanOrEqual(average, cap * 0.80, "the run kept near the cap", file: file, line: line)
     }
-
-    /// Bytes received so far: the parts `daemon` holds open (named or not), parts in `staging/`
-    /// and published files in `final/`, once per inode — listed in that order, so a part that
-    /// moves meanwhile is caught in the later listing.
-    private func receivedBytes(daemon: DaemonProcess) -> Int64 {
-        var sizes: [UInt64: Int64] = [:]
-        for part in daemon.openParts(in: spool.path("staging")) { sizes[part.inode] = part.size }
-        for name in spool.files(in: "staging") where name.hasSuffix(".part") {
-            if let (inode, size) = status(spool.path("staging", name)) { sizes[inode] = size }
-        }
-        for name in spool.files(in: "final") where !name.hasPrefix(".") && !name.hasSuffix(".done") {
-            if let (inode, size) = status(spool.path("final", name)) { sizes[inode] = size }
-        }
-        return sizes.values.reduce(0, +)
-    }
-
-    private func status(_ path: String) -> (UInt64, Int64)? {
-        var st = stat()
-        return stat(path, &st) == 0 ? (UInt64(st.st_ino), Int64(st.st_size)) : nil
-    }
 }

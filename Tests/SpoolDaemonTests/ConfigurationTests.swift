@@ -63,6 +63,24 @@ final class ConfigurationTests: XCTestCase {
         XCTAssertEqual(back.onGroup, c.onGroup)
     }
 
+    func testMaxRateTakesASchedule() throws {
+        var c = DaemonConfiguration()
+        try c.apply(configFile: "max-rate = 1M 08:00-20:00, 4M 20:00-23:30, 0\n", path: "f")
+        XCTAssertEqual(c.maxRate.windows.map(\.rate), [1 << 20, 4 << 20])
+        XCTAssertEqual(c.maxRate.defaultRate, 0)
+        XCTAssertTrue(c.printed.contains("max-rate = \"1048576 08:00-20:00, 4194304 20:00-23:30, 0\"\n"), c.printed)
+        var back = DaemonConfiguration()
+        try back.apply(configFile: c.printed, path: "printed")
+        XCTAssertEqual(back.maxRate, c.maxRate)
+        XCTAssertThrowsError(try c.apply(configFile: "max-rate = 1M 8:00-20:00, 0\n", path: "f")) {
+            XCTAssertTrue("\($0)".hasPrefix("f:1: max-rate must be a byte count"), "\($0)")
+            XCTAssertTrue("\($0)".hasSuffix("'8:00-20:00' must look like 08:00-20:00 (HH:MM-HH:MM, start and end differ)"), "\($0)")
+        }
+        XCTAssertThrowsError(try c.apply(configFile: "max-rate = 1M 08:00-20:00\n", path: "f")) {
+            XCTAssertTrue("\($0)".contains("the last entry is the rate outside the windows"), "\($0)")
+        }
+    }
+
     func testFileErrorsNameTheFileTheLineAndTheKey() throws {
         var c = DaemonConfiguration()
         XCTAssertThrowsError(try c.apply(configFile: "# x\nconcurency = 3\n", path: "/etc/s.conf")) { error in
@@ -136,7 +154,7 @@ final class ConfigurationTests: XCTestCase {
         XCTAssertEqual(reload.configuration.perHost, 2, "the flag given at start still wins")
         XCTAssertEqual(reload.configuration.loggerLevel, .debug)
         XCTAssertEqual(reload.configuration.hookTimeout, 30)
-        XCTAssertEqual(reload.configuration.maxRate, 1 << 20)
+        XCTAssertEqual(reload.configuration.maxRate.description, "\(1 << 20)")
         XCTAssertEqual(reload.configuration.stallTimeout, 60, "not applied: needs a restart")
         XCTAssertNil(reload.configuration.caFile)
 

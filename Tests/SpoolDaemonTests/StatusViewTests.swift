@@ -47,6 +47,49 @@ final class StatusViewTests: XCTestCase {
         for line in short.split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 80, String(line)) }
     }
 
+    func testTheDaemonLineSaysTheRateInForceAndUntilWhen() {
+        var o = overview([])
+        XCTAssertFalse(o.table(columns: 80).contains("max-rate"), "no cap: nothing said")
+        o.daemons[0].maxRate = 256 << 10
+        o.daemons[0].maxRateUntil = "2026-11-23T20:00:00Z"
+        XCTAssertTrue(o.table(columns: 80).contains("; max-rate 256K/s until 2026-11-23T20:00:00Z;"), o.table(columns: 80))
+        o.daemons[0].maxRate = 0
+        o.daemons[0].maxRateUntil = "2026-11-24T08:00:00Z"
+        XCTAssertTrue(o.table(columns: 80).contains("max-rate none until 2026-11-24T08:00:00Z"), o.table(columns: 80))
+    }
+
+    func testAScreenNeverTallerOrWiderThanItsWindowKeepsTheTopAndCountsTheRest() {
+        let tasks = (0..<40).map { task("req#\($0)", $0 < 4 ? "running" : "pending", bytes: 1 << 20, expected: 4 << 20) }
+        var o = overview(tasks)
+        o.morePending = 5
+        for (columns, rows) in [(110, 30), (80, 12), (40, 8), (20, 3)] {
+            let lines = o.screen(columns: columns, rows: rows)
+            XCTAssertLessThanOrEqual(lines.count, rows, "\(columns) × \(rows)")
+            XCTAssertTrue(lines.allSatisfy { $0.count <= columns }, "\(columns) × \(rows): \(lines)")
+            XCTAssertTrue(lines[0].hasPrefix("daemon vm"), "\(lines)")
+        }
+        let lines = o.screen(columns: 110, rows: 30)
+        XCTAssertEqual(lines.count, 30)
+        XCTAssertTrue(lines[3].hasPrefix("ID "), "the header under the daemon's lines: \(lines)")
+        let rows = lines.filter { $0.hasPrefix("req#") }.count
+        XCTAssertEqual(lines.last, "… and \(40 - rows + 5) more")
+        XCTAssertEqual(rows, 30 - 4 - 1)
+        // Everything fits: no "… and" line.
+        let small = overview(Array(tasks.prefix(3))).screen(columns: 110, rows: 30)
+        XCTAssertEqual(small.filter { $0.hasPrefix("req#") }.count, 3)
+        XCTAssertFalse(small.contains { $0.hasPrefix("…") })
+    }
+
+    func testTheETASaysWhenSizesAreUnknown() {
+        var d = overview([]).daemons[0]
+        d.unknownSizes = 33
+        XCTAssertEqual(SpoolOverview.eta(d), ", ETA 1m15s + 33 of unknown size")
+        d.eta = nil
+        XCTAssertEqual(SpoolOverview.eta(d), ", ETA unknown (33 of unknown size)")
+        d.unknownSizes = nil
+        XCTAssertEqual(SpoolOverview.eta(d), "")
+    }
+
     func testPlainOutputHasAHeaderAndOneTaskPerLine() {
         let plain = overview([task("r#0", "running", bytes: 10, expected: 20, rate: 5.5, eta: 2.4, error: "a\tb")]).plainLines()
         let lines = plain.split(separator: "\n", omittingEmptySubsequences: false)

@@ -116,6 +116,26 @@ final class RequestParserTests: XCTestCase {
         }
     }
 
+    func testMaxRateIsAFileLevelRate() throws {
+        let index = try RequestParser.index(fileName: "req", bytes: Array("max-rate: 512k\nhttp://h/a\nhttp://h/b".utf8))
+        XCTAssertEqual(index.settings.maxRate, 512 << 10)
+        XCTAssertFalse(index.settings.isPlain, "a rate of its own is kept with the waiting request")
+        XCTAssertNil(try RequestParser.index(fileName: "req", bytes: Array("http://h/a".utf8)).settings.maxRate)
+        XCTAssertEqual(try parse("max-rate: 1M\nhttp://h/a").items.count, 1)
+        let cases: [(String, String, Int)] = [
+            ("http://h/a\nmax-rate: 1M", "file-level-key", 2),
+            ("max-rate: 1M\nmax-rate: 2M\nhttp://h/a", "duplicate-key", 2),
+            ("max-rate: fast\nhttp://h/a", "bad-number", 1),
+            ("max-rate: 0\nhttp://h/a", "bad-number", 1),
+        ]
+        for (text, rule, line) in cases {
+            let r = rejection(text)
+            XCTAssertEqual(r?.rule, rule, text.debugDescription)
+            XCTAssertEqual(r?.line, line, text.debugDescription)
+        }
+        XCTAssertTrue(rejection("max-rate: fast\nhttp://h/a")?.message.contains("max-rate must be a positive number of bytes per second") == true)
+    }
+
     func testCommentsBlankLinesCRLFAndBOM() throws {
         let file = try parse("\u{FEFF}# hello\r\n\r\n   # indented comment\r\nhttp://h/a\r\nname: a.txt\r\n")
         XCTAssertEqual(file.items.map(\.name), ["a.txt"])

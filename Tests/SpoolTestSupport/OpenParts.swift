@@ -8,6 +8,8 @@ public struct OpenPart {
     public var size: Int64
     /// No name in the folder (`/proc` shows `FOLDER/#INODE (deleted)`).
     public var isUnnamed: Bool
+    /// Its name in the folder; nil when it has none.
+    public var name: String? = nil
 }
 
 extension DaemonProcess {
@@ -25,7 +27,8 @@ extension DaemonProcess {
             guard unnamed || name.hasSuffix(".part") else { continue }
             var st = stat()
             guard stat(descriptors + "/" + fd, &st) == 0 else { continue }
-            parts.append(OpenPart(inode: UInt64(st.st_ino), size: Int64(st.st_size), isUnnamed: unnamed))
+            parts.append(OpenPart(inode: UInt64(st.st_ino), size: Int64(st.st_size), isUnnamed: unnamed,
+                                  name: unnamed ? nil : String(name)))
         }
         return parts
     }
