@@ -267,6 +267,11 @@ public final class Engine {
             }
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
+        case .uploadRecorded(let key, let file, let marker, let error):
+            uploadRecorded(key: key, file: file, marker: marker, error: error)
+        case .outgoingFiled(let name, let error):
+            io.completed()
+            if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
         case .refreshEnded(let key, let attempt, let outcome, let line):

@@ -9,6 +9,10 @@ enum EngineMessage: Sendable {
     case published([PublishResult])
     case groupEnded(request: String, markerPath: String?, journal: HeldLock?, error: StoreError?)
     case rejected(request: String, error: StoreError?)
+    /// An upload's record was written (`marker`) or could not be (`error`).
+    case uploadRecorded(key: Int, file: String, marker: String?, error: StoreError?)
+    /// A failed upload's file was moved into `failed/` (or could not be).
+    case outgoingFiled(name: String, error: StoreError?)
     /// A group hook has run: its group journal can go.
     case groupHookFinished(journal: HeldLock)
     /// An item hook has ended (the loop wakes to update status and to let a drain end).
