@@ -151,9 +151,10 @@ final class UploadTests: SpoolTestCase {
         server.acceptUploads("/r")
         let start = rfc3339(Date().addingTimeInterval(3))
         try spool.drop("changed", "url: \(server.url("/r"))\nupload: report.csv\nearliest-start: \(start)\n")
-        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--log-level", "debug"])
         defer { daemon.terminate() }
-        try DirectoryWaiter.wait(in: spool.path("incoming"), timeout: 20, what: "the claim") { spool.claimed() == ["changed"] }
+        // Accepted: parsed, its upload's file looked at, its item queued.
+        try daemon.waitForStderr(containing: "claimed a request", timeout: 20)
         // The producer writes to the file after the request was accepted.
         let fd = open(spool.path("outgoing", "report.csv"), O_WRONLY | O_APPEND)
         XCTAssertGreaterThanOrEqual(fd, 0)
@@ -211,5 +212,86 @@ final class UploadTests: SpoolTestCase {
         XCTAssertEqual(record["attempts"] as? Int, 1, "the outage used up no attempt")
         XCTAssertGreaterThan(record["outageSeconds"] as? Int ?? 0, 0)
         XCTAssertEqual(back.uploads(at: "/late").count, 1)
+    }
+
+    func testAFileWrittenToDuringItsUploadFailsWithUploadChanged() throws {
+        try putOutgoing("growing.log", TestBody.random(count: 2 << 20, seed: 11))
+        server.acceptUploads("/g")
+        try spool.drop("growing", "url: \(server.url("/g"))\nupload: growing.log\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--max-rate", "200k"])
+        defer { daemon.terminate() }
+        try server.waitForUploadBytes(atLeast: 256 << 10, timeout: 30)
+        // The producer appends while the body is on its way.
+        let fd = open(spool.path("outgoing", "growing.log"), O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(write(fd, "more\n", 5), 5)
+        close(fd)
+        try DirectoryWaiter.waitForFile("growing.error", in: spool.path("failed"), timeout: 60)
+        let items = try XCTUnwrap(try json("failed", "growing.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.first?["code"] as? String, "upload-changed")
+        XCTAssertEqual(items.first?["attempts"] as? Int, 1, "not retried: the file is not the one queued")
+        XCTAssertFalse(spool.files(in: "final").contains("growing.log.uploaded"))
+    }
+
+    func testMaxRateCountsTheBytesSent() throws {
+        let size = 1 << 20
+        for i in 0..<2 { try putOutgoing("r\(i).bin", TestBody.random(count: size, seed: UInt64(i))) }
+        server.acceptUploads("/r0")
+        server.acceptUploads("/r1")
+        try spool.drop("rated", "url: \(server.url("/r0"))\nupload: r0.bin\nurl: \(server.url("/r1"))\nupload: r1.bin\n")
+        let started = Date()
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--max-rate", "512k"])
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.uploads(at: "/r0").count + server.uploads(at: "/r1").count, 2)
+        // 2 MiB at 512 KiB/s: 4 s, less the bucket's first second of burst.
+        XCTAssertGreaterThanOrEqual(elapsed, 2.5, "2 MiB sent at --max-rate 512k took \(elapsed) s")
+    }
+
+    func testARefusedSignedPutURLIsRefreshedThroughTheHook() throws {
+        server.requireSignedURLs(key: "k3y-43")
+        let hookDir = try TempSpool.makeScratchFolder(prefix: "spoolfetch-upload-refresh")
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: hookDir) }
+        let fresh = server.signedURL("/bucket/x.bin", validFor: 300, readable: false)
+        try "echo '\(fresh)'\n".write(toFile: hookDir + "/hook", atomically: true, encoding: .utf8)
+        let body = TestBody.random(count: 1 << 20, seed: 3)
+        try putOutgoing("x.bin", body)
+        server.acceptUploads("/bucket/x.bin", status: 200, headers: [("ETag", "\"x1\"")])
+        // Its expiry cannot be read from the URL: the server's 403 is the only sign.
+        let stale = server.signedURL("/bucket/x.bin", validFor: -10, readable: false)
+        try spool.drop("signed", "url: \(stale)\nupload: x.bin\nrefresh-key: bucket/x.bin\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--refresh-hook", "sh \(hookDir)/hook"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.refusedSignatures, 1)
+        XCTAssertEqual(server.uploads(at: "/bucket/x.bin"), [body])
+        XCTAssertEqual(server.uploadBytesReceived, body.count, "the refused request sent no body")
+        let record = try json("final", "x.bin.uploaded")
+        XCTAssertEqual(record["url"] as? String, server.url("/bucket/x.bin"))
+        XCTAssertEqual(record["attempts"] as? Int, 1)
+        XCTAssertFalse(stderr.contains("sig="), "no signed URL in the log")
+    }
+
+    func testAnUploadRecordedBeforeACrashIsNotSentAgain() throws {
+        let body = TestBody.random(count: 200_000, seed: 8)
+        try putOutgoing("first.bin", body)
+        server.acceptUploads("/first", status: 201)
+        // The second item keeps the request open: its response stops after a few bytes.
+        server.serve("/slow", body: TestBody.random(count: 100_000, seed: 9), etag: "\"s1\"", script: [.stall(afterBytes: 10)])
+        try spool.drop("pair", "url: \(server.url("/first"))\nupload: first.bin\n\(server.url("/slow"))\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root])
+        try DirectoryWaiter.waitForFile("first.bin", in: spool.path("done"), timeout: 30)
+        XCTAssertTrue(spool.files(in: "final").contains("first.bin.uploaded"))
+        first.signal(SIGKILL)
+        _ = try first.waitForExit(timeout: 10)
+        XCTAssertEqual(spool.claimed(), ["pair"], "the request is still open")
+
+        server.serve("/slow", body: TestBody.random(count: 100_000, seed: 9), etag: "\"s1\"")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.uploads(at: "/first").count, 1, "its record exists: not sent again")
+        let group = try json("final", "pair.group.done")
+        let items = try XCTUnwrap(group["items"] as? [[String: Any]])
+        XCTAssertEqual(items.map { $0["outcome"] as? String }, ["uploaded", "published"])
+        XCTAssertEqual(try spool.read("done", "first.bin"), body)
     }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -62,6 +63,10 @@ extension TestHTTPServer {
             s.requests.append(RecordedRequest(method: "\(head.method)", path: path, uri: head.uri,
                                               headers: head.headers.map { ($0.name, $0.value) },
                                               receivedAt: Date(), connectionID: connectionID))
+            if let key = s.signingKey, !Self.signatureHolds(head.uri, path: path, key: SymmetricKey(data: key)) {
+                s.refusedSignatures += 1
+                return (target, 403)
+            }
             let refusal = target.script[min(target.hits, target.script.count - 1)]
             target.hits += 1
             s.uploadTargets[path] = target
