@@ -10,6 +10,8 @@ struct UploadState {
     var identity: OutgoingIdentity?
     var fd: Int32 = -1
     var response: [UInt8]?
+    /// The SHA-256 of the bytes the server accepted (for the item hook).
+    var sha256: String?
 }
 
 /// Why an upload could not start.
@@ -41,6 +43,7 @@ extension TransferDriver {
         state.identity = opened.identity
         state.fd = opened.fd
         state.response = nil
+        state.sha256 = nil
         record.upload = state
         record.bytesOnDisk = 0
         var request = TransferRequest(url: (record.currentURL ?? item.url).string,
@@ -76,7 +79,9 @@ extension TransferDriver {
         record.bytesOnDisk = 0
         if failure == nil, let digest = outcome.sha256 {
             record.bytesOnDisk = outcome.bytesOnDisk
-            record.hash = outcome.hashState
+            var accepted = record.upload
+            accepted.sha256 = digest
+            record.upload = accepted
             return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
         }
         let reason = failure ?? .curl(code: -1, text: "no result")

@@ -35,9 +35,15 @@ final class UploadTests: SpoolTestCase {
             url: \(server.url("/bucket/empty"))
             upload: empty
             """)
-        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        let hookOut = spool.path("tmp", "hook-env")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: [
+            "--on-item", "[ \"$SPOOLFETCH_ID\" = nightly#0 ] && env | grep '^SPOOLFETCH_' > \(hookOut); true"])
         XCTAssertEqual(status, 0, stderr)
 
+        let hookEnv = try String(contentsOfFile: hookOut, encoding: .utf8)
+        XCTAssertTrue(hookEnv.contains("SPOOLFETCH_STATUS=uploaded"), hookEnv)
+        XCTAssertTrue(hookEnv.contains("SPOOLFETCH_SHA256=\(TestBody.sha256Hex(put))"), hookEnv)
+        XCTAssertTrue(hookEnv.contains("SPOOLFETCH_PATH=\(spool.path("final", "dump.bin.uploaded"))"), hookEnv)
         XCTAssertEqual(server.uploads(at: "/bucket/dump.bin").count, 1)
         XCTAssertEqual(server.uploads(at: "/bucket/dump.bin").first, put, "the PUT body is the file, byte for byte")
         XCTAssertEqual(server.uploads(at: "/api/rows"), [post])
