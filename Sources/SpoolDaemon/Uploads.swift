@@ -12,6 +12,8 @@ struct UploadState {
     var response: [UInt8]?
     /// The SHA-256 of the bytes the server accepted (for the item hook).
     var sha256: String?
+    /// The file's SHA-256 being computed beside its transfer.
+    var digest: OutgoingDigest?
 }
 
 /// Why an upload could not start.
@@ -44,6 +46,7 @@ extension TransferDriver {
         state.fd = opened.fd
         state.response = nil
         state.sha256 = nil
+        state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
         record.upload = state
         record.bytesOnDisk = 0
         var request = TransferRequest(url: (record.currentURL ?? item.url).string,
@@ -72,16 +75,18 @@ extension TransferDriver {
            failure == nil || failure == .cancelled || failure?.isTransient == true {
             failure = .uploadChanged(Self.change(from: first, to: now))
         }
+        // The file was the same before and after: its digest is that of the bytes sent.
+        let digest = failure == nil ? state.digest?.wait() : nil
+        if failure == nil && digest == nil { failure = .uploadChanged("it could not be read whole to hash it") }
+        state.digest = nil
         state.response = failure == nil ? outcome.responseBody : nil
+        state.sha256 = digest
         record.upload = state
         closeUpload(record)
         record.lastFacts = outcome.facts
         record.bytesOnDisk = 0
-        if failure == nil, let digest = outcome.sha256 {
+        if failure == nil, let digest {
             record.bytesOnDisk = outcome.bytesOnDisk
-            var accepted = record.upload
-            accepted.sha256 = digest
-            record.upload = accepted
             return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
         }
         let reason = failure ?? .curl(code: -1, text: "no result")
@@ -96,6 +101,7 @@ extension TransferDriver {
         guard state.fd >= 0 else { return }
         close(state.fd)
         state.fd = -1
+        state.digest = nil
         record.upload = state
     }
 

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Who a file in `outgoing/` is: enough of its `stat` to notice any change between two looks.
@@ -155,5 +156,49 @@ extension SpoolStore {
               let record = SpoolJSON.decode(UploadRecord.self, bytes),
               record.request == request, record.requestInode == inode, record.index == index else { return nil }
         return record
+    }
+}
+
+/// The SHA-256 of an upload's file, computed on a thread of the system's beside its transfer, so
+/// the engine's thread only sends. It reads its own duplicate of the descriptor the transfer
+/// sends from; the caller checks the file's identity before and after the transfer, so the bytes
+/// hashed are the bytes sent.
+public final class OutgoingDigest: @unchecked Sendable {
+    private let done = NSCondition()
+    private var digest: String??
+
+    public init(fd: Int32, size: Int64) {
+        let own = dup(fd)
+        guard own >= 0 else { digest = .some(nil); return }
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            let result = Self.hash(own, size: size)
+            close(own)
+            done.lock()
+            digest = .some(result)
+            done.broadcast()
+            done.unlock()
+        }
+    }
+
+    /// The hex digest once computed; nil when the file could not be read whole (`size` bytes).
+    public func wait() -> String? {
+        done.lock()
+        defer { done.unlock() }
+        while digest == nil { done.wait() }
+        return digest!
+    }
+
+    static func hash(_ fd: Int32, size: Int64) -> String? {
+        var sha = SHA256()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: Int64 = 0
+        while offset < size {
+            let wanted = Int(min(Int64(buffer.count), size - offset))
+            let got = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, wanted, off_t(offset)) }
+            guard got > 0 else { return nil }
+            buffer.withUnsafeBytes { sha.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
+            offset += Int64(got)
+        }
+        return sha.finalize().map { String(format: "%02x", $0) }.joined()
     }
 }

@@ -23,10 +23,10 @@ public struct UploadSource: Sendable {
     }
 }
 
-/// What an upload has read and sent so far, and the response it keeps.
+/// What an upload has read and sent so far, and the response it keeps. (Its digest is the
+/// caller's, computed beside the transfer: hashing here kept the engine's thread from sending.)
 struct UploadProgress {
     var sent: Int64 = 0
-    var hasher = SHA256()
     var response: [UInt8] = []
 }
 
@@ -73,17 +73,15 @@ extension Transfer {
             abortReason = .uploadChanged("it ended at byte \(sending.sent) of \(upload.size)")
             return nil
         }
-        sending.hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
         sending.sent += Int64(got)
         return got
     }
 
     /// libcurl rewinds an upload's body to send it again (a redirect, an authentication round):
-    /// only to byte 0, where the hash starts over too.
+    /// only to byte 0.
     func rewindUpload(to offset: Int64) -> Bool {
         guard offset == 0 else { return false }
         sending.sent = 0
-        sending.hasher = SHA256()
         return true
     }
 
@@ -93,8 +91,8 @@ extension Transfer {
         if room > 0 { sending.response.append(contentsOf: bytes.prefix(room)) }
     }
 
-    /// The outcome of an upload: success is a 2xx with the whole file sent; `sha256` is the
-    /// hash of the bytes sent, `bytesOnDisk` how many.
+    /// The outcome of an upload: success is a 2xx with the whole file sent; `bytesOnDisk` is how
+    /// many bytes were sent (`sha256` stays nil: the caller hashes the file).
     func uploadOutcome(curlCode code: CURLcode) -> TransferOutcome {
         facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         if facts.httpStatus == 0 { facts.httpStatus = easy.long(CURLINFO_RESPONSE_CODE) }
@@ -114,9 +112,8 @@ extension Transfer {
             // A 2xx before the whole body went (a server that answers early): not an upload of the file.
             failure = .curl(code: 55, text: "the server answered after \(sending.sent) of \(size) bytes were sent")
         }
-        let digest = failure == nil ? Hex.encode(sending.hasher.finalize()) : nil
         return TransferOutcome(key: key, failure: failure, facts: facts, bytesOnDisk: sending.sent,
-                               bytesReceived: Int64(sending.response.count), sha256: digest, hashState: HashState(),
+                               bytesReceived: Int64(sending.response.count), sha256: nil, hashState: HashState(),
                                restartedFromZero: false, proxy: proxies.proxy(for: facts.finalURL ?? request.url),
                                evidence: ConnectionEvidence(responseStarted: responseStarted,
                                                             osErrno: Int32(truncatingIfNeeded: easy.long(CURLINFO_OS_ERRNO))),
