@@ -39,6 +39,8 @@ public final class Engine {
     let control: ControlHandler
     /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
     let requestFile = RequestFileSlot()
+    /// Upload records waiting to be written, in batches (see `Uploads.swift`).
+    var uploadRecords = UploadRecordQueue()
     /// Set up by `startUp`: they need the session and the file limit.
     var driver: TransferDriver!
     var intake: Intake!
@@ -267,8 +269,8 @@ public final class Engine {
             }
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
-        case .uploadRecorded(let key, let file, let marker, let error):
-            uploadRecorded(key: key, file: file, marker: marker, error: error)
+        case .uploadsRecorded(let results):
+            uploadsRecorded(results)
         case .outgoingFiled(let name, let error):
             io.completed()
             if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }

@@ -16,6 +16,22 @@ struct UploadState {
     var digest: OutgoingDigest?
 }
 
+/// Upload records waiting to be written: one batch at a time on the I/O queue, the next made of
+/// everything that finished meanwhile (a record per upload, each with its own sync and two folder
+/// syncs, kept the I/O queue behind 200 uploads of 1 MiB).
+struct UploadRecordQueue {
+    var pending: [(key: Int, record: UploadRecord, response: [UInt8]?)] = []
+    var inFlight = false
+}
+
+/// One upload's record written (`marker`), or not (`error`).
+struct UploadRecorded: Sendable {
+    let key: Int
+    let file: String
+    let marker: String?
+    let error: StoreError?
+}
+
 /// Why an upload could not start.
 enum UploadStartError: Error {
     /// The file is gone, no longer sendable, or not the file that was queued: the item fails.
@@ -143,36 +159,49 @@ extension Engine {
             httpStatus: facts.httpStatus, etag: facts.etag, location: facts.location.map { urls.shown($0) },
             startedAt: RFC3339.format(record.startedAt ?? finished), finishedAt: RFC3339.format(finished),
             attempts: record.attempts, outageSeconds: record.outageSeconds(at: finished))
-        let response = record.upload.response
-        let store = self.store
-        let key = record.key
         logger.debug("upload accepted", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url))",
                                                    "status": "\(facts.httpStatus)", "bytes": "\(record.bytesOnDisk)"])
+        uploadRecords.pending.append((record.key, entry, record.upload.response))
+        writeUploadRecords()
+    }
+
+    /// Hands the waiting records to the I/O queue as one batch, unless a batch is under way.
+    private func writeUploadRecords() {
+        guard !uploadRecords.inFlight, !uploadRecords.pending.isEmpty else { return }
+        let batch = uploadRecords.pending
+        uploadRecords.pending = []
+        uploadRecords.inFlight = true
+        let store = self.store
         io.submit {
-            do throws(StoreError) {
-                let (marker, _) = try store.recordUpload(entry, response: response)
-                return .uploadRecorded(key: key, file: entry.name, marker: marker, error: nil)
-            } catch {
-                return .uploadRecorded(key: key, file: entry.name, marker: nil, error: error)
-            }
+            let results = store.recordUploads(batch.map { ($0.record, $0.response) })
+            return .uploadsRecorded(zip(batch, results).map { item, result in
+                switch result {
+                case .success(let marker): UploadRecorded(key: item.key, file: item.record.name, marker: marker, error: nil)
+                case .failure(let error): UploadRecorded(key: item.key, file: item.record.name, marker: nil, error: error)
+                }
+            })
         }
     }
 
-    /// The I/O queue wrote an upload's record (or could not: the server has the file, but
-    /// without a durable record a restart would send it again, so the item fails and says so).
-    func uploadRecorded(key: Int, file: String, marker: String?, error: StoreError?) {
+    /// The I/O queue wrote a batch of records (an upload whose record could not be written fails:
+    /// the server has the file, but without a durable record a restart would send it again).
+    func uploadsRecorded(_ results: [UploadRecorded]) {
         io.completed()
-        guard let record = table.item(key), record.phase == .publishing else { return }
-        var state = record.upload
-        state.response = nil
-        record.upload = state
-        if let marker {
-            send(.publishSucceeded(file: file, marker: marker), to: record)
-        } else {
-            send(.publishFailed(partGone: true, permanent: true,
-                                message: "the server accepted the upload, but its record could not be written: \(error.map { "\($0)" } ?? "")"),
-                 to: record)
+        uploadRecords.inFlight = false
+        for result in results {
+            guard let record = table.item(result.key), record.phase == .publishing else { continue }
+            var state = record.upload
+            state.response = nil
+            record.upload = state
+            if let marker = result.marker {
+                send(.publishSucceeded(file: result.file, marker: marker), to: record)
+            } else {
+                send(.publishFailed(partGone: true, permanent: true,
+                                    message: "the server accepted the upload, but its record could not be written: \(result.error.map { "\($0)" } ?? "")"),
+                     to: record)
+            }
         }
+        writeUploadRecords()
     }
 
     /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue.

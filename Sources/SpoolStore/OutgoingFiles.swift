@@ -121,24 +121,41 @@ public struct UploadRecord: Codable, Sendable, Hashable {
 }
 
 extension SpoolStore {
-    /// Writes an upload's result in the final folder — `NAME.response` (when the server sent a
-    /// body), then `NAME.uploaded`, each synced and renamed over an earlier one, then the folder
-    /// synced — and then moves `outgoing/NAME` into `done/` (a `-N` suffix if the name is taken
-    /// there). The record is the commit point: once it is durable the file is never sent again.
-    /// Returns the record's path and the name in `done/` (nil when the file was already gone).
-    public func recordUpload(_ record: UploadRecord, response: [UInt8]?) throws(StoreError) -> (marker: String, movedTo: String?) {
+    /// Writes a batch of uploads' results in the final folder — for each, `NAME.response` (when
+    /// the server sent a body), then `NAME.uploaded`, each synced and renamed over an earlier one
+    /// — syncs the folder once, and then moves each `outgoing/NAME` into `done/` (a `-N` suffix if
+    /// the name is taken there), syncing both folders once. A record is the commit point: once it
+    /// is durable its file is never sent again. Per upload: the record's path, or why it failed.
+    public func recordUploads(_ batch: [(record: UploadRecord, response: [UInt8]?)]) -> [Result<String, StoreError>] {
         let final = layout.final
-        var record = record
-        if let response {
-            try final.writeAtomically(record.name + ".response", response, replace: true, sync: true)
-            record.response = record.name + ".response"
-        } else {
-            final.remove(record.name + ".response")
+        var results: [Result<String, StoreError>] = []
+        for (record, response) in batch {
+            var record = record
+            do throws(StoreError) {
+                if let response {
+                    try final.writeAtomically(record.name + ".response", response, replace: true, sync: true)
+                    record.response = record.name + ".response"
+                } else {
+                    final.remove(record.name + ".response")
+                }
+                try final.writeAtomically(record.name + ".uploaded", SpoolJSON.encode(record), replace: true, sync: true)
+                results.append(.success(final.path(of: record.name + ".uploaded")))
+            } catch {
+                results.append(.failure(error))
+            }
         }
-        try final.writeAtomically(record.name + ".uploaded", SpoolJSON.encode(record), replace: true, sync: true)
-        try final.sync()
-        let moved = try moveOutgoing(record.name, failed: false)
-        return (final.path(of: record.name + ".uploaded"), moved)
+        do throws(StoreError) { try final.sync() } catch {
+            return results.map { _ in .failure(error) }
+        }
+        // The files move only once their records are durable; a move a crash loses leaves the
+        // file in outgoing/ beside its record (an adopted request moves it then).
+        for ((record, _), result) in zip(batch, results) {
+            guard case .success = result, layout.outgoing.exists(record.name) else { continue }
+            _ = try? file(record.name, from: layout.outgoing, into: layout.done, record: nil, sync: false)
+        }
+        try? layout.done.sync()
+        try? layout.outgoing.sync()
+        return results
     }
 
     /// Moves `outgoing/NAME` into `done/` (sent) or `failed/` (its item failed), with a `-N`
@@ -190,7 +207,7 @@ public final class OutgoingDigest: @unchecked Sendable {
 
     static func hash(_ fd: Int32, size: Int64) -> String? {
         var sha = SHA256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var buffer = [UInt8](repeating: 0, count: 256 << 10)
         var offset: Int64 = 0
         while offset < size {
             let wanted = Int(min(Int64(buffer.count), size - offset))
