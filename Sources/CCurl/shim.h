@@ -11,6 +11,8 @@
 
 /// Signature of CURLOPT_WRITEFUNCTION / CURLOPT_HEADERFUNCTION callbacks.
 typedef size_t (*spoolfetch_data_callback)(char *data, size_t size, size_t count, void *context);
+/// Signature of CURLOPT_SEEKFUNCTION callbacks.
+typedef int (*spoolfetch_seek_callback)(void *context, curl_off_t offset, int origin);
 /// Signature of CURLOPT_XFERINFOFUNCTION callbacks.
 typedef int (*spoolfetch_xferinfo_callback)(void *context, curl_off_t dltotal, curl_off_t dlnow,
                                             curl_off_t ultotal, curl_off_t ulnow);
@@ -33,6 +35,9 @@ static inline CURLcode spoolfetch_easy_setopt_slist(CURL *easy, CURLoption optio
 static inline CURLcode spoolfetch_easy_setopt_data_callback(CURL *easy, CURLoption option,
                                                             spoolfetch_data_callback value) {
     return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode spoolfetch_easy_setopt_seek_callback(CURL *easy, spoolfetch_seek_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, value);
 }
 static inline CURLcode spoolfetch_easy_setopt_xferinfo_callback(CURL *easy,
                                                                 spoolfetch_xferinfo_callback value) {
@@ -61,6 +66,17 @@ static inline CURLMcode spoolfetch_multi_setopt_long(CURLM *multi, CURLMoption o
 static inline size_t spoolfetch_writefunc_pause(void) {
     return CURL_WRITEFUNC_PAUSE;
 }
+/// What a read callback returns to pause its upload (resumed by `spoolfetch_easy_unpause`), or
+/// to abort it.
+static inline size_t spoolfetch_readfunc_pause(void) {
+    return CURL_READFUNC_PAUSE;
+}
+static inline size_t spoolfetch_readfunc_abort(void) {
+    return CURL_READFUNC_ABORT;
+}
+/// What a seek callback returns: done, or this stream cannot go there.
+static inline int spoolfetch_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
+static inline int spoolfetch_seekfunc_cantseek(void) { return CURL_SEEKFUNC_CANTSEEK; }
 /// Resumes a transfer paused by its write callback. libcurl may call the write callback from
 /// inside this call with the data it kept.
 static inline CURLcode spoolfetch_easy_unpause(CURL *easy) {

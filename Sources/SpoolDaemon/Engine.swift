@@ -42,6 +42,8 @@ public final class Engine {
     let control: ControlHandler
     /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
     let requestFile = RequestFileSlot()
+    /// Upload records waiting to be written, in batches (see `Uploads.swift`).
+    var uploadRecords = UploadRecordQueue()
     /// Set up by `startUp`: they need the session and the file limit.
     var driver: TransferDriver!
     var intake: Intake!
@@ -286,6 +288,11 @@ public final class Engine {
             }
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
+        case .uploadsRecorded(let results):
+            uploadsRecorded(results)
+        case .outgoingFiled(let name, let error):
+            io.completed()
+            if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
         case .refreshEnded(let key, let attempt, let outcome, let line):

@@ -49,7 +49,7 @@ final class GroupCompletion {
             case .published(let file, let marker):
                 let requestURL = urls[record.key] ?? ""
                 var line = GroupItem(index: record.index, url: ownFacts(record)?.url ?? self.urls.shown(requestURL),
-                                     outcome: record.endedUnchanged ? "unchanged" : "published",
+                                     outcome: record.summary.isUpload ? "uploaded" : record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
                 line.urlQuerySha256 = ownFacts(record).map(\.urlQuerySha256) ?? URLPrivacy.querySHA256(requestURL)
                 // Without per-file markers the group marker carries each file's facts.

@@ -133,12 +133,15 @@ final class HookDispatch {
         switch record.phase {
         case .published(let file, let marker):
             // `unchanged`: a 304 confirmed the file already published (`skip-unchanged`).
-            environment["SPOOLFETCH_STATUS"] = record.endedUnchanged ? "unchanged" : "published"
-            environment["SPOOLFETCH_PATH"] = store.publishedPath(file)
+            environment["SPOOLFETCH_STATUS"] = record.summary.isUpload ? "uploaded" : record.endedUnchanged ? "unchanged" : "published"
+            // An upload publishes no file: its record is both the path and the marker.
+            environment["SPOOLFETCH_PATH"] = record.summary.isUpload ? marker : store.publishedPath(file)
             // Empty under `markers: group`: the file has no marker of its own, and the group
             // marker does not exist yet (the group hook gets its path).
             environment["SPOOLFETCH_MARKER"] = marker
-            if let sha256 = record.publishedMarker?.sha256 ?? record.hash?.hexDigest { environment["SPOOLFETCH_SHA256"] = sha256 }
+            if let sha256 = record.upload.sha256 ?? record.publishedMarker?.sha256 ?? record.hash?.hexDigest {
+                environment["SPOOLFETCH_SHA256"] = sha256
+            }
         case .failed(let failure):
             environment["SPOOLFETCH_STATUS"] = "failed"
             environment["SPOOLFETCH_REASON"] = "\(failure.code): \(failure.message)"

@@ -9,6 +9,10 @@ enum EngineMessage: Sendable {
     case published([PublishResult])
     case groupEnded(request: String, markerPath: String?, journal: HeldLock?, error: StoreError?)
     case rejected(request: String, error: StoreError?)
+    /// A batch of upload records was written (each its `marker`) or could not be (`error`).
+    case uploadsRecorded([UploadRecorded])
+    /// A failed upload's file was moved into `failed/` (or could not be).
+    case outgoingFiled(name: String, error: StoreError?)
     /// A group hook has run: its group journal can go.
     case groupHookFinished(journal: HeldLock)
     /// An item hook has ended (the loop wakes to update status and to let a drain end).

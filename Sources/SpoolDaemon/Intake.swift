@@ -67,7 +67,11 @@ final class Intake {
     /// index (the file's settings and one small summary per item; none of its text). A file that
     /// does not parse goes to `rejected/` with the line and the rule. A file that cannot be read
     /// (an I/O error, not the file's fault) is logged and left claimed: the next run adopts it.
-    func parse(_ claim: ClaimedRequest) -> Parsed {
+    ///
+    /// `checkUploads`: each upload item's file must be in `outgoing/` and sendable (a fresh
+    /// claim; an adopted request's files were checked at its claim, and may since have been sent
+    /// and moved on).
+    func parse(_ claim: ClaimedRequest, checkUploads: Bool) -> Parsed {
         do {
             let fd: Int32
             do { fd = try claim.openFile() } catch {
@@ -76,7 +80,17 @@ final class Intake {
                 return .unreadable
             }
             defer { close(fd) }
-            return .indexed(try RequestParser.index(fileName: claim.name, descriptor: fd, limits: limits))
+            let index = try RequestParser.index(fileName: claim.name, descriptor: fd, limits: limits)
+            var uploads: [Int: OutgoingIdentity] = [:]
+            if checkUploads {
+                switch checkOutgoing(index) {
+                case .success(let found): uploads = found
+                case .failure(let refusal):
+                    reject(claim, refusal)
+                    return .rejected
+                }
+            }
+            return .indexed(index, uploads: uploads)
         } catch {
             switch error {
             case .rejected(let rejection):
@@ -92,11 +106,25 @@ final class Intake {
 
     /// What became of a claimed request file.
     enum Parsed {
-        case indexed(RequestIndex)
+        /// Parsed; `uploads`: each upload item's file as intake found it (by item index).
+        case indexed(RequestIndex, uploads: [Int: OutgoingIdentity])
         /// Refused (filed in `rejected/` on the I/O queue).
         case rejected
         /// Could not be read; left claimed.
         case unreadable
+    }
+
+    /// Each upload item's file as found now (by item index), or the first that cannot be sent,
+    /// as a rejection on its `url` line.
+    private func checkOutgoing(_ index: RequestIndex) -> Result<[Int: OutgoingIdentity], RequestRejection> {
+        var found: [Int: OutgoingIdentity] = [:]
+        for upload in index.uploads {
+            do throws(OutgoingRefusal) { found[upload.index] = try store.checkOutgoing(upload.name) } catch {
+                return .failure(RequestRejection(file: index.fileName, line: upload.line, rule: error.rule,
+                                                 message: "upload: " + error.reason + "; nothing was sent"))
+            }
+        }
+        return .success(found)
     }
 
     private func reject(_ claim: ClaimedRequest, _ rejection: RequestRejection) {

@@ -61,6 +61,10 @@ extension Engine {
                     return
                 }
             }
+            if let upload = item.upload {
+                startUpload(record, item, upload, credentials: credentials)
+                return
+            }
             do {
                 try driver.start(record, item, credentials: credentials)
             } catch {
@@ -186,8 +190,9 @@ extension Engine {
     /// recovered from what the spool says about it.
     func accept(_ claim: ClaimedRequest, adopted: Bool) {
         let index: RequestIndex
-        switch intake.parse(claim) {
-        case .indexed(let indexed): index = indexed
+        var uploads: [Int: OutgoingIdentity] = [:]
+        switch intake.parse(claim, checkUploads: !adopted) {
+        case .indexed(let indexed, let found): index = indexed; uploads = found
         case .rejected:
             summary.rejected += 1
             metrics.metrics.requestRejected()
@@ -208,7 +213,9 @@ extension Engine {
         let recovery = Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames)
         var confirmed: [ItemState] = []
         for record in request.items {
+            if let identity = uploads[record.index] { record.upload.identity = identity }
             guard adopted else { send(.submitted, to: record); continue }
+            if recoverUpload(record) { itemEnded(record); continue }
             switch recovery.recover(record, deadStates: ledger.deadStates) {
             case .schedule: send(.submitted, to: record)
             case .ended(let confirm):
@@ -241,6 +248,7 @@ extension Engine {
 
     /// The body is complete and verified: hand it to the publisher with its marker.
     private func publish(_ record: ItemRecord, digest: String) {
+        if record.summary.isUpload { recordUpload(record, digest: digest); return }
         guard let part = record.part, let item = record.loaded else { return }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
@@ -322,6 +330,7 @@ extension Engine {
                                   finalURL: finalURL == item?.url.string ? nil : urls.shown(finalURL),
                                   outageSeconds: record.outageSeconds(at: Date()))
         record.lifecycle.recordFailure(failure)
+        fileFailedUpload(record)
         record.part = nil
         if record.publishJob != nil {
             table.publishOver(record)

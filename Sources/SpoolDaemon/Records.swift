@@ -114,6 +114,9 @@ final class ItemTransfer {
     var sources: SourceRotation?
     /// `host:port` of the current source when it is a mirror (the scheduler's host for it).
     var sourceHost: String?
+    /// An upload item's file as intake (or its first start) found it, its open descriptor while
+    /// it is sent, and the response's body: see `Uploads.swift`.
+    var upload = UploadState()
 }
 
 /// One item of a claimed request: what the scheduler needs of it (`ItemSummary`: due time,
@@ -310,6 +313,12 @@ final class ItemRecord {
     var sourceHost: String? {
         get { transferState?.sourceHost }
         set { if newValue != nil || transferState != nil { transfer.sourceHost = newValue } }
+    }
+    /// An upload item's file and response (allocates the transfer state: an upload item is
+    /// never made dormant, so what intake found stays with it).
+    var upload: UploadState {
+        get { transferState?.upload ?? UploadState() }
+        set { transfer.upload = newValue }
     }
     /// The URL a transfer asks for now: a mirror's once the item moved on to one; else the
     /// refreshed one, else the request's.

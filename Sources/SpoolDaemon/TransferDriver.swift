@@ -14,11 +14,11 @@ final class TransferDriver {
     let store: SpoolStore
     /// Read for limits and rates at each start; a reload replaces it (`update`).
     private var configuration: DaemonConfiguration
-    private let logger: Logger
+    let logger: Logger
     /// How URLs are written down; fixed for the daemon's life (`keep-url-queries` takes a restart).
-    private let urls: URLPrivacy
+    let urls: URLPrivacy
     /// Items whose transfer is in the session, by key.
-    private(set) var running: [Int: ItemRecord] = [:]
+    var running: [Int: ItemRecord] = [:]
     /// The daemon-wide rate in force (bytes per second, 0: none) and when the schedule changes it.
     private(set) var rateInForce: Int64 = 0
     private(set) var rateChangesAt: Date?
@@ -121,6 +121,7 @@ final class TransferDriver {
     func stop(_ record: ItemRecord) {
         guard let outcome = session.remove(record.key) else { return }
         running.removeValue(forKey: record.key)
+        if record.summary.isUpload { closeUpload(record); return }
         keepPartial(record, outcome)
     }
 
@@ -128,6 +129,7 @@ final class TransferDriver {
     /// decides on.
     func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
         guard let record = running.removeValue(forKey: outcome.key) else { return nil }
+        if record.summary.isUpload { return (record, uploadEnded(record, outcome)) }
         keepPartial(record, outcome)
         if let body = outcome.unwritten, let part = record.part {
             part.unwritten = body

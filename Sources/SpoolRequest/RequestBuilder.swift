@@ -103,6 +103,8 @@ struct RequestBuilder<Sink: RequestItemSink> {
     /// When set, the lines are one item's slice: the first thing must be a `url` and there
     /// may be no other; the defaults come from the index.
     let singleItem: Bool
+    /// The `upload:` names of the items so far: one file is sent by one item only.
+    var uploads: [String: Int] = [:]
 
     init(fileName: String, maxItems: Int, sink: Sink) {
         self.fileName = fileName
@@ -190,6 +192,13 @@ struct RequestBuilder<Sink: RequestItemSink> {
     mutating func closeItem(end: Int) throws(RequestRejection) {
         guard let draft = current else { return }
         current = nil
+        if let name = draft.fields.upload {
+            if !singleItem, let first = uploads.updateValue(draft.line, forKey: name) {
+                throw reject(draft.line, "duplicate-upload", "upload \(name) is already sent by the item on line \(first)")
+            }
+        } else if let line = draft.fields.uploadOnlyLine {
+            throw reject(line, "upload-only-key", "method and content-type apply to upload items; this item has no upload")
+        }
         let fileName = self.fileName
         try sink.add(draft, end: end, defaults: defaults,
                      reject: { RequestRejection(file: fileName, line: $0, rule: $1, message: $2) })
@@ -233,7 +242,11 @@ struct FullItemSink: RequestItemSink {
             expires: own.expires ?? defaults.expires,
             refreshKey: own.refreshKey ?? defaults.refreshKey,
             credentials: own.credentials ?? defaults.credentials,
-            mirrors: own.mirrors)
+            mirrors: own.mirrors,
+            upload: own.upload.map {
+                Upload(name: $0, method: own.method ?? defaults.method ?? .put,
+                       contentType: own.contentType ?? defaults.contentType ?? Upload.defaultContentType)
+            })
     }
 }
 

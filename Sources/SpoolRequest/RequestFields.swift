@@ -4,7 +4,11 @@ import Foundation
 enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
          discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
-         expires, refreshKey = "refresh-key", credentials, mirror, maxRate = "max-rate"
+         expires, refreshKey = "refresh-key", credentials, mirror, upload, method, contentType = "content-type",
+         maxRate = "max-rate"
+
+    /// Keys that describe a download's result, meaningless for an item that sends a file.
+    static let downloadOnly: [RequestKey] = [.name, .sha256, .maxBytes, .expectedBytes, .onExists, .mirror]
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -32,6 +36,13 @@ struct RequestFields: Sendable, Hashable {
     /// `max-rate:`, file-level (the builder's, in the defaults only): bytes per second for all
     /// the file's items together. Kept here so a file without it costs its settings nothing.
     var maxRate: Int64?
+    /// `upload:`: a file in `outgoing/` to send instead of downloading (item only).
+    var upload: String?
+    var method: UploadMethod?
+    var contentType: String?
+    /// The first line of an item's own `method`/`content-type`: refused there when the item
+    /// turns out not to upload.
+    var uploadOnlyLine: Int?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -43,7 +54,33 @@ struct RequestFields: Sendable, Hashable {
             }
             seen |= key.bit
         }
+        if scope == "item" {
+            if key == .upload, let other = RequestKey.downloadOnly.first(where: { seen & $0.bit != 0 }) {
+                throw reject(line, "upload-conflict", "an upload item takes no \(other.rawValue) (it names what a download publishes)")
+            }
+            if upload != nil, RequestKey.downloadOnly.contains(key) {
+                throw reject(line, "upload-conflict", "an upload item takes no \(key.rawValue) (it names what a download publishes)")
+            }
+            if key == .method || key == .contentType, uploadOnlyLine == nil { uploadOnlyLine = line }
+        }
         switch key {
+        case .upload:
+            guard scope == "item" else {
+                throw reject(line, "item-level-key", "upload names one item's file; give it after that item's url")
+            }
+            if let why = UploadName.violation(of: value) { throw reject(line, "bad-upload", "upload \(why)") }
+            upload = value
+        case .method:
+            guard let m = UploadMethod(rawValue: value.uppercased()) else {
+                throw reject(line, "bad-method", "method must be PUT or POST (it applies to upload items)"
+                             + Suggestion.didYouMean(value, among: UploadMethod.allCases.map { $0.rawValue.lowercased() }))
+            }
+            method = m
+        case .contentType:
+            guard MediaType.isValid(value) else {
+                throw reject(line, "bad-content-type", "content-type must be a media type such as application/json (printable ASCII, at most 256 bytes)")
+            }
+            contentType = value
         case .earliestStart:
             guard let d = RFC3339.parse(value) else {
                 throw reject(line, "bad-time", "earliest-start must be an RFC 3339 time such as 2026-11-23T02:00:00Z")

@@ -24,10 +24,13 @@ public struct ItemSummary: Sendable, Hashable {
     public let discretionary: Bool
     /// The item has `mirror:` sources (found without re-reading it when its host is down).
     public let hasMirrors: Bool
+    /// The item sends a file from `outgoing/` (`upload:`).
+    public let isUpload: Bool
 
     init(offset: Int64, length: UInt32, line: UInt32, index: UInt32, hostID: UInt32, checksum: UInt32, earliestStart: Date?,
-         expectedBytes: Int64?, priority: Priority, discretionary: Bool, hasMirrors: Bool = false) {
+         expectedBytes: Int64?, priority: Priority, discretionary: Bool, hasMirrors: Bool = false, isUpload: Bool = false) {
         self.hasMirrors = hasMirrors
+        self.isUpload = isUpload
         self.checksum = checksum
         self.offset = offset
         self.length = length
@@ -113,6 +116,8 @@ public struct RequestIndex: Sendable {
     public let fileSize: Int64
     /// Items whose URL may expire before they start (for the intake warning).
     public var expiryNotes = ExpiryNotes()
+    /// The upload items, for intake's check of their files in `outgoing/`.
+    public var uploads: [UploadEntry] = []
 
     /// The request file's name (R).
     public var fileName: String { settings.fileName }
@@ -138,6 +143,7 @@ struct SummarySink: RequestItemSink {
     var hosts: [String] = []
     var hostIDs: [String: UInt32] = [:]
     var expiryNotes = ExpiryNotes()
+    var uploads: [UploadEntry] = []
 
     mutating func add(_ draft: ItemDraft, end: Int, defaults: RequestFields,
                       reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) {
@@ -152,6 +158,7 @@ struct SummarySink: RequestItemSink {
         }
         let summary = try Self.summary(of: draft, end: end, defaults: defaults, hostID: hostID, reject: reject)
         items.append(summary)
+        if let name = draft.fields.upload { uploads.append(UploadEntry(index: draft.index, line: draft.line, name: name)) }
         // Only an item that waits on purpose can outwait its URL; the others start at once.
         if summary.earliestStart != nil || summary.discretionary {
             let given = draft.fields.expires ?? defaults.expires
@@ -176,7 +183,20 @@ struct SummarySink: RequestItemSink {
             expectedBytes: own.expectedBytes ?? defaults.expectedBytes,
             priority: own.priority ?? defaults.priority ?? .normal,
             discretionary: own.discretionary ?? defaults.discretionary ?? false,
-            hasMirrors: !own.mirrors.isEmpty)
+            hasMirrors: !own.mirrors.isEmpty, isUpload: own.upload != nil)
+    }
+}
+
+/// An upload item of a request file: where its `url` line is and the file it names.
+public struct UploadEntry: Sendable, Hashable {
+    public let index: Int
+    public let line: Int
+    public let name: String
+
+    public init(index: Int, line: Int, name: String) {
+        self.index = index
+        self.line = line
+        self.name = name
     }
 }
 

@@ -43,7 +43,7 @@ public enum RequestParser {
         let settings = RequestFileSettings(fileName: fileName, group: builder.groupName, markers: builder.markers ?? .item,
                                            onExists: builder.defaults.onExists ?? .keepBoth, defaults: builder.defaults)
         return RequestIndex(settings: settings, items: items, hosts: builder.sink.hosts, fileSize: Int64(total),
-                            expiryNotes: builder.sink.expiryNotes)
+                            expiryNotes: builder.sink.expiryNotes, uploads: builder.sink.uploads)
     }
 
     /// Validates the request file open as `fd` (read with `pread` from offset 0; the

@@ -87,6 +87,8 @@ public struct RequestItem: Sendable, Hashable {
     public let credentials: String?
     /// Other sources of the same resource (`mirror:`), in order of preference.
     public let mirrors: [RequestURL]
+    /// What the item sends (`upload:`), or nil for a download.
+    public let upload: Upload?
 
     /// The item's sources: its `url`, then its mirrors (source 0, 1, …).
     public var sources: [RequestURL] { [url] + mirrors }

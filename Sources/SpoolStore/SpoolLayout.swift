@@ -6,6 +6,7 @@ import Foundation
 /// |---|---|---|
 /// | incoming | producers | request files to claim |
 /// | tmp | producers | scratch space for write-then-rename |
+/// | outgoing | producers | files to upload, named by a request's `upload:` |
 /// | active | daemon | claimed requests, one folder per worker (`active/W/R`, see `WorkerFolder`) |
 /// | staging | daemon | partial downloads (`B.part`) and their state (`B.state`) |
 /// | final | daemon | published files, `NAME.done` markers, group markers (`--final-folder` moves it) |
@@ -15,12 +16,14 @@ import Foundation
 /// | control | `spoolfetch cancel/pause/resume` | command files, answered with `.result` files |
 /// | status | daemon | one live status file per daemon (`HOST-PID.json`) |
 public final class SpoolLayout: Sendable {
-    public static let folderNames = ["incoming", "tmp", "active", "staging", "final", "done", "failed", "rejected",
+    public static let folderNames = ["incoming", "tmp", "outgoing", "active", "staging", "final", "done", "failed", "rejected",
                                      "control", "status"]
 
     public let root: String
     public let incoming: Directory
     public let tmp: Directory
+    /// Files to upload (`upload:`); nothing outside it is ever sent.
+    public let outgoing: Directory
     public let active: Directory
     public let staging: Directory
     /// The final folder: `final/` unless configured otherwise. Apart from `done/` by default so a
@@ -48,6 +51,7 @@ public final class SpoolLayout: Sendable {
         self.root = root
         incoming = try Directory(opening: root + "/incoming")
         tmp = try Directory(opening: root + "/tmp")
+        outgoing = try Directory(opening: root + "/outgoing")
         active = try Directory(opening: root + "/active")
         staging = try Directory(opening: root + "/staging")
         done = try Directory(opening: root + "/done")

@@ -35,9 +35,10 @@ public struct SpoolStore: Sendable {
 
     /// Moves `name` from `source` into `target` under its own name, or with a `-N` suffix if that
     /// name (or its `.error`) is taken, writing `N.error` first when a record is given.
+    /// `sync: false` leaves both folders unsynced (the caller syncs them once for many moves).
     @discardableResult
     func file(_ name: String, from source: Directory, into target: Directory,
-              record: ErrorRecord?) throws(StoreError) -> String {
+              record: ErrorRecord?, sync: Bool = true) throws(StoreError) -> String {
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? name : Self.suffixed(name, attempt, separator: "-")
             if target.exists(candidate) || target.exists(candidate + ".error") { continue }
@@ -58,8 +59,10 @@ public struct SpoolStore: Sendable {
             // for both folders (ext4, xfs) or one synchronous call (NFS). btrfs logs only the
             // synced folder's side: the source's sync removes the old name for good (a crash
             // between the two leaves both, which adoption recognises: `filedCopy`).
-            try target.sync()
-            try source.sync()
+            if sync {
+                try target.sync()
+                try source.sync()
+            }
             return candidate
         }
         throw StoreError("rename", target.path(of: name), errno: EEXIST)

@@ -36,11 +36,17 @@ extension CurlOption where Kind == CurlLong {
     static var lowSpeedTime: Self { .init(CURLOPT_LOW_SPEED_TIME, "CURLOPT_LOW_SPEED_TIME") }
     static var pipeWait: Self { .init(CURLOPT_PIPEWAIT, "CURLOPT_PIPEWAIT") }
     static var netrc: Self { .init(CURLOPT_NETRC, "CURLOPT_NETRC") }
+    static var upload: Self { .init(CURLOPT_UPLOAD, "CURLOPT_UPLOAD") }
+    static var post: Self { .init(CURLOPT_POST, "CURLOPT_POST") }
+    static var uploadBufferSize: Self { .init(CURLOPT_UPLOAD_BUFFERSIZE, "CURLOPT_UPLOAD_BUFFERSIZE") }
+    static var expect100TimeoutMs: Self { .init(CURLOPT_EXPECT_100_TIMEOUT_MS, "CURLOPT_EXPECT_100_TIMEOUT_MS") }
 }
 
 extension CurlOption where Kind == CurlOffset {
     static var maxFileSize: Self { .init(CURLOPT_MAXFILESIZE_LARGE, "CURLOPT_MAXFILESIZE_LARGE") }
     static var maxRecvSpeed: Self { .init(CURLOPT_MAX_RECV_SPEED_LARGE, "CURLOPT_MAX_RECV_SPEED_LARGE") }
+    static var inFileSize: Self { .init(CURLOPT_INFILESIZE_LARGE, "CURLOPT_INFILESIZE_LARGE") }
+    static var postFieldSize: Self { .init(CURLOPT_POSTFIELDSIZE_LARGE, "CURLOPT_POSTFIELDSIZE_LARGE") }
 }
 
 extension CurlOption where Kind == CurlString {
@@ -59,6 +65,8 @@ extension CurlOption where Kind == CurlPointer {
     static var writeData: Self { .init(CURLOPT_WRITEDATA, "CURLOPT_WRITEDATA") }
     static var headerData: Self { .init(CURLOPT_HEADERDATA, "CURLOPT_HEADERDATA") }
     static var privateData: Self { .init(CURLOPT_PRIVATE, "CURLOPT_PRIVATE") }
+    static var readData: Self { .init(CURLOPT_READDATA, "CURLOPT_READDATA") }
+    static var seekData: Self { .init(CURLOPT_SEEKDATA, "CURLOPT_SEEKDATA") }
     /// A buffer of at least CURL_ERROR_SIZE bytes that libcurl fills with the failure's details.
     static var errorBuffer: Self { .init(CURLOPT_ERRORBUFFER, "CURLOPT_ERRORBUFFER") }
 }
@@ -66,4 +74,5 @@ extension CurlOption where Kind == CurlPointer {
 extension CurlOption where Kind == CurlDataCallback {
     static var writeFunction: Self { .init(CURLOPT_WRITEFUNCTION, "CURLOPT_WRITEFUNCTION") }
     static var headerFunction: Self { .init(CURLOPT_HEADERFUNCTION, "CURLOPT_HEADERFUNCTION") }
+    static var readFunction: Self { .init(CURLOPT_READFUNCTION, "CURLOPT_READFUNCTION") }
 }

@@ -51,6 +51,10 @@ final class EasyHandle {
         try check(spoolfetch_easy_setopt_data_callback(raw, option.option, value), option.name)
     }
 
+    func setSeek(_ value: spoolfetch_seek_callback) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_seek_callback(raw, value), "CURLOPT_SEEKFUNCTION")
+    }
+
     func setHeaders(_ lines: [String]) throws(TransferSetupError) {
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for line in lines {

@@ -73,7 +73,8 @@ extension TransferFailure {
     public func kind(given evidence: ConnectionEvidence) -> TransferFailureKind {
         switch self {
         case .cancelled: return .cancelled
-        case .write: return .local
+        case .write, .uploadRead: return .local
+        case .uploadChanged: return .server
         case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged: return .server
         case .curl(let code, let text):
             switch code {

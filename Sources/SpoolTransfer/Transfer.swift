@@ -70,6 +70,8 @@ final class Transfer {
     var pausedForRate = false
     /// Its request's own rate bucket, while it is in the session (`RateGate.join`).
     var groupBucket: GroupBucket?
+    /// An upload's progress: what was read from its file and sent so far (see `Transfer+Upload`).
+    var sending = UploadProgress()
 
     init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate,
          checkpoints: CheckpointFlag? = nil) {
@@ -124,6 +126,7 @@ final class Transfer {
         else if named("last-modified") { facts.lastModified = value }
         else if named("content-type") { facts.contentType = value }
         else if named("content-length") { facts.contentLength = Int64(value) }
+        else if named("location") { facts.location = value }
         else if named("retry-after") {
             let v = value
             if let seconds = Double(v) { facts.retryAfter = max(0, seconds) }
@@ -145,6 +148,7 @@ final class Transfer {
     /// Body bytes of the final response. Returns false to abort the transfer.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
         responseStarted = true
+        if request.upload != nil { keepResponse(bytes); return true }
         if !bodyStarted {
             bodyStarted = true
             if !beginBody() { return false }
@@ -282,6 +286,7 @@ final class Transfer {
     /// over in `unwritten` only on success and when `handingOverHeld`; otherwise it is written
     /// now, so that a partial kept for a resume is on disk.
     func outcome(curlCode code: CURLcode, handingOverHeld: Bool = true) -> TransferOutcome {
+        if request.upload != nil { return uploadOutcome(curlCode: code) }
         let writeError = settleWriter()
         facts.finalURL = easy.string(CURLINFO_EFFECTIVE_URL)
         if facts.httpStatus == 0 { facts.httpStatus = easy.long(CURLINFO_RESPONSE_CODE) }

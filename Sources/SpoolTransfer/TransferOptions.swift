@@ -53,6 +53,7 @@ extension TransferSession {
             try easy.set(.range, "\(request.resumeFrom)-")
             if let validator = request.ifRange { headers.append("If-Range: \(validator)") }
         }
+        if let upload = request.upload { try configureUpload(easy, upload, context: context, headers: &headers) }
         if !headers.isEmpty { try easy.setHeaders(headers) }
         try easy.set(.writeFunction, TransferCallbacks.write)
         try easy.set(.writeData, context)

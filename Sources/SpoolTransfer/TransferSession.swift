@@ -65,6 +65,7 @@ public final class TransferSession {
     /// Bytes on disk and the expected total of a running transfer (for status and progress).
     public func progress(of key: Int) -> (bytes: Int64, total: Int64?)? {
         guard let t = running[key] else { return nil }
+        if let upload = t.request.upload { return (t.sending.sent, upload.size) }
         let total: Int64? = t.facts.rangeTotal ?? t.facts.contentLength.map { $0 + (t.facts.rangeStart ?? 0) }
         return (t.bytesOnDisk, total)
     }

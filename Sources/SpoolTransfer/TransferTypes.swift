@@ -30,6 +30,9 @@ public struct TransferRequest: Sendable {
     /// A cap shared with the other transfers of the same group (a request's `max-rate:`),
     /// besides the session's.
     public var rateGroup: RateGroup?
+    /// Set for an upload: the body sent, read from its file; `destination` is then unused (the
+    /// response body's first bytes come back in `TransferOutcome.responseBody`).
+    public var upload: UploadSource?
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
                 prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
@@ -103,6 +106,8 @@ public struct ResponseFacts: Sendable, Hashable {
     /// `Retry-After`, in seconds from now.
     public var retryAfter: Double?
     public var redirects: Int = 0
+    /// `Location` of the final response (an upload's created resource).
+    public var location: String?
 
     public init() {}
 }
@@ -127,6 +132,11 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     case resourceChanged(sent: String, got: String)
     /// The transfer was removed by the engine (pause, cancel, shutdown).
     case cancelled
+    /// An upload's file changed under it (shorter, longer, or rewritten): what was sent is not
+    /// the file that was queued.
+    case uploadChanged(String)
+    /// Reading an upload's file failed (`errno`).
+    case uploadRead(errno: Int32)
 
     public var description: String {
         switch self {
@@ -139,6 +149,8 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .resourceChanged(let sent, let got):
             return "resumed with If-Range: \(sent), but the server sent part of another version (\(got)): it ignored If-Range; starting over"
         case .cancelled: return "cancelled"
+        case .uploadChanged(let what): return "the file to upload changed while it was sent: \(what)"
+        case .uploadRead(let e): return "reading the file to upload failed: \(String(cString: strerror(e))) (errno \(e))"
         }
     }
 
@@ -162,6 +174,8 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .rangeMismatch: return "range-mismatch"
         case .resourceChanged: return "resource-changed"
         case .cancelled: return "cancelled"
+        case .uploadChanged: return "upload-changed"
+        case .uploadRead: return "upload-unreadable"
         }
     }
 
@@ -183,7 +197,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             // 56 recv, 16 http2, 92 http2 stream, 92, 95 http3
             return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
         case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
-        case .tooLarge: return false
+        case .tooLarge, .uploadChanged, .uploadRead: return false
         case .rangeMismatch, .resourceChanged: return true
         case .cancelled: return false
         }
@@ -216,6 +230,9 @@ public struct TransferOutcome: Sendable {
     /// On success only: body bytes not yet in the destination file, which the caller must write
     /// at `unwritten.offset` before anything reads, syncs or names the file (see `ReceivedBody`).
     public var unwritten: ReceivedBody?
+    /// An upload's response body, its first `UploadSource.responseLimit` bytes (nil: none, or
+    /// not an upload).
+    public var responseBody: [UInt8]? = nil
 }
 
 /// The running SHA-256 of a body, carried between attempts so a resumed file's digest covers

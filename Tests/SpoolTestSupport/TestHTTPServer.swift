@@ -63,11 +63,17 @@ public final class TestHTTPServer: Sendable {
         var signingKey: [UInt8]?
         var refusedSignatures = 0
         var bodyBytesSent = 0
+        /// Paths that take uploads (`acceptUploads`), and what arrived (see `TestUploads.swift`).
+        var uploadTargets: [String: UploadTarget] = [:]
+        var uploadsReceived: [String: [[UInt8]]] = [:]
+        var uploadBytesReceived = 0
     }
 
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
     let state = NIOLockedValueBox(State())
+    /// Signalled whenever upload bytes arrive (`waitForUploadBytes`).
+    let uploadArrivals = NSCondition()
     public let port: Int
 
     private init(group: MultiThreadedEventLoopGroup, channel: Channel) {
@@ -190,6 +196,10 @@ final class RequestHandler: ChannelInboundHandler {
     let server: TestHTTPServer
     let connectionID: Int
     private var head: HTTPRequestHead?
+    /// An upload being received (see `TestUploads.swift`).
+    var upload: UploadReception?
+    /// A refused upload's body is dropped until its end.
+    var droppingUpload = false
 
     init(server: TestHTTPServer, connectionID: Int) {
         self.server = server
@@ -198,9 +208,13 @@ final class RequestHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head(let h): head = h
-        case .body: break
+        case .head(let h):
+            head = h
+            if beginUpload(context: context, head: h) { head = nil }
+        case .body(let buffer):
+            receiveUpload(buffer)
         case .end:
+            if finishUpload(context: context) { return }
             guard let head else { return }
             self.head = nil
             respond(context: context, head: head)
@@ -275,7 +289,7 @@ final class RequestHandler: ChannelInboundHandler {
         return (start, spec[1].isEmpty ? nil : Int(spec[1]))
     }
 
-    private func send(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
+    func send(_ context: ChannelHandlerContext, _ request: HTTPRequestHead, _ status: HTTPResponseStatus,
                       _ headers: HTTPHeaders, body: ArraySlice<UInt8>, mode: SendMode) {
         var headers = headers
         if case .chunked = mode { headers.add(name: "Transfer-Encoding", value: "chunked") }

@@ -1,0 +1,232 @@
+import Foundation
+import Logging
+import SpoolRequest
+import SpoolStore
+import SpoolTransfer
+
+/// An upload item's file: who it was when first seen (intake, or the first start of an adopted
+/// item), the descriptor it is sent from while its transfer runs, and the response's body.
+struct UploadState {
+    var identity: OutgoingIdentity?
+    var fd: Int32 = -1
+    var response: [UInt8]?
+    /// The SHA-256 of the bytes the server accepted (for the item hook).
+    var sha256: String?
+    /// The file's SHA-256 being computed beside its transfer.
+    var digest: OutgoingDigest?
+}
+
+/// Upload records waiting to be written: one batch at a time on the I/O queue, the next made of
+/// everything that finished meanwhile (a record per upload, each with its own sync and two folder
+/// syncs, kept the I/O queue behind 200 uploads of 1 MiB).
+struct UploadRecordQueue {
+    var pending: [(key: Int, record: UploadRecord, response: [UInt8]?)] = []
+    var inFlight = false
+}
+
+/// One upload's record written (`marker`), or not (`error`).
+struct UploadRecorded: Sendable {
+    let key: Int
+    let file: String
+    let marker: String?
+    let error: StoreError?
+}
+
+/// Why an upload could not start.
+enum UploadStartError: Error {
+    /// The file is gone, no longer sendable, or not the file that was queued: the item fails.
+    case refused(OutgoingRefusal)
+    /// The session would not take the transfer.
+    case session(StoreError)
+}
+
+extension TransferDriver {
+    /// Opens `outgoing/NAME` (`SpoolStore.openOutgoing`: no symlink, a regular file with one
+    /// link), checks that it is the file first seen — the same inode, size, mtime and ctime — and
+    /// adds its transfer, sent whole from byte 0.
+    func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
+                     credentials: [RequestHeader]) throws(UploadStartError) {
+        if record.startedAt == nil { record.startedAt = Date() }
+        let opened: (fd: Int32, identity: OutgoingIdentity)
+        do throws(OutgoingRefusal) { opened = try store.openOutgoing(upload.name) } catch {
+            throw .refused(error.rule == "upload-missing" && record.upload.identity != nil
+                ? OutgoingRefusal(rule: "upload-changed", reason: error.reason + " any more (it was there when queued)") : error)
+        }
+        var state = record.upload
+        if let first = state.identity, first != opened.identity {
+            close(opened.fd)
+            throw .refused(OutgoingRefusal(rule: "upload-changed", reason: "outgoing/\(upload.name) changed after it was queued "
+                                           + Self.change(from: first, to: opened.identity)))
+        }
+        state.identity = opened.identity
+        state.fd = opened.fd
+        state.response = nil
+        state.sha256 = nil
+        state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
+        record.upload = state
+        record.bytesOnDisk = 0
+        var request = TransferRequest(url: (record.currentURL ?? item.url).string,
+                                      headers: Self.headers(item.headers, credentials: credentials).map(\.line),
+                                      destination: -1)
+        request.upload = UploadSource(fd: opened.fd, size: opened.identity.size, method: upload.method.rawValue,
+                                      contentType: upload.contentType)
+        do {
+            try session.start(key: record.key, request: request)
+        } catch {
+            closeUpload(record)
+            throw .session(StoreError("curl_multi_add_handle", "\(urls.shown(item.url.string)) (\(error))", errno: EIO))
+        }
+        running[record.key] = record
+        logger.debug("upload started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
+                                                  "file": "\(upload.name)", "bytes": "\(opened.identity.size)",
+                                                  "attempt": "\(record.attempts)"])
+    }
+
+    /// An upload's transfer ended: its file closed, and checked once more — a file written to
+    /// while it was sent fails the item rather than leave a mix on the server.
+    func uploadEnded(_ record: ItemRecord, _ outcome: TransferOutcome) -> TransferEnd {
+        var failure = outcome.failure
+        var state = record.upload
+        if state.fd >= 0, let first = state.identity, let now = SpoolStore.identity(of: state.fd), now != first,
+           failure == nil || failure == .cancelled || failure?.isTransient == true {
+            failure = .uploadChanged(Self.change(from: first, to: now))
+        }
+        // The file was the same before and after: its digest is that of the bytes sent.
+        let digest = failure == nil ? state.digest?.wait() : nil
+        if failure == nil && digest == nil { failure = .uploadChanged("it could not be read whole to hash it") }
+        state.digest = nil
+        state.response = failure == nil ? outcome.responseBody : nil
+        state.sha256 = digest
+        record.upload = state
+        closeUpload(record)
+        record.lastFacts = outcome.facts
+        record.bytesOnDisk = 0
+        if failure == nil, let digest {
+            record.bytesOnDisk = outcome.bytesOnDisk
+            return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
+        }
+        let reason = failure ?? .curl(code: -1, text: "no result")
+        record.lastFailure = reason
+        return TransferEnd(failure: reason, sha256: nil, retryAfter: outcome.facts.retryAfter, hasPartial: false,
+                           outage: reason == outcome.failure && outcome.isOutage)
+    }
+
+    /// Closes the upload's file (a stop, pause or cancel; the end of a transfer).
+    func closeUpload(_ record: ItemRecord) {
+        var state = record.upload
+        guard state.fd >= 0 else { return }
+        close(state.fd)
+        state.fd = -1
+        state.digest = nil
+        record.upload = state
+    }
+
+    /// What differs between two looks at a file, for the `upload-changed` message.
+    static func change(from a: OutgoingIdentity, to b: OutgoingIdentity) -> String {
+        if a.inode != b.inode || a.device != b.device { return "(another file took its name)" }
+        if a.size != b.size { return "(\(a.size) bytes, now \(b.size))" }
+        return "(written to: its modification or change time moved)"
+    }
+}
+
+extension Engine {
+    /// An upload item at its turn: its file opened and checked, its transfer added. A file that
+    /// is gone or changed fails the item with `upload-changed`, sending nothing.
+    func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload, credentials: [RequestHeader]) {
+        do throws(UploadStartError) {
+            try driver.startUpload(record, item, upload, credentials: credentials)
+        } catch {
+            switch error {
+            case .refused(let refusal):
+                send(.refusedBeforeRequest(code: refusal.rule, message: refusal.reason), to: record)
+            case .session(let e):
+                send(.couldNotStart(StartProblem(errno: e.errno), message: "\(e)"), to: record)
+            }
+        }
+    }
+
+    /// The server accepted the whole file: its record (`final/NAME.uploaded`, and
+    /// `NAME.response`) is written and the file moved into `done/`, on the I/O queue.
+    func recordUpload(_ record: ItemRecord, digest: String) {
+        guard let item = record.loaded, let upload = item.upload else { return }
+        let facts = record.lastFacts ?? ResponseFacts()
+        let finished = Date()
+        let url = (record.currentURL ?? item.url).string
+        let entry = UploadRecord(
+            request: record.request.name, group: record.request.group, index: record.index,
+            requestInode: record.request.inode, name: upload.name, url: urls.shown(item.url.string),
+            method: upload.method.rawValue, contentType: upload.contentType, bytes: record.bytesOnDisk, sha256: digest,
+            httpStatus: facts.httpStatus, etag: facts.etag, location: facts.location.map { urls.shown($0) },
+            startedAt: RFC3339.format(record.startedAt ?? finished), finishedAt: RFC3339.format(finished),
+            attempts: record.attempts, outageSeconds: record.outageSeconds(at: finished))
+        logger.debug("upload accepted", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url))",
+                                                   "status": "\(facts.httpStatus)", "bytes": "\(record.bytesOnDisk)"])
+        uploadRecords.pending.append((record.key, entry, record.upload.response))
+        writeUploadRecords()
+    }
+
+    /// Hands the waiting records to the I/O queue as one batch, unless a batch is under way.
+    private func writeUploadRecords() {
+        guard !uploadRecords.inFlight, !uploadRecords.pending.isEmpty else { return }
+        let batch = uploadRecords.pending
+        uploadRecords.pending = []
+        uploadRecords.inFlight = true
+        let store = self.store
+        io.submit {
+            let results = store.recordUploads(batch.map { ($0.record, $0.response) })
+            return .uploadsRecorded(zip(batch, results).map { item, result in
+                switch result {
+                case .success(let marker): UploadRecorded(key: item.key, file: item.record.name, marker: marker, error: nil)
+                case .failure(let error): UploadRecorded(key: item.key, file: item.record.name, marker: nil, error: error)
+                }
+            })
+        }
+    }
+
+    /// The I/O queue wrote a batch of records (an upload whose record could not be written fails:
+    /// the server has the file, but without a durable record a restart would send it again).
+    func uploadsRecorded(_ results: [UploadRecorded]) {
+        io.completed()
+        uploadRecords.inFlight = false
+        for result in results {
+            guard let record = table.item(result.key), record.phase == .publishing else { continue }
+            var state = record.upload
+            state.response = nil
+            record.upload = state
+            if let marker = result.marker {
+                send(.publishSucceeded(file: result.file, marker: marker), to: record)
+            } else {
+                send(.publishFailed(partGone: true, permanent: true,
+                                    message: "the server accepted the upload, but its record could not be written: \(result.error.map { "\($0)" } ?? "")"),
+                     to: record)
+            }
+        }
+        writeUploadRecords()
+    }
+
+    /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue.
+    func fileFailedUpload(_ record: ItemRecord) {
+        guard record.summary.isUpload, let name = record.details?.upload?.name else { return }
+        driver.closeUpload(record)
+        let store = self.store
+        io.submit {
+            do throws(StoreError) { try store.moveOutgoing(name, failed: true); return .outgoingFiled(name: name, error: nil) }
+            catch { return .outgoingFiled(name: name, error: error) }
+        }
+    }
+
+    /// An adopted upload item whose record this request wrote before the restart: it ended
+    /// uploaded, and is not sent again (its file moved into `done/` if the move was lost).
+    func recoverUpload(_ record: ItemRecord) -> Bool {
+        guard record.summary.isUpload, let name = record.details?.upload?.name,
+              let found = store.uploadRecord(name, request: record.request.name, inode: record.request.inode,
+                                             index: record.index) else { return false }
+        record.lifecycle.recovered(as: .published(file: name, marker: store.layout.final.path(of: name + ".uploaded")),
+                                   attempts: found.attempts)
+        do { try store.moveOutgoing(name, failed: false) } catch {
+            logger.warning("could not move an uploaded file into done/: \(error)", metadata: ["item": "\(record.id)"])
+        }
+        logger.info("upload already recorded before the restart; not sent again", metadata: ["item": "\(record.id)"])
+        return true
+    }
+}
