@@ -1,5 +1,4 @@
 internal import CCurl
-import Crypto
 import Foundation
 
 /// The body of an upload: a file the caller opened (and keeps open until the outcome), sent
