@@ -12,9 +12,11 @@ extension ConfigurationKey {
         .optionalText("final-folder", \.finalFolder, value: "dir", reload: false, example: "/srv/data/in",
                       "Where published files and markers go (none: SPOOL/final)"),
         .int("concurrency", \.concurrency, atLeast: 1, reload: true, example: "32",
-             "Transfers at once"),
+             "Connections at once (an HTTP/2 connection counts once, however many requests it carries)"),
         .int("per-host", \.perHost, atLeast: 1, reload: true, example: "4",
-             "Transfers at once to one host:port"),
+             "Connections at once to one host:port: one request each over HTTP/1.1"),
+        .int("max-streams", \.maxStreams, atLeast: 1, reload: true, example: "50",
+             "Requests at once to one host over HTTP/2, as streams of one connection (the server's own limit holds too)"),
         .optionalText("window", \.window, value: "HH:MM-HH:MM", reload: true, example: "22:00-06:00",
                       "Discretionary window, local time, may cross midnight",
                       rule: { DailyWindow(parsing: $0) == nil

@@ -92,7 +92,7 @@ public final class Engine {
         }
         store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         scheduler = Scheduler(configuration: SchedulerConfiguration(
-            concurrency: configuration.concurrency, perHost: configuration.perHost,
+            concurrency: configuration.concurrency, perHost: configuration.perHost, maxStreams: configuration.maxStreams,
             window: configuration.window.flatMap(DailyWindow.init(parsing:))))
         policy = RetryPolicy(maxAttempts: configuration.maxAttempts, resourceTimeout: configuration.resourceTimeout,
                              backoff: Backoff(base: configuration.retryBase, cap: configuration.retryCap))
@@ -128,11 +128,11 @@ public final class Engine {
                 beginStop(reason: "libcurl failed")
                 ended = []
             }
-            for record in driver.bodiesBegan() { hostAnswered(record) }
+            for (record, facts) in driver.bodiesBegan() { hostAnswered(record, facts) }
             driver.checkpointsReached()
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
-                if !end.outage && end.failure != .cancelled { hostAnswered(record) }
+                if !end.outage && end.failure != .cancelled { hostAnswered(record, outcome.facts) }
                 send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }

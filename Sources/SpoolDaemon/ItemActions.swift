@@ -153,7 +153,9 @@ extension Engine {
     }
 
     /// Something of the item's host answered: if the host was held, its items may start now.
-    func hostAnswered(_ record: ItemRecord) {
+    func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts) {
+        // What the host speaks sets its budget: streams of one connection, or a connection each.
+        if facts.httpStatus != 0 { scheduler.hostSpoke(record.hostKey, multiplexes: facts.multiplexed) }
         let now = Date()
         record.outageEnded(at: now)
         guard let outage = scheduler.hostReachable(record.hostKey) else { return }

@@ -153,11 +153,11 @@ final class TransferDriver {
     /// leaves a partial the next run can resume with `Range` + `If-Range`.
     /// Returns the items whose response began: their host answered.
     @discardableResult
-    func bodiesBegan() -> [ItemRecord] {
-        var began: [ItemRecord] = []
+    func bodiesBegan() -> [(record: ItemRecord, facts: ResponseFacts)] {
+        var began: [(record: ItemRecord, facts: ResponseFacts)] = []
         for started in session.takeBodyStarts() {
             guard let record = running[started.key] else { continue }
-            began.append(record)
+            began.append((record, started.facts))
             if started.restartedFromZero {
                 record.bytesOnDisk = 0
                 logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
@@ -235,6 +235,9 @@ final class TransferDriver {
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
         session.setMaxRate(configuration.maxRate)
+        do { try session.setConnectionLimits(perHost: configuration.perHost, streams: configuration.maxStreams) } catch {
+            logger.error("SIGHUP: libcurl refused the new connection limits; the old ones stay", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Bytes on disk and the expected total of a running transfer.

@@ -98,6 +98,7 @@ final class Transfer {
             facts.redirects = redirects + (sawResponse ? 1 : 0)
             let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ", maxSplits: 2)
             if parts.count >= 2, let status = Int(parts[1]) { facts.httpStatus = status }
+            facts.multiplexed = !bytes.starts(with: "HTTP/1".utf8)
             return
         }
         guard let colon = bytes.firstIndex(of: 0x3A) else { return }

@@ -35,6 +35,14 @@ public final class TransferSession {
         self.configuration = configuration
         waker = TransferWaker(multi: m)
         gate.setRate(configuration.maxRate)
+        do {
+            try Self.setConnectionLimits(m, perHost: configuration.maxHostConnections, streams: configuration.maxStreams,
+                                         proxied: !proxies.isEmpty)
+        } catch {
+            waker.invalidate()
+            curl_multi_cleanup(m)
+            throw TransferSetupError(error)
+        }
         if configuration.maxConnections > 0 {
             do {
                 try MultiCall.check("CURLMOPT_MAX_TOTAL_CONNECTIONS",
@@ -83,6 +91,22 @@ public final class TransferSession {
             running.removeValue(forKey: key)
             throw TransferSetupError(option: "curl_multi_add_handle", code: Int(code.rawValue))
         }
+    }
+
+    /// New `--per-host` and `--max-streams` (a reload); connections already open stay.
+    public func setConnectionLimits(perHost: Int, streams: Int) throws(TransferSessionError) {
+        try Self.setConnectionLimits(multi, perHost: perHost, streams: streams, proxied: !proxies.isEmpty)
+    }
+
+    /// libcurl's own bounds under the scheduler's: streams per HTTP/2 connection, and connections
+    /// per host. The latter not through a proxy, where libcurl counts every connection against
+    /// the proxy's host and the daemon's other hosts would wait for one host's limit.
+    private static func setConnectionLimits(_ m: UnsafeMutableRawPointer, perHost: Int, streams: Int,
+                                            proxied: Bool) throws(TransferSessionError) {
+        try MultiCall.check("CURLMOPT_MAX_CONCURRENT_STREAMS",
+                            spoolfetch_multi_setopt_long(m, CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, streams)))
+        try MultiCall.check("CURLMOPT_MAX_HOST_CONNECTIONS",
+                            spoolfetch_multi_setopt_long(m, CURLMOPT_MAX_HOST_CONNECTIONS, proxied ? 0 : max(0, perHost)))
     }
 
     /// Changes the session-wide rate limit (bytes per second over all transfers; 0: none), for

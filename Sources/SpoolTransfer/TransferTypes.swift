@@ -64,6 +64,13 @@ public struct TransferConfiguration: Sendable {
     public var maxRate: Int64 = 0
     /// Upper bound on simultaneous connections the multi handle may open (0: libcurl default).
     public var maxConnections: Int = 0
+    /// Connections at once to one host (`--per-host`; 0: no bound). Holds HTTP/2 too when the
+    /// server allows fewer streams than `maxStreams`: libcurl then opens more connections up to
+    /// this bound, and further transfers wait inside libcurl for a stream.
+    public var maxHostConnections: Int = 0
+    /// Streams at once on one HTTP/2 connection (`--max-streams`); the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS bounds it further.
+    public var maxStreams: Int = 100
 
     public init() {}
 }
@@ -86,6 +93,8 @@ public struct ResponseFacts: Sendable, Hashable {
     public var rangeStart: Int64?
     /// `Retry-After`, in seconds from now.
     public var retryAfter: Double?
+    /// The response came over HTTP/2 or later: its connection carries other transfers as streams.
+    public var multiplexed = false
     public var redirects: Int = 0
 
     public init() {}
