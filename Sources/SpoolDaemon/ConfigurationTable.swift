@@ -17,6 +17,8 @@ extension ConfigurationKey {
              "Connections at once to one host:port: one request each over HTTP/1.1"),
         .int("max-streams", \.maxStreams, atLeast: 1, reload: true, example: "50",
              "Requests at once to one host over HTTP/2, as streams of one connection (the server's own limit holds too)"),
+        .int("max-segments", \.maxSegments, atLeast: 1, reload: true, example: "4",
+             "Connections one large file (16 MiB or more, from a server that answers ranges) may use at once, within per-host and only where no other waiting item of the host needs them; 1 = one stream"),
         .optionalText("window", \.window, value: "HH:MM-HH:MM", reload: true, example: "22:00-06:00",
                       "Discretionary window, local time, may cross midnight",
                       rule: { DailyWindow(parsing: $0) == nil

@@ -130,6 +130,7 @@ public final class Engine {
             }
             for (record, facts) in driver.bodiesBegan() { hostAnswered(record, facts) }
             driver.checkpointsReached()
+            growSegments()
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
                 if !end.outage && end.failure != .cancelled { hostAnswered(record, outcome.facts) }

@@ -70,6 +70,7 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
 /// | running, written in this boot | validator (a strong ETag or Last-Modified) and a non-empty part | resume from the part's end |
 /// | running, written in another boot (a power cut or reboot since) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
+/// | running, segmented (any boot) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
 /// | running | otherwise | startOver |
 ///
 /// Attempts carry over in every plan but `startOver` of an item without a state.
@@ -100,7 +101,8 @@ enum RecoveryPlanner {
             guard ResumeValidator.ifRange(etag: state.etag, lastModified: state.lastModified) != nil,
                   let size = facts.partSize, size > 0 else { return .startOver }
             let sameBoot = state.bootID != nil && state.bootID == facts.currentBoot
-            let trusted = sameBoot ? size : min(size, state.syncedBytes ?? 0)
+            // A segmented part is whole only up to its synced prefix, whoever stopped writing it.
+            let trusted = sameBoot && state.segments == nil ? size : min(size, state.syncedBytes ?? 0)
             guard trusted > 0 else { return .startOver }
             return .resume(bytes: trusted, etag: state.etag, lastModified: state.lastModified)
         }

@@ -18,6 +18,8 @@ final class TransferDriver {
     private let urls: URLPrivacy
     /// Items whose transfer is in the session, by key.
     private(set) var running: [Int: ItemRecord] = [:]
+    /// Items whose body is fetched in segments now, with their ranges (`ItemState.segments`).
+    private var segmented: [Int: Int] = [:]
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
 
@@ -79,7 +81,7 @@ final class TransferDriver {
             record.bytesOnDisk = 0
             record.hash = nil
         }
-        let request = TransferRequest(
+        var request = TransferRequest(
             url: (record.currentURL ?? item.url).string,
             headers: Self.headers(item.headers, credentials: credentials).map(\.line)
                 + conditionalHeaders(record, item, resumeFrom: resumeFrom),
@@ -92,6 +94,7 @@ final class TransferDriver {
             // busy threads on two cores made those drains slower, not faster.
             writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
             syncEvery: configuration.syncEvery)
+        request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -192,7 +195,27 @@ final class TransferDriver {
         ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
                   phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                   bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string)
+                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string,
+                  segments: segmented[record.key])
+    }
+
+    /// `record`'s body is about to be fetched in up to `ranges` ranges. Its state says so first,
+    /// before any range is written: a restart then trusts only the synced in-order prefix. False
+    /// when that state cannot be written (the body then stays one stream).
+    func markSegmented(_ record: ItemRecord, ranges: Int) -> Bool {
+        guard let part = record.part else { return false }
+        segmented[record.key] = ranges
+        guard record.hasStateFile || part.isNamed else { return true }   // no state: a restart starts over
+        let durable = session.durablePrefix(of: record.key)
+        do {
+            try store.writeState(record.base, runningState(record, part, bytes: durable, synced: durable))
+            record.hasStateFile = true
+            return true
+        } catch {
+            segmented.removeValue(forKey: record.key)
+            logger.warning("could not write the item's state; fetched as one stream: \(error)", metadata: ["item": "\(record.id)"])
+            return false
+        }
     }
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),
@@ -264,6 +287,12 @@ final class TransferDriver {
     }
 
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
+        segmented.removeValue(forKey: record.key)
+        if outcome.partHasMore, let part = record.part {
+            // Ranges past the in-order prefix go: nothing may build on them. Should this fail,
+            // the next start cuts the part back to the prefix anyway.
+            try? part.truncate(to: outcome.bytesOnDisk)
+        }
         record.bytesOnDisk = outcome.bytesOnDisk
         record.hash = outcome.hashState
         // Only a response whose body went into the part names the part's version: an error

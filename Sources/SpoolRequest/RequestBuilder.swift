@@ -224,7 +224,8 @@ struct FullItemSink: RequestItemSink {
             expires: own.expires ?? defaults.expires,
             refreshKey: own.refreshKey ?? defaults.refreshKey,
             credentials: own.credentials ?? defaults.credentials,
-            mirrors: own.mirrors)
+            mirrors: own.mirrors,
+            segments: own.segments ?? defaults.segments)
     }
 }
 

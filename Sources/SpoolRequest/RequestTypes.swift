@@ -87,6 +87,8 @@ public struct RequestItem: Sendable, Hashable {
     public let credentials: String?
     /// Other sources of the same resource (`mirror:`), in order of preference.
     public let mirrors: [RequestURL]
+    /// Connections its body may use at once when large (`segments:`); nil: `--max-segments`.
+    public let segments: Int?
 
     /// The item's sources: its `url`, then its mirrors (source 0, 1, …).
     public var sources: [RequestURL] { [url] + mirrors }

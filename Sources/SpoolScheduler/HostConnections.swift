@@ -10,6 +10,8 @@ struct HostConnections: Sendable {
     private(set) var transfers: [String: Int] = [:]
     /// Hosts whose last response came over a multiplexing protocol (HTTP/2 or later).
     private var multiplexing: Set<String> = []
+    /// Connections of their own that segmented items hold besides their transfer's, per host.
+    private var dedicated: [String: Int] = [:]
     /// Connections held by all running transfers.
     private(set) var total = 0
     /// Streams one connection carries at once (`--max-streams`).
@@ -25,11 +27,24 @@ struct HostConnections: Sendable {
         return multiplexing.contains(host) ? (n + streams - 1) / streams : n
     }
 
+    /// Connections to `host`: its transfers' and its segments'.
+    func connections(to host: String) -> Int {
+        connections(host, transfers[host] ?? 0) + (dedicated[host] ?? 0)
+    }
+
     /// Whether one more transfer to `host` stays within `perHost` connections (HTTP/1.1) or one
     /// connection's streams (HTTP/2).
     func hostHasRoom(_ host: String, perHost: Int) -> Bool {
         let n = transfers[host] ?? 0
-        return multiplexing.contains(host) ? n < streams : n < perHost
+        if multiplexing.contains(host) && n >= streams { return false }
+        return connections(to: host) + added(by: host) <= perHost
+    }
+
+    /// Segment connections of `host` changed by `delta`.
+    mutating func dedicate(_ host: String, _ delta: Int) {
+        let n = (dedicated[host] ?? 0) + delta
+        dedicated[host] = n > 0 ? n : nil
+        total += delta
     }
 
     /// Connections one more transfer to `host` opens: 0 for a stream on a connection with room.
@@ -64,6 +79,6 @@ struct HostConnections: Sendable {
     /// A new `--max-streams` (a reload): the running transfers are counted again.
     mutating func setStreams(_ value: Int) {
         streams = max(1, value)
-        total = transfers.reduce(0) { $0 + connections($1.key, $1.value) }
+        total = transfers.reduce(0) { $0 + connections($1.key, $1.value) } + dedicated.values.reduce(0, +)
     }
 }

@@ -87,9 +87,10 @@ public struct Scheduler: Sendable {
     var readyDiscretionary: [String: Heap<ReadyEntry>] = [:]
     private var readyCount = 0
     private var readyDiscretionaryCount = 0
-    /// Running items, and the connections they hold per host.
+    /// Running items, the connections they hold per host, and segmented items' extra ones.
     var running: [ItemKey: ReadyEntry] = [:]
-    private var connections: HostConnections
+    var connections: HostConnections
+    var segmentConnections: [ItemKey: Int] = [:]
     /// Hosts backed off (Retry-After, repeated 429/503) until a time.
     private var hostHolds: [String: Double] = [:]
     /// Hosts that could not be reached (see `HostOutage.swift`).
@@ -128,8 +129,6 @@ public struct Scheduler: Sendable {
     public func isRunning(_ key: ItemKey) -> Bool { running[key] != nil }
     /// Connections the running transfers hold (what `concurrency` bounds).
     public var connectionsInUse: Int { connections.total }
-    /// Whether `hostKey` answered over HTTP/2 last (its transfers are streams of one connection).
-    public func multiplexes(_ hostKey: String) -> Bool { connections.multiplexes(hostKey) }
 
     // MARK: Changes
 
@@ -294,6 +293,7 @@ public struct Scheduler: Sendable {
     mutating func releaseSlot(_ entry: ReadyEntry) {
         let host = hostKey(of: entry)
         releaseProbe(entry.key, host: host)
+        releaseSegments(entry)
         connections.remove(host)
     }
 

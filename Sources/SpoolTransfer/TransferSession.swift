@@ -6,7 +6,7 @@ import Foundation
 /// Not thread-safe by design: one engine thread owns it, calls `start`, `remove`, `perform` and
 /// `wait`. Other threads may only use its `waker`, to interrupt `wait`.
 public final class TransferSession {
-    private let multi: UnsafeMutableRawPointer
+    let multi: UnsafeMutableRawPointer
     let configuration: TransferConfiguration
     /// The proxy variables as they were when the session started (libcurl reads the same ones).
     let proxies = ProxyEnvironment()
@@ -14,7 +14,15 @@ public final class TransferSession {
     let gate = RateGate()
     /// Raised by a body's writer after a checkpoint (see `takeCheckpoints`).
     let checkpoints = CheckpointFlag()
-    private var running: [Int: Transfer] = [:]
+    var running: [Int: Transfer] = [:]
+    /// Items fetched in segments, by key (see `SegmentSet`), and those never to be split again
+    /// (a segment broke a promise).
+    var segmentSets: [Int: SegmentSet] = [:]
+    var segmentsRefused: Set<Int> = []
+    var segmentConnectionChanges: [Int: Int] = [:]
+    let hashResults = HashResults()
+    /// Segmented items' outcomes, handed out by the next `performTransfers`.
+    var finishedOutcomes: [TransferOutcome] = []
     /// Wakes `wait` from any thread.
     public let waker: TransferWaker
 
@@ -59,6 +67,9 @@ public final class TransferSession {
     }
 
     deinit {
+        for (_, set) in segmentSets {
+            for s in set.segments { gate.forget(s); curl_multi_remove_handle(multi, s.easy.raw) }
+        }
         for (_, t) in running {
             gate.forget(t)
             curl_multi_remove_handle(multi, t.easy.raw)
@@ -72,6 +83,7 @@ public final class TransferSession {
 
     /// Bytes on disk and the expected total of a running transfer (for status and progress).
     public func progress(of key: Int) -> (bytes: Int64, total: Int64?)? {
+        if let set = segmentSets[key] { return (set.bytesOnDisk, set.total) }
         guard let t = running[key] else { return nil }
         let total: Int64? = t.facts.rangeTotal ?? t.facts.contentLength.map { $0 + (t.facts.rangeStart ?? 0) }
         return (t.bytesOnDisk, total)
@@ -133,6 +145,7 @@ public final class TransferSession {
     /// with the bytes and hash state so far so that it can be resumed.
     @discardableResult
     public func remove(_ key: Int) -> TransferOutcome? {
+        if let set = segmentSets[key] { return removeSegmented(set) }
         guard let t = running.removeValue(forKey: key) else { return nil }
         gate.forget(t)
         // Removing a handle this session added cannot fail short of memory corruption; the
@@ -186,11 +199,18 @@ public final class TransferSession {
             guard let context else { continue }
             let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
             let removed = curl_multi_remove_handle(multi, handle)
-            running.removeValue(forKey: transfer.key)
             gate.forget(transfer)
-            done.append(transfer.outcome(curlCode: result))
+            if let set = segmentSets[transfer.key] {
+                segmentEnded(set, transfer, code: result)
+            } else {
+                running.removeValue(forKey: transfer.key)
+                done.append(transfer.outcome(curlCode: result))
+            }
             try MultiCall.check("curl_multi_remove_handle", removed)
         }
+        completeHashedSets()
+        done += finishedOutcomes
+        finishedOutcomes.removeAll()
         return done
     }
 

@@ -27,6 +27,12 @@ public struct TransferRequest: Sendable {
     /// `TransferSession.takeCheckpoints` reports how far (see `BodyWriter`, "Checkpoints"). The
     /// first `resumeFrom` bytes count as durable: the caller syncs them before it starts.
     public var syncEvery: Int64
+    /// Segments at most (this transfer's connection included) when the body is large and the
+    /// server answers ranges (see `SegmentSet`); 1: one stream.
+    public var maxSegments = 1
+    /// A segment of a larger item (set by the session): its bytes are written at their offsets,
+    /// not hashed, and only a 206 of the asked range under the item's validator is accepted.
+    var segment = false
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
                 prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
@@ -95,6 +101,10 @@ public struct ResponseFacts: Sendable, Hashable {
     public var retryAfter: Double?
     /// The response came over HTTP/2 or later: its connection carries other transfers as streams.
     public var multiplexed = false
+    /// `Accept-Ranges: bytes`: the server answers ranges of this resource.
+    public var acceptsRanges = false
+    /// Connections the body came over: more than 1 when it was fetched in segments.
+    public var connections = 1
     public var redirects: Int = 0
 
     public init() {}
@@ -206,6 +216,9 @@ public struct TransferOutcome: Sendable {
     /// What the connection saw: whether a response began, the socket's errno. Decides
     /// `failureKind` (outage or failure from the server).
     public var evidence: ConnectionEvidence
+    /// The destination holds bytes past `bytesOnDisk` (ranges of a segmented transfer that
+    /// stopped): the caller cuts it back before anything builds on it.
+    public var partHasMore = false
     /// On success only: body bytes not yet in the destination file, which the caller must write
     /// at `unwritten.offset` before anything reads, syncs or names the file (see `ReceivedBody`).
     public var unwritten: ReceivedBody?

@@ -41,6 +41,7 @@ struct Run: ParsableCommand {
     @Option(help: .setting("concurrency")) var concurrency: String?
     @Option(name: .customLong("per-host"), help: .setting("per-host")) var perHost: String?
     @Option(name: .customLong("max-streams"), help: .setting("max-streams")) var maxStreams: String?
+    @Option(name: .customLong("max-segments"), help: .setting("max-segments")) var maxSegments: String?
     @Option(help: .setting("window")) var window: String?
     @Option(name: .customLong("stall-timeout"), help: .setting("stall-timeout")) var stallTimeout: String?
     @Option(name: .customLong("resource-timeout"), help: .setting("resource-timeout")) var resourceTimeout: String?

@@ -105,6 +105,19 @@ final class RecoveryPlannerTests: XCTestCase {
                        .resume(bytes: 4096, etag: "\"e\"", lastModified: nil), "this boot: a kill loses no write")
     }
 
+    /// A segmented body's part holds ranges past its in-order prefix, with holes between them:
+    /// in this boot too, only the synced prefix is resumed from.
+    func testRunningSegmentedResumesFromTheSyncedPrefixOnlyInAnyBoot() {
+        var segmented = state(.running, etag: "\"e\"", synced: 1024)
+        segmented.segments = 6
+        XCTAssertEqual(plan(segmented, part: 4096), .resume(bytes: 1024, etag: "\"e\"", lastModified: nil))
+        segmented.syncedBytes = nil
+        XCTAssertEqual(plan(segmented, part: 4096), .startOver, "nothing synced")
+        segmented.bootID = "b0"
+        segmented.syncedBytes = 2048
+        XCTAssertEqual(plan(segmented, part: 4096), .resume(bytes: 2048, etag: "\"e\"", lastModified: nil))
+    }
+
     func testRunningWithOnlyAWeakETagStartsOver() {
         XCTAssertEqual(plan(state(.running, etag: "W/\"e\""), part: 4096), .startOver,
                        "a weak ETag promises no bytes: If-Range must not carry it")

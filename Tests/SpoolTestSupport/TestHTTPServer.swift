@@ -31,6 +31,9 @@ public enum ResponseBehavior: Sendable {
     /// Like `.normal`, answered `delay` after the request (a distant or busy origin); the
     /// server counts how many such requests wait at once (`maxConcurrentDelayed`).
     case delayed(TimeAmount)
+    /// Like `.ignoreIfRange`, but of another version of the resource (`body` under `etag`), as
+    /// when it changed between two requests and the server ignores `If-Range`.
+    case version(body: [UInt8], etag: String)
 }
 
 /// A request as the server saw it.
@@ -228,6 +231,11 @@ final class RequestHandler: ChannelInboundHandler {
     private func answer(context: ChannelHandlerContext, head: HTTPRequestHead,
                         resource: TestHTTPServer.Resource?, behavior: ResponseBehavior) {
         switch behavior {
+        case .version(let body, let etag):
+            var changed = resource
+            changed?.body = body
+            changed?.etag = etag
+            answer(context: context, head: head, resource: changed, behavior: .ignoreIfRange)
         case .delayed(let delay):
             server.delayBegan()
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)

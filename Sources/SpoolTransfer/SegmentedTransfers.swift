@@ -1,0 +1,251 @@
+internal import CCurl
+import Foundation
+
+/// Segmented transfers (see `SegmentSet`): which running bodies may be split, the split, the end
+/// of each range, and the final hash pass.
+extension TransferSession {
+    /// A body at least this large may be fetched in segments: below it one connection's
+    /// slow start and a request's round trip are most of what segments could save.
+    public static let segmentThreshold: Int64 = 16 << 20
+    /// No range is split below twice this: each range costs a request and a new connection.
+    static let minimumPiece: Int64 = 1 << 20
+
+    /// Running transfers whose body may be split, offered on every call until they are (a
+    /// host's connections may come free later): at least `segmentThreshold` bytes in all and
+    /// twice `minimumPiece` left, from a server that answered a range (206) or announced ranges
+    /// (`Accept-Ranges: bytes`), under a strong validator. With the most segments each may use.
+    public func splitCandidates() -> [(key: Int, maxSegments: Int)] {
+        var found: [(key: Int, maxSegments: Int)] = []
+        for (key, t) in running where t.bodyStarted && t.request.maxSegments > 1 && t.splittable != false {
+            if t.splittable == nil {
+                t.splittable = !segmentsRefused.contains(key) && t.abortReason == nil
+                    && (t.facts.httpStatus == 206 || (t.facts.httpStatus == 200 && t.facts.acceptsRanges))
+                    && SegmentSet.validator(t.facts) != nil
+                    && (t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil) ?? 0) >= Self.segmentThreshold
+            }
+            guard t.splittable == true, segmentSets[key] == nil, !t.reachedStop,
+                  let total = t.facts.rangeTotal ?? t.facts.contentLength,
+                  total - t.bytesOnDisk >= 2 * Self.minimumPiece else { continue }
+            found.append((key, t.request.maxSegments))
+        }
+        return found
+    }
+
+    /// Splits what is left of `key`'s body into ranges for up to `connections` more connections.
+    /// Returns how many segments started.
+    public func split(_ key: Int, connections: Int) -> Int {
+        guard connections > 0, let primary = running[key], segmentSets[key] == nil,
+              let total = primary.facts.rangeTotal ?? primary.facts.contentLength else { return 0 }
+        let start = primary.bytesOnDisk
+        let pieces = Int(min(Int64(connections + 1), (total - start) / Self.minimumPiece))
+        guard pieces >= 2 else { return 0 }
+        let set = SegmentSet(primary: primary, total: total)
+        let size = (total - start) / Int64(pieces)
+        primary.stopAt = start + size
+        segmentSets[key] = set
+        primary.splittable = false
+        for i in 1..<pieces {
+            let from = start + size * Int64(i)
+            guard startSegment(set, from: from, to: i == pieces - 1 ? total : from + size) else {
+                fallBack(set, .curl(code: -1, text: "a segment could not be started"))
+                return 0
+            }
+        }
+        set.peakConnections = set.connections
+        return set.segments.count
+    }
+
+    /// Segmented items (for the engine's per-host accounting and `setStealing`).
+    public var segmentedKeys: [Int] { Array(segmentSets.keys) }
+
+    /// Whether `key`'s finished ranges may take over half of a remaining one; false leaves the
+    /// connection free for the host's other items.
+    public func setStealing(_ key: Int, _ allowed: Bool) { segmentSets[key]?.stealing = allowed }
+
+    /// Items whose count of segment connections changed since the last call, with the count.
+    public func takeSegmentConnectionChanges() -> [(key: Int, segments: Int)] {
+        defer { segmentConnectionChanges.removeAll() }
+        return segmentConnectionChanges.map { ($0.key, $0.value) }
+    }
+
+    private func startSegment(_ set: SegmentSet, from: Int64, to: Int64) -> Bool {
+        let primary = set.primary
+        guard let validator = SegmentSet.validator(primary.facts) else { return false }
+        var request = TransferRequest(url: primary.request.url, headers: primary.request.headers,
+                                      destination: primary.request.destination, resumeFrom: from, ifRange: validator)
+        request.segment = true
+        do {
+            let easy = try EasyHandle()
+            let t = Transfer(key: set.key, easy: easy, request: request, proxies: proxies, gate: gate)
+            t.stopAt = to
+            try configure(easy, for: t, maxRecvSpeed: 0)
+            // A connection of its own: a throttling server caps each connection, not each stream.
+            try easy.set(.pipeWait, false)
+            try easy.set(.httpVersion, Int(CURL_HTTP_VERSION_1_1))
+            try easy.set(.freshConnect, true)
+            try easy.set(.forbidReuse, true)
+            guard curl_multi_add_handle(multi, easy.raw) == CURLM_OK else { return false }
+            set.segments.append(t)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// A transfer of a segmented item ended (its handle is out of the multi handle already).
+    func segmentEnded(_ set: SegmentSet, _ t: Transfer, code: CURLcode) {
+        var outcome = t.outcome(curlCode: code)
+        if t === set.primary {
+            set.primaryRunning = false
+            if outcome.failure == nil, t.reachedStop, let broken = set.broken {
+                // It stopped at its range's end as a segment broke the set: the rest is missing.
+                outcome.failure = broken
+                outcome.sha256 = nil
+                finish(set, outcome)
+                return
+            } else if outcome.failure == nil, t.reachedStop {
+                set.prefix = outcome
+                steal(set)
+            } else {
+                // Done alone after a fallback, or failed: it is the item's outcome either way.
+                stopSegments(set)
+                if outcome.failure != nil && set.broken != nil { segmentsRefused.insert(set.key) }
+                outcome.facts.connections = 1
+                finish(set, outcome)
+                return
+            }
+        } else {
+            set.segments.removeAll { $0 === t }
+            let end = min(t.stopAt, set.total)
+            if outcome.failure == nil, t.bytesOnDisk == end {
+                set.finishedBytes += end - t.request.resumeFrom
+                steal(set)
+            } else {
+                fallBack(set, outcome.failure ?? .curl(code: 18, text: "segment ended at \(t.bytesOnDisk), expected \(end)"))
+                return
+            }
+        }
+        segmentConnectionChanges[set.key] = set.segments.count
+        completeIfWhole(set)
+    }
+
+    /// Half of the largest remaining range goes to a new segment, if worth it and allowed.
+    private func steal(_ set: SegmentSet) {
+        guard set.stealing, set.broken == nil,
+              let (victim, at) = set.largestRemaining(minimumPiece: Self.minimumPiece) else { return }
+        let end = victim.stopAt
+        victim.stopAt = at
+        if !startSegment(set, from: at, to: end) { victim.stopAt = end }
+        set.peakConnections = max(set.peakConnections, set.connections)
+    }
+
+    /// A promise broke (or a segment failed): stop every segment; the primary, if it still runs,
+    /// carries the rest alone; else the item fails with `failure` and is not split again.
+    private func fallBack(_ set: SegmentSet, _ failure: TransferFailure) {
+        set.broken = set.broken ?? failure
+        segmentsRefused.insert(set.key)
+        stopSegments(set)
+        segmentConnectionChanges[set.key] = 0
+        if set.primaryRunning {
+            set.primary.stopAt = .max
+        } else if var outcome = set.prefix {
+            outcome.failure = failure
+            outcome.sha256 = nil
+            finish(set, outcome)
+        }
+    }
+
+    private func stopSegments(_ set: SegmentSet) {
+        for s in set.segments {
+            gate.forget(s)
+            _ = curl_multi_remove_handle(multi, s.easy.raw)
+            _ = s.outcome(curlCode: CURLE_OK, handingOverHeld: false)
+        }
+        set.segments.removeAll()
+    }
+
+    /// Every range is in: hash what follows the primary's range, in order, off this thread.
+    private func completeIfWhole(_ set: SegmentSet) {
+        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.broken == nil,
+              let prefix = set.prefix else { return }
+        set.hashing = true
+        let results = hashResults, waker = waker, key = set.key
+        HashPass.start(fd: set.primary.request.destination, from: prefix.bytesOnDisk, to: set.total,
+                       sha: prefix.hashState.sha) { result in
+            results.append(key: key, result)
+            waker.wake()
+        }
+    }
+
+    /// Hash passes that ended since the last call: their items' outcomes go to `finishedOutcomes`.
+    func completeHashedSets() {
+        for (key, result) in hashResults.take() {
+            guard let set = segmentSets[key], set.hashing, var outcome = set.prefix else { continue }
+            switch result {
+            case .success(let (digest, state)):
+                outcome.sha256 = digest
+                outcome.hashState = state
+                outcome.bytesOnDisk = set.total
+                outcome.bytesReceived += set.finishedBytes
+                outcome.facts.connections = set.peakConnections
+            case .failure(let error):
+                outcome.failure = .write(errno: error.errno)
+                outcome.sha256 = nil
+            }
+            finish(set, outcome)
+        }
+    }
+
+    /// The item's outcome: the set is gone, and the outcome is handed out by `performTransfers`.
+    private func finish(_ set: SegmentSet, _ outcome: TransferOutcome) {
+        var outcome = outcome
+        outcome.partHasMore = outcome.failure != nil
+        segmentSets.removeValue(forKey: set.key)
+        running.removeValue(forKey: set.key)
+        segmentConnectionChanges[set.key] = 0
+        finishedOutcomes.append(outcome)
+    }
+
+    /// Stops a segmented item (pause, cancel, shutdown): its outcome as `.cancelled`, with the
+    /// in-order prefix as what a resume builds on.
+    func removeSegmented(_ set: SegmentSet) -> TransferOutcome {
+        stopSegments(set)
+        segmentSets.removeValue(forKey: set.key)
+        running.removeValue(forKey: set.key)
+        segmentConnectionChanges[set.key] = 0
+        var outcome: TransferOutcome
+        if set.primaryRunning {
+            gate.forget(set.primary)
+            _ = curl_multi_remove_handle(multi, set.primary.easy.raw)
+            outcome = set.primary.outcome(curlCode: CURLE_OK, handingOverHeld: false)
+        } else {
+            outcome = set.prefix!
+        }
+        outcome.failure = .cancelled
+        outcome.sha256 = nil
+        outcome.partHasMore = true
+        return outcome
+    }
+
+    /// How many of `key`'s first bytes are known durable: its resume's synced prefix or its
+    /// last checkpoint.
+    public func durablePrefix(of key: Int) -> Int64 {
+        guard let t = running[key] else { return 0 }
+        return max(t.restartedFromZero ? 0 : t.request.resumeFrom, t.checkpointReported)
+    }
+}
+
+/// Results of hash passes, handed from their threads to the engine's.
+final class HashResults: @unchecked Sendable {
+    private var results: [(Int, Result<(String, HashState), HashPass.ReadError>)] = []
+    private let lock = NSLock()
+    func append(key: Int, _ result: Result<(String, HashState), HashPass.ReadError>) {
+        lock.lock(); results.append((key, result)); lock.unlock()
+    }
+    func take() -> [(Int, Result<(String, HashState), HashPass.ReadError>)] {
+        lock.lock(); defer { lock.unlock() }
+        let all = results
+        results.removeAll()
+        return all
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import NIOCore
+import SpoolTestSupport
+import XCTest
+
+/// Large bodies from a server that caps each connection: several ranges over several
+/// connections into one part, and the promises per segment (`If-Range` with the one validator,
+/// nothing spliced from a response that is not the asked range of that version).
+final class SegmentedTransferTests: SpoolTestCase {
+    private let size = 24 << 20
+    /// About 6.4 MB/s per connection: one stream needs about 4 s for the body.
+    private let capped = ResponseBehavior.slow(chunkSize: 64 << 10, interval: .milliseconds(10))
+
+    private func marker(_ name: String) throws -> [String: Any] {
+        try XCTUnwrap(JSONSerialization.jsonObject(with: Data(try spool.read("final", name + ".done"))) as? [String: Any])
+    }
+
+    private func drain(_ extra: [String] = []) throws {
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: extra, timeout: 120)
+        XCTAssertEqual(status, 0, stderr)
+    }
+
+    func testALargeItemUsesSeveralConnectionsAndPublishesAByteIdenticalFile() throws {
+        let body = TestBody.random(count: size, seed: 42)
+        server.serve("/big.bin", body: body, etag: "\"v1\"", script: [capped])
+        try spool.drop("big", server.url("/big.bin") + "\n")
+        try drain()
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "big.bin")), TestBody.sha256Hex(body), "big.bin byte-identical")
+        let done = try marker("big.bin")
+        XCTAssertEqual(done["sha256"] as? String, TestBody.sha256Hex(body))
+        XCTAssertEqual(done["connections"] as? Int, 6, "a lone large file uses the host's six connections")
+        let requests = server.requests(for: "/big.bin")
+        let ranged = requests.filter { $0.header("Range") != nil }
+        XCTAssertGreaterThanOrEqual(ranged.count, 5)
+        XCTAssertTrue(ranged.allSatisfy { $0.header("If-Range") == "\"v1\"" }, "every range names the one validator")
+        XCTAssertGreaterThanOrEqual(Set(requests.map(\.connectionID)).count, 6, "on connections of their own")
+        XCTAssertLessThanOrEqual(server.bodyBytesSent, size * 12 / 10, "the ranges do not overlap much")
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
+    }
+
+    /// kill -9 while ranges are being written past the in-order prefix: the restart builds only
+    /// on the synced prefix, and the published file has no hole.
+    func testKillNineMidSegmentedTransferPublishesTheWholeFile() throws {
+        let body = TestBody.random(count: size, seed: 49)
+        server.serve("/crash.bin", body: body, etag: "\"v1\"",
+                     script: [.slow(chunkSize: 64 << 10, interval: .milliseconds(20))])
+        try spool.drop("crash", server.url("/crash.bin") + "\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root, "--sync-every", "4M"])
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 30, what: "a segmented state and ranges past the middle") {
+            let state = self.spool.files(in: "staging").first { $0.hasSuffix(".state") }
+                .flatMap { try? self.spool.read("staging", $0) }.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            return state.contains("\"segments\"") && self.partSize() > self.size / 2
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "crash.bin")), TestBody.sha256Hex(body), "crash.bin byte-identical")
+        XCTAssertEqual(try marker("crash.bin")["sha256"] as? String, TestBody.sha256Hex(body))
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
+    }
+
+    private func partSize() -> Int {
+        for name in spool.files(in: "staging") where name.hasSuffix(".part") {
+            let size = (try? FileManager.default.attributesOfItem(atPath: spool.path("staging", name))[.size] as? Int) ?? 0
+            return size ?? 0
+        }
+        return 0
+    }
+
+    func testSegmentsOffGivesOneStream() throws {
+        let body = TestBody.random(count: size, seed: 43)
+        server.serve("/one.bin", body: body, etag: "\"v1\"", script: [.slow(chunkSize: 1 << 20, interval: .milliseconds(10))])
+        try spool.drop("one", server.url("/one.bin") + "\n")
+        try drain(["--max-segments", "1"])
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "one.bin")), TestBody.sha256Hex(body), "one.bin byte-identical")
+        XCTAssertNil(try marker("one.bin")["connections"])
+        XCTAssertEqual(server.requests(for: "/one.bin").count, 1)
+    }
+
+    func testTheRequestKeyBoundsTheConnectionsOfItsItem() throws {
+        let body = TestBody.random(count: size, seed: 48)
+        server.serve("/three.bin", body: body, etag: "\"v1\"", script: [capped])
+        try spool.drop("three", server.url("/three.bin") + "\nsegments: 3\n")
+        try drain()
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "three.bin")), TestBody.sha256Hex(body), "three.bin byte-identical")
+        XCTAssertEqual(try marker("three.bin")["connections"] as? Int, 3)
+    }
+
+    func testAServerThatIgnoresRangeForSomeRequestsGivesTheRightFileOverOneStream() throws {
+        let body = TestBody.random(count: size, seed: 44)
+        server.serve("/mixed.bin", body: body, etag: "\"v1\"", script: [capped, .ignoreRange, capped])
+        try spool.drop("mixed", server.url("/mixed.bin") + "\n")
+        try drain()
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "mixed.bin")), TestBody.sha256Hex(body), "mixed.bin byte-identical")
+        let done = try marker("mixed.bin")
+        XCTAssertEqual(done["sha256"] as? String, TestBody.sha256Hex(body))
+        XCTAssertNil(done["connections"], "published from the one stream")
+        XCTAssertEqual(server.requests(for: "/mixed.bin").first?.header("Range"), nil)
+    }
+
+    func testAResourceThatChangesBetweenSegmentsIsNotSpliced() throws {
+        let old = TestBody.random(count: size, seed: 45)
+        let new = TestBody.random(count: size, seed: 46)
+        // The first request gets the old version; every later one the new, under another ETag,
+        // from a server that ignores If-Range (a 206 of the new version).
+        server.serve("/changing.bin", body: old, etag: "\"old\"",
+                     script: [capped, .version(body: new, etag: "\"new\"")])
+        try spool.drop("changing", server.url("/changing.bin") + "\n")
+        try drain()
+        let published = try spool.read("final", "changing.bin")
+        XCTAssertTrue(published == old || published == new, "one whole version")
+        XCTAssertEqual(try marker("changing.bin")["sha256"] as? String, TestBody.sha256Hex(published))
+        XCTAssertNil(try marker("changing.bin")["connections"])
+    }
+
+    func testALoneLargeFileBesideSmallOnesOfTheHostDoesNotStarveThem() throws {
+        let body = TestBody.random(count: size, seed: 47)
+        server.serve("/large.bin", body: body, etag: "\"v1\"", script: [capped])
+        var text = server.url("/large.bin") + "\n"
+        for i in 0..<20 {
+            server.serve("/s\(i)", body: TestBody.random(count: 4096, seed: UInt64(100 + i)), script: [.delayed(.milliseconds(20))])
+            text += server.url("/s\(i)") + "\n"
+        }
+        try spool.drop("mix", text)
+        try drain()
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "large.bin")), TestBody.sha256Hex(body), "large.bin byte-identical")
+        for i in 0..<20 { XCTAssertEqual(try spool.read("final", "s\(i)"), TestBody.random(count: 4096, seed: UInt64(100 + i))) }
+        XCTAssertLessThanOrEqual(server.maxConcurrentDelayed, 5, "the large file holds one of the six connections")
+        XCTAssertGreaterThan(server.maxConcurrentDelayed, 1)
+        let small = try (0..<20).map { try marker("s\($0)")["finishedAt"] as? String ?? "" }.max() ?? ""
+        let large = try marker("large.bin")["finishedAt"] as? String ?? ""
+        XCTAssertLessThanOrEqual(small, large, "the small ones were not kept waiting behind it")
+        XCTAssertGreaterThan(try marker("large.bin")["connections"] as? Int ?? 1, 1, "then it took the free connections")
+    }
+}
