@@ -300,7 +300,9 @@ public final class Engine {
     private func writeStatus(now: Date) {
         let window = scheduler.configuration.window
         status.write(now: now, table: table, window: window, task: { record in
-            StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
+            var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
+            task.connections = self.driver.session.connections(of: record.key)
+            return task
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble)

@@ -55,6 +55,12 @@ extension TransferSession {
         return set.segments.count
     }
 
+    /// Connections `key`'s transfer uses now, when it is segmented (for status).
+    public func connections(of key: Int) -> Int? {
+        guard let set = segmentSets[key], set.connections > 1 else { return nil }
+        return set.connections
+    }
+
     /// Segmented items (for the engine's per-host accounting and `setStealing`).
     public var segmentedKeys: [Int] { Array(segmentSets.keys) }
 
