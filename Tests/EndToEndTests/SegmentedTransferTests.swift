@@ -60,6 +60,41 @@ final class SegmentedTransferTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
     }
 
+    /// `--max-rate` is one bucket for every connection: segments do not multiply it.
+    func testMaxRateHoldsAcrossSegments() throws {
+        let body = TestBody.random(count: size, seed: 52)
+        server.serve("/rated.bin", body: body, etag: "\"v1\"", script: [capped])
+        try spool.drop("rated", server.url("/rated.bin") + "\n")
+        let started = Date()
+        try drain(["--max-rate", "8M"])
+        let seconds = Date().timeIntervalSince(started)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "rated.bin")), TestBody.sha256Hex(body))
+        XCTAssertGreaterThan(try marker("rated.bin")["connections"] as? Int ?? 1, 1)
+        XCTAssertGreaterThanOrEqual(seconds, 2.5, "24 MiB at 8 MiB/s takes 3 s, whatever the connections")
+    }
+
+    /// Over HTTP/2 (nginx, TLS) the item's own transfer is a stream of the host's connection and
+    /// each segment a connection of its own; the file is whole and the host stays HTTP/2.
+    func testSegmentsAgainstAnHTTP2Host() throws {
+        let certDir = spool.path("tmp", "certs")
+        try FileManager.default.createDirectory(atPath: certDir, withIntermediateDirectories: true)
+        let certs = try TestCertificates(in: certDir)
+        let www = spool.path("tmp", "www")
+        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+        let body = TestBody.random(count: 20 << 20, seed: 53)
+        try Data(body).write(to: URL(fileURLWithPath: www + "/h2.bin"))
+        let nginx = try NginxServer(root: www, certificate: certs.serverCertificate, key: certs.serverKey, http2: true,
+                                    rateLimit: "4m")
+        try spool.drop("h2", nginx.url("/h2.bin", scheme: "https") + "\n")
+        try drain(["--ca-file", certs.caCertificate])
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "h2.bin")), TestBody.sha256Hex(body))
+        XCTAssertEqual(try marker("h2.bin")["connections"] as? Int, 6)
+        let log = nginx.requestLog()
+        XCTAssertEqual(log.filter { $0.proto == "HTTP/2.0" }.count, 1, "the item's own request, a stream")
+        XCTAssertGreaterThanOrEqual(Set(log.filter { $0.proto == "HTTP/1.1" }.map(\.connection)).count, 5,
+                                    "the segments, each on a connection of its own")
+    }
+
     /// Status shows a segmented item as one task: its bytes over every range, its connections.
     func testStatusShowsASegmentedItemAsOneTaskWithItsConnections() throws {
         let body = TestBody.random(count: size, seed: 50)

@@ -12,8 +12,9 @@ public final class NginxServer: @unchecked Sendable {
     /// `http2`, https offers HTTP/2 (ALPN). With `proxyTo` (an origin's `http://host:port`) every
     /// request is passed to that origin instead (one origin connection per request).
     /// Each request is logged (`requestLog`): its client connection's serial number and protocol.
+    /// `rateLimit` (nginx's `limit_rate`, such as `4m`) caps each connection.
     public init(root: String, certificate: String? = nil, key: String? = nil, http2: Bool = false,
-                proxyTo origin: String? = nil) throws {
+                proxyTo origin: String? = nil, rateLimit: String? = nil) throws {
         let nginx = "/usr/sbin/nginx"
         guard FileManager.default.isExecutableFile(atPath: nginx) else {
             throw WaitError.timedOut(what: "nginx at \(nginx) (install nginx-light; `make test` does)", after: 0)
@@ -32,7 +33,7 @@ public final class NginxServer: @unchecked Sendable {
               client_body_temp_path \(workDir); proxy_temp_path \(workDir); fastcgi_temp_path \(workDir);
               uwsgi_temp_path \(workDir); scgi_temp_path \(workDir);
               server { listen 127.0.0.1:\(port)\(certificate == nil ? "" : " ssl")\(http2 ? " http2" : ""); \(tls) root \(root);
-                \(origin.map { "location / { proxy_pass \($0); }" } ?? "") }
+                \(origin.map { "location / { proxy_pass \($0); }" } ?? "") \(rateLimit.map { "limit_rate \($0);" } ?? "") }
             }
             """
         try config.write(toFile: workDir + "/nginx.conf", atomically: true, encoding: .utf8)
