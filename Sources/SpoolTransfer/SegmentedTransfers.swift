@@ -16,19 +16,22 @@ extension TransferSession {
     /// (`Accept-Ranges: bytes`), under a strong validator. With the most segments each may use.
     public func splitCandidates() -> [(key: Int, maxSegments: Int)] {
         var found: [(key: Int, maxSegments: Int)] = []
-        for (key, t) in running where t.bodyStarted && t.request.maxSegments > 1 && t.splittable != false {
-            if t.splittable == nil {
-                t.splittable = !segmentsRefused.contains(key) && t.abortReason == nil
-                    && (t.facts.httpStatus == 206 || (t.facts.httpStatus == 200 && t.facts.acceptsRanges))
-                    && SegmentSet.validator(t.facts) != nil
-                    && (t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil) ?? 0) >= Self.segmentThreshold
-            }
-            guard t.splittable == true, segmentSets[key] == nil, !t.reachedStop,
-                  let total = t.facts.rangeTotal ?? t.facts.contentLength,
-                  total - t.bytesOnDisk >= 2 * Self.minimumPiece else { continue }
+        for key in splittable {
+            guard let t = running[key], segmentSets[key] == nil, !segmentsRefused.contains(key), !t.reachedStop, t.abortReason == nil,
+                  let total = t.facts.rangeTotal ?? t.facts.contentLength else { splittable.remove(key); continue }
+            guard total - t.bytesOnDisk >= 2 * Self.minimumPiece else { continue }
             found.append((key, t.request.maxSegments))
         }
         return found
+    }
+
+    /// Whether a body that just began may be split later (see `splitCandidates`); asked once
+    /// per body, by `takeBodyStarts`, so no turn walks every transfer for it.
+    func mayBeSplit(_ t: Transfer) -> Bool {
+        t.request.maxSegments > 1 && !t.request.segment && !segmentsRefused.contains(t.key) && t.abortReason == nil
+            && (t.facts.httpStatus == 206 || (t.facts.httpStatus == 200 && t.facts.acceptsRanges))
+            && SegmentSet.validator(t.facts) != nil
+            && (t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil) ?? 0) >= Self.segmentThreshold
     }
 
     /// Splits what is left of `key`'s body into ranges for up to `connections` more connections.
@@ -43,7 +46,7 @@ extension TransferSession {
         let size = (total - start) / Int64(pieces)
         primary.stopAt = start + size
         segmentSets[key] = set
-        primary.splittable = false
+        splittable.remove(key)
         for i in 1..<pieces {
             let from = start + size * Int64(i)
             guard startSegment(set, from: from, to: i == pieces - 1 ? total : from + size) else {

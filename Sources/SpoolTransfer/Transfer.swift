@@ -38,8 +38,6 @@ final class Transfer {
     var stopAt: Int64 = .max
     /// The body reached `stopAt`: the transfer was cut there on purpose, and succeeded.
     var reachedStop = false
-    /// Whether its body may be fetched in segments; nil until its response is known (see `splitCandidates`).
-    var splittable: Bool?
     /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints"), and the
     /// session's flag a checkpoint raises.
     var checkpointReported: Int64 = 0

@@ -19,6 +19,8 @@ public final class TransferSession {
     /// (a segment broke a promise).
     var segmentSets: [Int: SegmentSet] = [:]
     var segmentsRefused: Set<Int> = []
+    /// Running transfers whose body may be split (`mayBeSplit`), not split yet.
+    var splittable: Set<Int> = []
     var segmentConnectionChanges: [Int: Int] = [:]
     let hashResults = HashResults()
     /// Segmented items' outcomes, handed out by the next `performTransfers`.
@@ -97,6 +99,7 @@ public final class TransferSession {
         let easy = try EasyHandle()
         let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
+        splittable.remove(key)
         running[key] = transfer
         let code = curl_multi_add_handle(multi, easy.raw)
         if code != CURLM_OK {
@@ -164,6 +167,7 @@ public final class TransferSession {
         for (key, t) in running where t.bodyJustBegan {
             t.bodyJustBegan = false
             started.append((key, t.facts, t.restartedFromZero))
+            if mayBeSplit(t) { splittable.insert(key) }
         }
         return started
     }
