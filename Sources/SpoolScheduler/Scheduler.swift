@@ -171,9 +171,8 @@ public struct Scheduler: Sendable {
         queued.removeValue(forKey: key)
     }
 
-    /// What a response of the host came over: HTTP/2 (`multiplexes`) or HTTP/1.x. The engine
-    /// calls it as soon as a response's headers arrive; the host's limit follows from then on.
-    /// Returns whether it changed (more may start now: call `nextActions`).
+    /// What a response of the host came over, HTTP/2 (`multiplexes`) or HTTP/1.x, as soon as its
+    /// headers arrive: the host's limit follows. Returns whether it changed.
     @discardableResult
     public mutating func hostSpoke(_ hostKey: String, multiplexes: Bool) -> Bool {
         connections.learn(hostKey, multiplexes: multiplexes)
@@ -216,8 +215,7 @@ public struct Scheduler: Sendable {
         }
 
         while starts < maxStarts {
-            // A host's stream on a connection it holds needs no free connection; a new
-            // connection does (`hostHasCapacity`).
+            // A stream on a host's connection needs no free connection (`hostHasCapacity`).
             if let entry = popBest(discretionary: false, now: now) {
                 start(entry, &actions)
                 starts += 1
