@@ -65,3 +65,39 @@ final class ConnectionBudgetTests: XCTestCase {
         XCTAssertEqual(s.nextActions(now: t0), [], "past max-streams: nothing more to that host")
     }
 }
+
+/// Segment connections: only those no waiting item of the host needs, counted like any other.
+final class SegmentConnectionTests: XCTestCase {
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func testSparePerHostConnectionsLeaveRoomForTheWaitingItems() {
+        var s = Scheduler(configuration: .init(concurrency: 16, perHost: 6), timeZone: TimeZone(identifier: "UTC")!)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(1)])
+        XCTAssertEqual(s.spareConnections(forHost: "a:80", upTo: 15), 5, "a lone file: the host's other five")
+        XCTAssertEqual(s.spareConnections(forHost: "a:80", upTo: 3), 3, "within max-segments")
+        s.setSegmentConnections(1, 5)
+        XCTAssertEqual(s.connectionsInUse, 6)
+        s.submit(ScheduledItem(key: 2, hostKey: "a:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [], "per-host 6 holds across segments")
+        XCTAssertTrue(s.hostHasWaiting("a:80"))
+        XCTAssertEqual(s.spareConnections(forHost: "a:80", upTo: 15), 0)
+        s.setSegmentConnections(1, 4)
+        XCTAssertEqual(s.nextActions(now: t0), [.start(2)], "a finished range's connection goes to the waiting item")
+        s.finished(1)
+        XCTAssertEqual(s.connectionsInUse, 1, "the item's end releases its segments")
+    }
+
+    func testWaitingItemsOfAnHTTP2HostNeedNoConnectionAndConcurrencyHolds() {
+        var s = Scheduler(configuration: .init(concurrency: 4, perHost: 6), timeZone: TimeZone(identifier: "UTC")!)
+        s.hostSpoke("a:443", multiplexes: true)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:443"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(1)])
+        XCTAssertEqual(s.spareConnections(forHost: "a:443", upTo: 15), 3, "within --concurrency 4")
+        s.setSegmentConnections(1, 3)
+        s.submit(ScheduledItem(key: 2, hostKey: "a:443"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(2)], "a stream on the host's connection")
+        s.submit(ScheduledItem(key: 3, hostKey: "b:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [], "no connection left for another host")
+    }
+}
