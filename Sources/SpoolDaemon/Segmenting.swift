@@ -14,13 +14,14 @@ extension Engine {
             guard spare > 0, driver.markSegmented(record, ranges: spare + 1) else { continue }
             let started = driver.session.split(candidate.key, connections: spare)
             guard started > 0 else { continue }
-            scheduler.setSegmentConnections(candidate.key, started)
             logger.info("large body fetched in segments", metadata: [
                 "item": "\(record.id)", "connections": "\(started + 1)"])
         }
+        let now = Date()
         for key in driver.session.segmentedKeys {
             guard let record = driver.running[key] else { continue }
             driver.session.setStealing(key, !scheduler.hostHasWaiting(record.hostKey))
+            driver.saveSegmentState(record, now: now)
         }
         for (key, segments) in driver.session.takeSegmentConnectionChanges() {
             scheduler.setSegmentConnections(key, segments)

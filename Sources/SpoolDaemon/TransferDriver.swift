@@ -20,6 +20,7 @@ final class TransferDriver {
     private(set) var running: [Int: ItemRecord] = [:]
     /// Items whose body is fetched in segments now, with their ranges (`ItemState.segments`).
     private var segmented: [Int: Int] = [:]
+    private var segmentStateWritten: [Int: Date] = [:]
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
 
@@ -48,7 +49,7 @@ final class TransferDriver {
             // it still holds the bytes counted — cut back to them: a write cut short by a full
             // disk may have left a few more — else the attempt starts from byte 0.
             if record.bytesOnDisk > 0, let kept = try store.openPartIfPresent(record.base), kept.size >= record.bytesOnDisk {
-                if kept.size > record.bytesOnDisk { try kept.truncate(to: record.bytesOnDisk) }
+                if kept.size > record.bytesOnDisk && record.keptRanges == nil { try kept.truncate(to: record.bytesOnDisk) }
                 record.part = kept
             } else {
                 // A small body's first attempt: its part starts unnamed and is published without
@@ -76,7 +77,7 @@ final class TransferDriver {
             // response begins says it is synced (`ItemState.syncedBytes`). Only resumes pay this,
             // and a part kept by `saveResumeState` is synced already.
             _ = try part.syncedLength()
-        } else if record.bytesOnDisk > 0 || part.size > 0 {
+        } else if record.keptRanges == nil && (record.bytesOnDisk > 0 || part.size > 0) {
             try part.truncate(to: 0)
             record.bytesOnDisk = 0
             record.hash = nil
@@ -95,6 +96,16 @@ final class TransferDriver {
             writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
             syncEvery: configuration.syncEvery)
         request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
+        // A segmented part recovered in this boot: only its missing ranges are fetched.
+        if resumeFrom > 0 || record.keptRanges != nil, record.validator != nil {
+            request.keptRanges = record.keptRanges
+            if let kept = request.keptRanges {
+                request.ifRange = record.validator
+                // Every state written from now on says so: its part has ranges past the prefix.
+                segmented[record.key] = kept.count
+            }
+        }
+        record.keptRanges = nil
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -196,7 +207,17 @@ final class TransferDriver {
                   phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                   bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
                   syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string,
-                  segments: segmented[record.key])
+                  segments: segmented[record.key], ranges: segmented[record.key] == nil ? nil : session.segmentExtents(of: record.key)?.ranges)
+    }
+
+    /// A segmented item's state with its ranges as far as they are in the file now, at most every
+    /// 250 ms: what a restart in this boot builds on (`ItemState.ranges`).
+    func saveSegmentState(_ record: ItemRecord, now: Date) {
+        guard segmented[record.key] != nil, let part = record.part, record.hasStateFile,
+              now.timeIntervalSince(segmentStateWritten[record.key] ?? .distantPast) >= 0.25,
+              let extents = session.segmentExtents(of: record.key) else { return }
+        segmentStateWritten[record.key] = now
+        writeState(record, runningState(record, part, bytes: extents.prefix, synced: session.durablePrefix(of: record.key)))
     }
 
     /// `record`'s body is about to be fetched in up to `ranges` ranges. Its state says so first,
@@ -288,6 +309,7 @@ final class TransferDriver {
 
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
         segmented.removeValue(forKey: record.key)
+        segmentStateWritten.removeValue(forKey: record.key)
         if outcome.partHasMore, let part = record.part {
             // Ranges past the in-order prefix go: nothing may build on them. Should this fail,
             // the next start cuts the part back to the prefix anyway.

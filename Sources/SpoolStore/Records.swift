@@ -176,14 +176,19 @@ public struct ItemState: Codable, Sendable, Hashable {
     /// transfer). Its part then holds bytes past the in-order prefix, with holes between them,
     /// so a restart in any boot trusts only the synced prefix.
     public var segments: Int?
+    /// Phase running, segmented: `[from, done, to]` for each range after the in-order prefix
+    /// (`bytes`), in order; `[from, done)` was in the file when the state was written. Trusted
+    /// only in the boot it was written in (a killed process loses no write it made).
+    public var ranges: [[Int64]]?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,
                 etag: String? = nil, lastModified: String? = nil, bytes: Int64 = 0, attempts: Int = 0,
                 startedAt: String? = nil, marker: ItemMarker? = nil, finalName: String? = nil,
                 failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil,
-                refreshedURL: String? = nil, segments: Int? = nil) {
+                refreshedURL: String? = nil, segments: Int? = nil, ranges: [[Int64]]? = nil) {
         self.refreshedURL = refreshedURL
         self.segments = segments
+        self.ranges = ranges
         self.request = request; self.index = index; self.url = url; self.phase = phase; self.inode = inode
         self.etag = etag; self.lastModified = lastModified; self.bytes = bytes; self.attempts = attempts
         self.startedAt = startedAt; self.marker = marker; self.finalName = finalName; self.failure = failure

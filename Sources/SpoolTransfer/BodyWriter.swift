@@ -163,6 +163,14 @@ final class BodyWriter: @unchecked Sendable {
     /// Waits until every handed-over byte is written and hashed, stops the thread, and returns the
     /// state, the bytes it covers, the errno of a failed write (0: none) and where the range not
     /// yet handed to writeback starts.
+    /// The file offset up to which the thread has written (not necessarily synced): what a killed
+    /// process leaves in the page cache.
+    var writtenBytes: Int64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return written
+    }
+
     func finish() -> (sha: SHA256, written: Int64, errno: Int32, writebackFrom: Int64) {
         condition.lock()
         stopping = true

@@ -22,6 +22,10 @@ final class SegmentSet {
     /// The primary's outcome once it reached its range's end: the in-order prefix and its hash.
     var prefix: TransferOutcome?
     var segments: [Transfer] = []
+    /// Ranges no connection fetches yet (kept from before a restart: what is missing of them).
+    var pending: [(from: Int64, to: Int64)] = []
+    /// Ranges in the file whole: finished segments', and what a restart kept.
+    var doneRanges: [(from: Int64, to: Int64)] = []
     /// Bytes of segments that finished their range.
     var finishedBytes: Int64 = 0
     /// Most connections in use at once, the primary's included (for the marker).
@@ -41,6 +45,15 @@ final class SegmentSet {
     }
 
     var connections: Int { segments.count + (primaryRunning ? 1 : 0) }
+
+    /// Where the body stands, for `B.state`: the in-order prefix, and `[from, done, to]` of every
+    /// range after it, in order.
+    var extents: (prefix: Int64, ranges: [[Int64]]) {
+        var ranges = doneRanges.map { [$0.from, $0.to, $0.to] } + pending.map { [$0.from, $0.from, $0.to] }
+        ranges += segments.map { [$0.request.resumeFrom, $0.writtenOnDisk, min($0.stopAt, total)] }
+        ranges = ranges.filter { $0[0] < $0[2] }.sorted { $0[0] < $1[0] }
+        return (primaryRunning ? primary.writtenOnDisk : (prefix?.bytesOnDisk ?? 0), ranges)
+    }
 
     /// Bytes written so far, over every range.
     var bytesOnDisk: Int64 {

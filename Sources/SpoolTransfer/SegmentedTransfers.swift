@@ -16,6 +16,9 @@ extension TransferSession {
     /// (`Accept-Ranges: bytes`), under a strong validator. With the most segments each may use.
     public func splitCandidates() -> [(key: Int, maxSegments: Int)] {
         var found: [(key: Int, maxSegments: Int)] = []
+        for (key, set) in segmentSets where !set.pending.isEmpty && set.broken == nil {
+            found.append((key, set.primary.request.maxSegments))
+        }
         for key in splittable {
             guard let t = running[key], segmentSets[key] == nil, !segmentsRefused.contains(key), !t.reachedStop, t.abortReason == nil,
                   let total = t.facts.rangeTotal ?? t.facts.contentLength else { splittable.remove(key); continue }
@@ -37,7 +40,19 @@ extension TransferSession {
     /// Splits what is left of `key`'s body into ranges for up to `connections` more connections.
     /// Returns how many segments started.
     public func split(_ key: Int, connections: Int) -> Int {
-        guard connections > 0, let primary = running[key], segmentSets[key] == nil,
+        if let set = segmentSets[key] {
+            // Kept ranges of a restart: what is missing of them, one connection each.
+            var started = 0
+            while started < connections, set.broken == nil, let piece = set.pending.first {
+                set.pending.removeFirst()
+                guard startSegment(set, from: piece.from, to: piece.to) else { set.pending.insert(piece, at: 0); break }
+                started += 1
+            }
+            set.peakConnections = max(set.peakConnections, set.connections)
+            segmentConnectionChanges[key] = set.segments.count
+            return started
+        }
+        guard connections > 0, let primary = running[key],
               let total = primary.facts.rangeTotal ?? primary.facts.contentLength else { return 0 }
         let start = primary.bytesOnDisk
         let pieces = Int(min(Int64(connections + 1), (total - start) / Self.minimumPiece))
@@ -55,7 +70,38 @@ extension TransferSession {
             }
         }
         set.peakConnections = set.connections
+        segmentConnectionChanges[key] = set.segments.count
         return set.segments.count
+    }
+
+    /// A restart's kept ranges (`TransferRequest.keptRanges`): the set exists from the start,
+    /// its primary stops where they begin, and what is missing of them waits for connections.
+    func adoptKeptRanges(_ primary: Transfer) {
+        guard let ranges = primary.request.keptRanges, let first = ranges.first?.first, let total = ranges.last?.last,
+              primary.request.ifRange != nil, first >= primary.bytesOnDisk else { return }
+        let set = SegmentSet(primary: primary, total: total)
+        primary.stopAt = first
+        for r in ranges where r.count == 3 {
+            if r[1] > r[0] { set.doneRanges.append((r[0], r[1])); set.finishedBytes += r[1] - r[0] }
+            if r[2] > r[1] { set.pending.append((r[1], r[2])) }
+        }
+        segmentSets[primary.key] = set
+    }
+
+    /// A segmented item's primary began its body: of the kept ranges' version and size, else
+    /// nothing of them is spliced.
+    func checkKeptRanges(_ t: Transfer) {
+        guard let set = segmentSets[t.key], set.primary === t, t.request.keptRanges != nil else { return }
+        let total = t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil)
+        let changed = t.request.ifRange.flatMap { t.facts.validatorContradicting($0) }
+        if t.restartedFromZero || total != set.total || changed != nil {
+            fallBack(set, .resourceChanged(sent: t.request.ifRange ?? "", got: changed ?? SegmentSet.validator(t.facts) ?? ""))
+        }
+    }
+
+    /// A segmented item's prefix and ranges as far as they are in the file (for `B.state`).
+    public func segmentExtents(of key: Int) -> (prefix: Int64, ranges: [[Int64]])? {
+        segmentSets[key]?.extents
     }
 
     /// Connections `key`'s transfer uses now, when it is segmented (for status).
@@ -79,7 +125,7 @@ extension TransferSession {
 
     private func startSegment(_ set: SegmentSet, from: Int64, to: Int64) -> Bool {
         let primary = set.primary
-        guard let validator = SegmentSet.validator(primary.facts) else { return false }
+        guard let validator = SegmentSet.validator(primary.facts) ?? primary.request.ifRange else { return false }
         var request = TransferRequest(url: primary.request.url, headers: primary.request.headers,
                                       destination: primary.request.destination, resumeFrom: from, ifRange: validator)
         request.segment = true
@@ -128,6 +174,7 @@ extension TransferSession {
             let end = min(t.stopAt, set.total)
             if outcome.failure == nil, t.bytesOnDisk == end {
                 set.finishedBytes += end - t.request.resumeFrom
+                set.doneRanges.append((t.request.resumeFrom, end))
                 steal(set)
             } else {
                 fallBack(set, outcome.failure ?? .curl(code: 18, text: "segment ended at \(t.bytesOnDisk), expected \(end)"))
@@ -140,6 +187,14 @@ extension TransferSession {
 
     /// Half of the largest remaining range goes to a new segment, if worth it and allowed.
     private func steal(_ set: SegmentSet) {
+        // A kept range still missing comes first; it is the item's own work, so it goes on even
+        // when no connection may be taken for more.
+        if set.broken == nil, let piece = set.pending.first, set.stealing || set.connections == 0 {
+            set.pending.removeFirst()
+            if !startSegment(set, from: piece.from, to: piece.to) { fallBack(set, .curl(code: -1, text: "a segment could not be started")) }
+            set.peakConnections = max(set.peakConnections, set.connections)
+            return
+        }
         guard set.stealing, set.broken == nil,
               let (victim, at) = set.largestRemaining(minimumPiece: Self.minimumPiece) else { return }
         let end = victim.stopAt
@@ -152,6 +207,7 @@ extension TransferSession {
     /// carries the rest alone; else the item fails with `failure` and is not split again.
     private func fallBack(_ set: SegmentSet, _ failure: TransferFailure) {
         set.broken = set.broken ?? failure
+        set.pending.removeAll()
         segmentsRefused.insert(set.key)
         stopSegments(set)
         segmentConnectionChanges[set.key] = 0
@@ -175,7 +231,7 @@ extension TransferSession {
 
     /// Every range is in: hash what follows the primary's range, in order, off this thread.
     private func completeIfWhole(_ set: SegmentSet) {
-        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.broken == nil,
+        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil,
               let prefix = set.prefix else { return }
         set.hashing = true
         let results = hashResults, waker = waker, key = set.key

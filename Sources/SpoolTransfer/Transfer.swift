@@ -43,6 +43,9 @@ final class Transfer {
     var checkpointReported: Int64 = 0
     let checkpoints: CheckpointFlag?
 
+    /// The offset up to which the body is in the file (handed to the kernel), whoever writes it.
+    var writtenOnDisk: Int64 { background?.writtenBytes ?? bytesOnDisk }
+
     /// Bytes made durable by a checkpoint since the session last asked; nil when none.
     func newCheckpoint() -> Int64? {
         guard let background else { return nil }

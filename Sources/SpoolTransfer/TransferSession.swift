@@ -101,9 +101,11 @@ public final class TransferSession {
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         splittable.remove(key)
         running[key] = transfer
+        adoptKeptRanges(transfer)
         let code = curl_multi_add_handle(multi, easy.raw)
         if code != CURLM_OK {
             running.removeValue(forKey: key)
+            segmentSets.removeValue(forKey: key)
             throw TransferSetupError(option: "curl_multi_add_handle", code: Int(code.rawValue))
         }
     }
@@ -168,6 +170,7 @@ public final class TransferSession {
             t.bodyJustBegan = false
             started.append((key, t.facts, t.restartedFromZero))
             if mayBeSplit(t) { splittable.insert(key) }
+            checkKeptRanges(t)
         }
         return started
     }

@@ -30,6 +30,9 @@ public struct TransferRequest: Sendable {
     /// Segments at most (this transfer's connection included) when the body is large and the
     /// server answers ranges (see `SegmentSet`); 1: one stream.
     public var maxSegments = 1
+    /// Ranges of a segmented body kept from before a restart in this boot, `[from, done, to]`
+    /// each (`[from, done)` is in the file): the session fetches only what is missing.
+    public var keptRanges: [[Int64]]?
     /// A segment of a larger item (set by the session): its bytes are written at their offsets,
     /// not hashed, and only a 206 of the asked range under the item's validator is accepted.
     var segment = false
