@@ -20,6 +20,10 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var due: Bool = false
     public var concurrency: Int = 16
     public var perHost: Int = 6
+    /// Streams at once on one HTTP/2 connection: what one host's requests share.
+    public var maxStreams: Int = 100
+    /// Connections one large item may use at once (its segments), within `perHost`; 1: one stream.
+    public var maxSegments: Int = 16
     /// `HH:MM-HH:MM`, local time; discretionary items run only inside it.
     public var window: String?
     /// Seconds without a byte before a transfer is cut and retried.

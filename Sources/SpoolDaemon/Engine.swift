@@ -97,7 +97,7 @@ public final class Engine {
         }
         store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         scheduler = Scheduler(configuration: SchedulerConfiguration(
-            concurrency: configuration.concurrency, perHost: configuration.perHost,
+            concurrency: configuration.concurrency, perHost: configuration.perHost, maxStreams: configuration.maxStreams,
             window: configuration.window.flatMap(DailyWindow.init(parsing:))))
         policy = RetryPolicy(maxAttempts: configuration.maxAttempts, resourceTimeout: configuration.resourceTimeout,
                              backoff: Backoff(base: configuration.retryBase, cap: configuration.retryCap))
@@ -140,11 +140,12 @@ public final class Engine {
                 beginStop(reason: "libcurl failed")
                 ended = []
             }
-            for record in driver.bodiesBegan() { hostAnswered(record) }
+            for (record, facts) in driver.bodiesBegan() { hostAnswered(record, facts) }
             driver.checkpointsReached()
+            growSegments()
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
-                if !end.outage && end.failure != .cancelled { hostAnswered(record) }
+                if !end.outage && end.failure != .cancelled { hostAnswered(record, outcome.facts) }
                 send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
@@ -325,7 +326,9 @@ public final class Engine {
     private func writeStatus(now: Date) {
         let window = scheduler.configuration.window
         status.write(now: now, table: table, window: window, task: { record in
-            StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
+            var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
+            task.connections = self.driver.session.connections(of: record.key)
+            return task
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
            watcher: watcherTrouble,

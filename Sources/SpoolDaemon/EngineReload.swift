@@ -31,7 +31,7 @@ extension Engine {
         policy = RetryPolicy(maxAttempts: next.maxAttempts, resourceTimeout: next.resourceTimeout,
                              backoff: Backoff(base: next.retryBase, cap: next.retryCap))
         scheduler.reconfigure(SchedulerConfiguration(
-            concurrency: next.concurrency, perHost: next.perHost,
+            concurrency: next.concurrency, perHost: next.perHost, maxStreams: next.maxStreams,
             window: next.window.flatMap(DailyWindow.init(parsing:))))
         driver.update(next)
         if let problem = SpaceGate.impossibleMinFree(next.minFree, layout: layout) {

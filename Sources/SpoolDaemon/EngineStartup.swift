@@ -33,6 +33,8 @@ extension Engine {
         // One token bucket for the whole session (checked in every write callback), so the cap
         // holds over many small transfers and many concurrent ones alike.
         transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
+        transferConfiguration.maxHostConnections = configuration.perHost
+        transferConfiguration.maxStreams = configuration.maxStreams
         let session: TransferSession
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         wakeTarget.set(session.waker)

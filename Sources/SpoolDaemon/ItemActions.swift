@@ -159,7 +159,9 @@ extension Engine {
     }
 
     /// Something of the item's host answered: if the host was held, its items may start now.
-    func hostAnswered(_ record: ItemRecord) {
+    func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts) {
+        // What the host speaks sets its budget: streams of one connection, or a connection each.
+        if facts.httpStatus != 0 { scheduler.hostSpoke(record.hostKey, multiplexes: facts.multiplexed) }
         let now = Date()
         record.outageEnded(at: now)
         guard let outage = scheduler.hostReachable(record.hostKey) else { return }
@@ -256,7 +258,7 @@ extension Engine {
         // which the consumer never saw).
         let source = record.sourceIndex
         let served = source > 0 ? record.currentURL ?? item.url : item.url
-        let marker = ItemMarker(
+        var marker = ItemMarker(
             request: record.request.name, group: record.request.group, index: record.index,
             url: urls.shown(served.string), finalURL: urls.shown(facts.finalURL), name: item.name,
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
@@ -265,6 +267,7 @@ extension Engine {
             finishedAt: RFC3339.format(finished), attempts: record.attempts,
             outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
             source: item.mirrors.isEmpty ? nil : source)
+        marker.connections = facts.connections > 1 ? facts.connections : nil
         let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,

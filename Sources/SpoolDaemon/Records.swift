@@ -84,6 +84,9 @@ final class ItemTransfer {
     var part: StagingFile?
     /// Bytes in the part and their running hash.
     var bytesOnDisk: Int64 = 0
+    /// A segmented part's ranges kept by a recovery in this boot (`ItemState.ranges`), for the
+    /// next start only.
+    var keptRanges: [[Int64]]?
     var hash: HashState?
     /// ETag (preferred) or Last-Modified of the partial's response: the If-Range validator.
     var etag: String?
@@ -247,6 +250,10 @@ final class ItemRecord {
     var part: StagingFile? {
         get { transferState?.part }
         set { if newValue != nil || transferState != nil { transfer.part = newValue } }
+    }
+    var keptRanges: [[Int64]]? {
+        get { transferState?.keptRanges }
+        set { if newValue != nil || transferState != nil { transfer.keptRanges = newValue } }
     }
     var bytesOnDisk: Int64 {
         get { transferState?.bytesOnDisk ?? 0 }

@@ -42,8 +42,10 @@ struct Recovery {
         case .startOver:
             return startOver(record, attempts: attempts)
         case .resume(let bytes, let etag, let lastModified):
-            // After a power cut, past the synced prefix: cut off.
-            if let part = facts.part, part.size > bytes {
+            let ranges = RecoveryPlanner.keptRanges(facts.facts)
+            record.keptRanges = ranges
+            // After a power cut, past the synced prefix: cut off (not a segmented part's ranges).
+            if ranges == nil, let part = facts.part, part.size > bytes {
                 do { try part.truncate(to: bytes) } catch {
                     logger.warning("could not cut a kept partial back to its synced prefix; starting the item over: \(error)",
                                    metadata: ["item": "\(record.id)"])

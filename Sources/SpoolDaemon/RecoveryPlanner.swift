@@ -70,6 +70,7 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
 /// | running, written in this boot | validator (a strong ETag or Last-Modified) and a non-empty part | resume from the part's end |
 /// | running, written in another boot (a power cut or reboot since) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
+/// | running, segmented (any boot) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
 /// | running | otherwise | startOver |
 ///
 /// Attempts carry over in every plan but `startOver` of an item without a state.
@@ -100,9 +101,33 @@ enum RecoveryPlanner {
             guard ResumeValidator.ifRange(etag: state.etag, lastModified: state.lastModified) != nil,
                   let size = facts.partSize, size > 0 else { return .startOver }
             let sameBoot = state.bootID != nil && state.bootID == facts.currentBoot
-            let trusted = sameBoot ? size : min(size, state.syncedBytes ?? 0)
-            guard trusted > 0 else { return .startOver }
+            // A segmented part holds ranges with holes between them: in this boot its prefix and
+            // ranges as the state recorded them (`keptRanges`), else only its synced prefix.
+            let trusted: Int64
+            if state.segments == nil {
+                trusted = sameBoot ? size : min(size, state.syncedBytes ?? 0)
+            } else if keptRanges(facts) != nil {
+                trusted = min(size, state.bytes)
+            } else {
+                trusted = min(size, state.syncedBytes ?? 0)
+            }
+            guard trusted > 0 || keptRanges(facts) != nil else { return .startOver }
             return .resume(bytes: trusted, etag: state.etag, lastModified: state.lastModified)
         }
+    }
+
+    /// A segmented part's ranges a resume may keep: those its state recorded in this boot, when
+    /// they are in order after its prefix and within the part; nil otherwise.
+    static func keptRanges(_ facts: RecoveryFacts) -> [[Int64]]? {
+        guard let state = facts.state, state.phase == .running, state.segments != nil,
+              state.bootID != nil, state.bootID == facts.currentBoot,
+              let ranges = state.ranges, !ranges.isEmpty, let size = facts.partSize, state.bytes <= size else { return nil }
+        var end = ranges[0].first ?? -1
+        guard end >= state.bytes else { return nil }
+        for r in ranges {
+            guard r.count == 3, r[0] == end, r[0] <= r[1], r[1] <= r[2], r[1] <= size else { return nil }
+            end = r[2]
+        }
+        return ranges
     }
 }

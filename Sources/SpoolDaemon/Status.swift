@@ -88,6 +88,8 @@ public struct TaskStatus: Codable, Sendable, Hashable {
     public var error: String?
     public var startsAt: String?
     public var finishedAt: String?
+    /// Connections its transfer uses now, when more than one (a segmented transfer).
+    public var connections: Int? = nil
 }
 
 /// A command for a running daemon, dropped into `control/` by `spoolfetch cancel|pause|resume|retry`.

@@ -144,7 +144,8 @@ extension SpoolOverview {
 
         /// One task's row (two lines when the id does not fit inline), newline included.
         public func row(_ t: TaskStatus) -> String {
-            var text = line(t.id, t.state, t.name, SpoolOverview.progress(t), t.rate.map { SpoolOverview.human(Int64($0)) + "/s" } ?? "",
+            let state = t.connections.map { "\(t.state) x\($0)" } ?? t.state
+            var text = line(t.id, state, t.name, SpoolOverview.progress(t), t.rate.map { SpoolOverview.human(Int64($0)) + "/s" } ?? "",
                             t.eta.map { SpoolOverview.duration($0) } ?? "", "\(t.attempts)")
             if let error = t.error, t.state == "failed" || t.state == "retrying" {
                 let lastLine = text.split(separator: "\n").last.map(String.init) ?? text

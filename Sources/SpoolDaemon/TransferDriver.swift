@@ -23,6 +23,9 @@ final class TransferDriver {
     private(set) var rateInForce: Int64 = 0
     private(set) var rateChangesAt: Date?
     private var scheduleApplied = false
+    /// Items whose body is fetched in segments now, with their ranges (`ItemState.segments`).
+    private var segmented: [Int: Int] = [:]
+    private var segmentStateWritten: [Int: Date] = [:]
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
 
@@ -52,7 +55,7 @@ final class TransferDriver {
             // it still holds the bytes counted — cut back to them: a write cut short by a full
             // disk may have left a few more — else the attempt starts from byte 0.
             if record.bytesOnDisk > 0, let kept = try store.openPartIfPresent(record.base), kept.size >= record.bytesOnDisk {
-                if kept.size > record.bytesOnDisk { try kept.truncate(to: record.bytesOnDisk) }
+                if kept.size > record.bytesOnDisk && record.keptRanges == nil { try kept.truncate(to: record.bytesOnDisk) }
                 record.part = kept
             } else {
                 // A small body's first attempt: its part starts unnamed and is published without
@@ -80,12 +83,12 @@ final class TransferDriver {
             // response begins says it is synced (`ItemState.syncedBytes`). Only resumes pay this,
             // and a part kept by `saveResumeState` is synced already.
             _ = try part.syncedLength()
-        } else if record.bytesOnDisk > 0 || part.size > 0 {
+        } else if record.keptRanges == nil && (record.bytesOnDisk > 0 || part.size > 0) {
             try part.truncate(to: 0)
             record.bytesOnDisk = 0
             record.hash = nil
         }
-        let request = TransferRequest(
+        var request = TransferRequest(
             url: (record.currentURL ?? item.url).string,
             headers: Self.headers(item.headers, credentials: credentials).map(\.line)
                 + conditionalHeaders(record, item, resumeFrom: resumeFrom),
@@ -99,6 +102,17 @@ final class TransferDriver {
             writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
             syncEvery: configuration.syncEvery,
             rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })
+        request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
+        // A segmented part recovered in this boot: only its missing ranges are fetched.
+        if resumeFrom > 0 || record.keptRanges != nil, record.validator != nil {
+            request.keptRanges = record.keptRanges
+            if let kept = request.keptRanges {
+                request.ifRange = record.validator
+                // Every state written from now on says so: its part has ranges past the prefix.
+                segmented[record.key] = kept.count
+            }
+        }
+        record.keptRanges = nil
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -162,11 +176,11 @@ final class TransferDriver {
     /// leaves a partial the next run can resume with `Range` + `If-Range`.
     /// Returns the items whose response began: their host answered.
     @discardableResult
-    func bodiesBegan() -> [ItemRecord] {
-        var began: [ItemRecord] = []
+    func bodiesBegan() -> [(record: ItemRecord, facts: ResponseFacts)] {
+        var began: [(record: ItemRecord, facts: ResponseFacts)] = []
         for started in session.takeBodyStarts() {
             guard let record = running[started.key] else { continue }
-            began.append(record)
+            began.append((record, started.facts))
             if started.restartedFromZero {
                 record.bytesOnDisk = 0
                 logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
@@ -201,7 +215,37 @@ final class TransferDriver {
         ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
                   phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
                   bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string)
+                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string,
+                  segments: segmented[record.key], ranges: segmented[record.key] == nil ? nil : session.segmentExtents(of: record.key)?.ranges)
+    }
+
+    /// A segmented item's state with its ranges as far as they are in the file now, at most every
+    /// 250 ms: what a restart in this boot builds on (`ItemState.ranges`).
+    func saveSegmentState(_ record: ItemRecord, now: Date) {
+        guard segmented[record.key] != nil, let part = record.part, record.hasStateFile,
+              now.timeIntervalSince(segmentStateWritten[record.key] ?? .distantPast) >= 0.25,
+              let extents = session.segmentExtents(of: record.key) else { return }
+        segmentStateWritten[record.key] = now
+        writeState(record, runningState(record, part, bytes: extents.prefix, synced: session.durablePrefix(of: record.key)))
+    }
+
+    /// `record`'s body is about to be fetched in up to `ranges` ranges. Its state says so first,
+    /// before any range is written: a restart then trusts only the synced in-order prefix. False
+    /// when that state cannot be written (the body then stays one stream).
+    func markSegmented(_ record: ItemRecord, ranges: Int) -> Bool {
+        guard let part = record.part else { return false }
+        segmented[record.key] = ranges
+        guard record.hasStateFile || part.isNamed else { return true }   // no state: a restart starts over
+        let durable = session.durablePrefix(of: record.key)
+        do {
+            try store.writeState(record.base, runningState(record, part, bytes: durable, synced: durable))
+            record.hasStateFile = true
+            return true
+        } catch {
+            segmented.removeValue(forKey: record.key)
+            logger.warning("could not write the item's state; fetched as one stream: \(error)", metadata: ["item": "\(record.id)"])
+            return false
+        }
     }
 
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),
@@ -244,6 +288,9 @@ final class TransferDriver {
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
         applyRateSchedule(now: Date())
+        do { try session.setConnectionLimits(perHost: configuration.perHost, streams: configuration.maxStreams) } catch {
+            logger.error("SIGHUP: libcurl refused the new connection limits; the old ones stay", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Sets the session's rate to what `--max-rate`'s schedule says for `now`, and notes when
@@ -286,6 +333,13 @@ final class TransferDriver {
     }
 
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
+        segmented.removeValue(forKey: record.key)
+        segmentStateWritten.removeValue(forKey: record.key)
+        if outcome.partHasMore, let part = record.part {
+            // Ranges past the in-order prefix go: nothing may build on them. Should this fail,
+            // the next start cuts the part back to the prefix anyway.
+            try? part.truncate(to: outcome.bytesOnDisk)
+        }
         record.bytesOnDisk = outcome.bytesOnDisk
         record.hash = outcome.hashState
         // Only a response whose body went into the part names the part's version: an error

@@ -246,7 +246,8 @@ struct FullItemSink: RequestItemSink {
             upload: own.upload.map {
                 Upload(name: $0, method: own.method ?? defaults.method ?? .put,
                        contentType: own.contentType ?? defaults.contentType ?? Upload.defaultContentType)
-            })
+            },
+            segments: own.segments ?? defaults.segments)
     }
 }
 

@@ -5,10 +5,10 @@ enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
          discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
          expires, refreshKey = "refresh-key", credentials, mirror, upload, method, contentType = "content-type",
-         maxRate = "max-rate"
+         maxRate = "max-rate", segments
 
     /// Keys that describe a download's result, meaningless for an item that sends a file.
-    static let downloadOnly: [RequestKey] = [.name, .sha256, .maxBytes, .expectedBytes, .onExists, .mirror]
+    static let downloadOnly: [RequestKey] = [.name, .sha256, .maxBytes, .expectedBytes, .onExists, .mirror, .segments]
 
     /// One bit per key, for the "given twice" check without a set per item.
     var bit: UInt32 { 1 << UInt32(Self.allCases.firstIndex(of: self)!) }
@@ -43,6 +43,8 @@ struct RequestFields: Sendable, Hashable {
     /// The first line of an item's own `method`/`content-type`: refused there when the item
     /// turns out not to upload.
     var uploadOnlyLine: Int?
+    /// Connections a large body may use at once (`segments:`; 1: one stream).
+    var segments: Int?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -114,6 +116,11 @@ struct RequestFields: Sendable, Hashable {
                 throw reject(line, "bad-number", "\(key.rawValue) must be a non-negative whole number of bytes, optionally with k, M, G or T")
             }
             if key == .expectedBytes { expectedBytes = n } else { maxBytes = n }
+        case .segments:
+            guard let n = Int(value), (1...Self.maxSegments).contains(n) else {
+                throw reject(line, "bad-segments", "segments must be a whole number from 1 to \(Self.maxSegments) (1: one connection)")
+            }
+            segments = n
         case .name:
             if let why = PlainName.violation(of: value) { throw reject(line, "bad-name", "name \(why)") }
             name = value
@@ -150,6 +157,8 @@ struct RequestFields: Sendable, Hashable {
     }
 
     static let maxMirrors = 16
+    /// More connections than any host's `--per-host` would allow is a mistake, not a wish.
+    static let maxSegments = 64
 
     static func parseHeader(_ value: String, line: Int,
                             reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) -> RequestHeader {

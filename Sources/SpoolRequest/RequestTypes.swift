@@ -89,6 +89,8 @@ public struct RequestItem: Sendable, Hashable {
     public let mirrors: [RequestURL]
     /// What the item sends (`upload:`), or nil for a download.
     public let upload: Upload?
+    /// Connections its body may use at once when large (`segments:`); nil: `--max-segments`.
+    public let segments: Int?
 
     /// The item's sources: its `url`, then its mirrors (source 0, 1, …).
     public var sources: [RequestURL] { [url] + mirrors }

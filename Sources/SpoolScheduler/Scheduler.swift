@@ -32,10 +32,14 @@ public struct ScheduledItem: Sendable, Hashable {
 
 /// The limits the scheduler enforces.
 public struct SchedulerConfiguration: Sendable, Hashable {
-    /// Transfers at once, for the whole daemon.
+    /// Connections at once, for the whole daemon (an HTTP/2 connection counts once, however
+    /// many streams it carries).
     public var concurrency: Int
-    /// Transfers at once to one host:port.
+    /// Connections at once to one host:port: its transfers over HTTP/1.1; over HTTP/2 its
+    /// transfers share one connection as up to `maxStreams` streams.
     public var perHost: Int
+    /// Streams at once on one HTTP/2 connection (libcurl's default, and below nginx's 128).
+    public var maxStreams: Int
     /// When set, discretionary items run only inside it; when nil they run only when nothing
     /// else is waiting for a slot.
     public var window: DailyWindow?
@@ -45,10 +49,11 @@ public struct SchedulerConfiguration: Sendable, Hashable {
     /// retry back-off of items: outages use no attempts. Default: 1 s doubling to 5 minutes.
     public var probeBackoff: Backoff
 
-    public init(concurrency: Int = 16, perHost: Int = 6, window: DailyWindow? = nil,
+    public init(concurrency: Int = 16, perHost: Int = 6, maxStreams: Int = 100, window: DailyWindow? = nil,
                 highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300)) {
         self.concurrency = max(1, concurrency)
         self.perHost = max(1, perHost)
+        self.maxStreams = max(1, maxStreams)
         self.window = window
         self.highPreempts = highPreempts
         self.probeBackoff = probeBackoff
@@ -82,9 +87,10 @@ public struct Scheduler: Sendable {
     var readyDiscretionary: [String: Heap<ReadyEntry>] = [:]
     private var readyCount = 0
     private var readyDiscretionaryCount = 0
-    /// Running items and per-host running counts.
+    /// Running items, the connections they hold per host, and segmented items' extra ones.
     var running: [ItemKey: ReadyEntry] = [:]
-    private var runningPerHost: [String: Int] = [:]
+    var connections: HostConnections
+    var segmentConnections: [ItemKey: Int] = [:]
     /// Hosts backed off (Retry-After, repeated 429/503) until a time.
     private var hostHolds: [String: Double] = [:]
     /// Hosts that could not be reached (see `HostOutage.swift`).
@@ -104,11 +110,13 @@ public struct Scheduler: Sendable {
     /// limits apply to what starts next.
     public mutating func reconfigure(_ configuration: SchedulerConfiguration) {
         self.configuration = configuration
+        connections.setStreams(configuration.maxStreams)
     }
 
     public init(configuration: SchedulerConfiguration, timeZone: TimeZone = .current) {
         self.configuration = configuration
         self.timeZone = timeZone
+        connections = HostConnections(streams: configuration.maxStreams)
     }
 
     // MARK: Queries
@@ -119,6 +127,8 @@ public struct Scheduler: Sendable {
     /// Nothing queued and nothing running.
     public var isIdle: Bool { running.isEmpty && queuedCount == 0 }
     public func isRunning(_ key: ItemKey) -> Bool { running[key] != nil }
+    /// Connections the running transfers hold (what `concurrency` bounds).
+    public var connectionsInUse: Int { connections.total }
 
     // MARK: Changes
 
@@ -161,6 +171,13 @@ public struct Scheduler: Sendable {
         queued.removeValue(forKey: key)
     }
 
+    /// What a response of the host came over, HTTP/2 (`multiplexes`) or HTTP/1.x, as soon as its
+    /// headers arrive: the host's limit follows. Returns whether it changed.
+    @discardableResult
+    public mutating func hostSpoke(_ hostKey: String, multiplexes: Bool) -> Bool {
+        connections.learn(hostKey, multiplexes: multiplexes)
+    }
+
     /// Backs off a whole host: nothing new starts to it before `until`.
     public mutating func holdHost(_ hostKey: String, until: Date) {
         let t = until.timeIntervalSince1970
@@ -198,29 +215,27 @@ public struct Scheduler: Sendable {
         }
 
         while starts < maxStarts {
-            if running.count < configuration.concurrency {
-                if let entry = popBest(discretionary: false, now: now) {
-                    start(entry, &actions)
-                    starts += 1
-                    continue
-                }
-                let discretionaryAllowed: Bool
-                if let open = windowOpen {
-                    discretionaryAllowed = open
-                } else {
-                    // Without a window: only when no other item is waiting for a slot.
-                    discretionaryAllowed = readyCount == 0
-                }
-                if discretionaryAllowed,
-                   let entry = popBest(discretionary: true, now: now) {
-                    start(entry, &actions)
-                    starts += 1
-                    continue
-                }
-                break
+            // A stream on a host's connection needs no free connection (`hostHasCapacity`).
+            if let entry = popBest(discretionary: false, now: now) {
+                start(entry, &actions)
+                starts += 1
+                continue
             }
-            // No free slot: a ready high item may pause a running low or discretionary one.
-            guard configuration.highPreempts,
+            let discretionaryAllowed: Bool
+            if let open = windowOpen {
+                discretionaryAllowed = open
+            } else {
+                // Without a window: only when no other item is waiting for a slot.
+                discretionaryAllowed = readyCount == 0
+            }
+            if discretionaryAllowed,
+               let entry = popBest(discretionary: true, now: now) {
+                start(entry, &actions)
+                starts += 1
+                continue
+            }
+            // No free connection: a ready high item may pause a running low or discretionary one.
+            guard connections.total >= configuration.concurrency, configuration.highPreempts,
                   let candidate = peekBest(in: ready, now: now, ignoringHostLimit: true), candidate.priority == .high,
                   let victim = preemptionVictim(forHost: hostKey(of: candidate)) else { break }
             running.removeValue(forKey: victim.key)
@@ -258,7 +273,7 @@ public struct Scheduler: Sendable {
         let host = hostKey(of: entry)
         running[entry.key] = entry
         if outages[host] != nil { outages[host]!.probe = entry.key }
-        runningPerHost[host, default: 0] += 1
+        connections.add(host)
         actions.append(.start(entry.key))
     }
 
@@ -276,8 +291,8 @@ public struct Scheduler: Sendable {
     mutating func releaseSlot(_ entry: ReadyEntry) {
         let host = hostKey(of: entry)
         releaseProbe(entry.key, host: host)
-        let n = (runningPerHost[host] ?? 1) - 1
-        runningPerHost[host] = n > 0 ? n : nil
+        releaseSegments(entry)
+        connections.remove(host)
     }
 
     private mutating func insertFuture(_ timed: TimedEntry) {
@@ -308,7 +323,9 @@ public struct Scheduler: Sendable {
     private func hostHasCapacity(_ host: String, now: Double, ignoringHostLimit: Bool = false) -> Bool {
         if let until = hostHolds[host], until > now { return false }
         if !outageAllowsStart(host, now: now) { return false }
-        return ignoringHostLimit || (runningPerHost[host] ?? 0) < configuration.perHost
+        if ignoringHostLimit { return true }
+        guard connections.hostHasRoom(host, perHost: configuration.perHost) else { return false }
+        return connections.added(by: host) == 0 || connections.total < configuration.concurrency
     }
 
     /// The best ready entry among hosts that may take one more transfer. O(hosts).
@@ -343,7 +360,7 @@ public struct Scheduler: Sendable {
 
     /// A running low-priority or discretionary item whose pause frees a slot usable by `host`.
     private func preemptionVictim(forHost host: String) -> ReadyEntry? {
-        let hostFull = (runningPerHost[host] ?? 0) >= configuration.perHost
+        let hostFull = !connections.hostHasRoom(host, perHost: configuration.perHost)
         let candidates = running.values.filter {
             ($0.discretionary || $0.priority == .low) && (!hostFull || hostKey(of: $0) == host)
         }

@@ -23,6 +23,8 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var urlQuerySha256: String?
     /// With mirrors: the source that served it (0: its `url`, 1: its first mirror, …), `url` its URL.
     public var source: Int?
+    /// Connections the body came over, when more than one (a segmented transfer).
+    public var connections: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
@@ -170,13 +172,23 @@ public struct ItemState: Codable, Sendable, Hashable {
     public var bootID: String?
     /// The refresh hook's URL in place of the request's, so that a restart resumes with it.
     public var refreshedURL: String?
+    /// Phase running: the body is being fetched as this many ranges at once (a segmented
+    /// transfer). Its part then holds bytes past the in-order prefix, with holes between them,
+    /// so a restart in any boot trusts only the synced prefix.
+    public var segments: Int?
+    /// Phase running, segmented: `[from, done, to]` for each range after the in-order prefix
+    /// (`bytes`), in order; `[from, done)` was in the file when the state was written. Trusted
+    /// only in the boot it was written in (a killed process loses no write it made).
+    public var ranges: [[Int64]]?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,
                 etag: String? = nil, lastModified: String? = nil, bytes: Int64 = 0, attempts: Int = 0,
                 startedAt: String? = nil, marker: ItemMarker? = nil, finalName: String? = nil,
                 failure: ItemFailure? = nil, syncedBytes: Int64? = nil, bootID: String? = nil,
-                refreshedURL: String? = nil) {
+                refreshedURL: String? = nil, segments: Int? = nil, ranges: [[Int64]]? = nil) {
         self.refreshedURL = refreshedURL
+        self.segments = segments
+        self.ranges = ranges
         self.request = request; self.index = index; self.url = url; self.phase = phase; self.inode = inode
         self.etag = etag; self.lastModified = lastModified; self.bytes = bytes; self.attempts = attempts
         self.startedAt = startedAt; self.marker = marker; self.finalName = finalName; self.failure = failure
@@ -206,6 +218,7 @@ extension ItemMarker {
         var w = JSONObjectWriter()
         w.int("attempts", Int64(attempts))
         w.int("bytes", bytes)
+        w.int("connections", connections.map(Int64.init))
         w.string("contentType", contentType)
         w.string("etag", etag)
         w.string("finalURL", finalURL)

@@ -73,13 +73,16 @@ final class BodyWriter: @unchecked Sendable {
     private let durable: Atomic<Int64>
     /// Raised after each checkpoint, so that the session looks at its transfers only then.
     private let announce: CheckpointFlag?
+    /// False for a segment of a larger body: its bytes are hashed in order at the end instead.
+    private let hashing: Bool
 
     /// Starts writing into `fd` from `offset` (the bytes before it are on disk and hashed into
     /// `sha`); `writebackFrom` is where the range not yet handed to writeback starts. `durableFrom`:
     /// how many bytes are known durable already (a resume's synced prefix); `syncEvery`: the
     /// checkpoint interval (0: none).
     init(fd: Int32, sha: SHA256, from offset: Int64, writebackFrom: Int64, durableFrom: Int64 = 0, syncEvery: Int64 = 0,
-         announce: CheckpointFlag? = nil) {
+         announce: CheckpointFlag? = nil, hashing: Bool = true) {
+        self.hashing = hashing
         self.fd = fd
         self.announce = announce
         self.sha = sha
@@ -160,6 +163,14 @@ final class BodyWriter: @unchecked Sendable {
     /// Waits until every handed-over byte is written and hashed, stops the thread, and returns the
     /// state, the bytes it covers, the errno of a failed write (0: none) and where the range not
     /// yet handed to writeback starts.
+    /// The file offset up to which the thread has written (not necessarily synced): what a killed
+    /// process leaves in the page cache.
+    var writtenBytes: Int64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return written
+    }
+
     func finish() -> (sha: SHA256, written: Int64, errno: Int32, writebackFrom: Int64) {
         condition.lock()
         stopping = true
@@ -232,7 +243,7 @@ final class BodyWriter: @unchecked Sendable {
     private func writeAndHash(_ block: Block) -> Int32 {
         let bytes = UnsafeRawBufferPointer(start: block.memory, count: block.count)
         let error = writeAll(fd, bytes, at: block.offset)
-        if error == 0 { sha.update(bufferPointer: bytes) }
+        if error == 0 && hashing { sha.update(bufferPointer: bytes) }
         return error
     }
 }

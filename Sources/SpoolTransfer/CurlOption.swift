@@ -35,6 +35,9 @@ extension CurlOption where Kind == CurlLong {
     static var lowSpeedLimit: Self { .init(CURLOPT_LOW_SPEED_LIMIT, "CURLOPT_LOW_SPEED_LIMIT") }
     static var lowSpeedTime: Self { .init(CURLOPT_LOW_SPEED_TIME, "CURLOPT_LOW_SPEED_TIME") }
     static var pipeWait: Self { .init(CURLOPT_PIPEWAIT, "CURLOPT_PIPEWAIT") }
+    static var freshConnect: Self { .init(CURLOPT_FRESH_CONNECT, "CURLOPT_FRESH_CONNECT") }
+    static var forbidReuse: Self { .init(CURLOPT_FORBID_REUSE, "CURLOPT_FORBID_REUSE") }
+    static var httpVersion: Self { .init(CURLOPT_HTTP_VERSION, "CURLOPT_HTTP_VERSION") }
     static var netrc: Self { .init(CURLOPT_NETRC, "CURLOPT_NETRC") }
     static var upload: Self { .init(CURLOPT_UPLOAD, "CURLOPT_UPLOAD") }
     static var post: Self { .init(CURLOPT_POST, "CURLOPT_POST") }

@@ -21,6 +21,9 @@ public struct ProxyEnvironment: Sendable, Hashable {
         variables = environment.filter { names.contains($0.key) }
     }
 
+    /// Whether no proxy variable is set: every connection goes to its own host.
+    public var isEmpty: Bool { variables.isEmpty }
+
     /// The proxy libcurl uses for `url`, with any user name and password removed; nil for none.
     public func proxy(for url: String) -> String? {
         // Asked at the end of every transfer: without proxy variables, skip parsing the URL.

@@ -100,7 +100,8 @@ final class RateGate {
         for transfer in waking {
             transfer.pausedForRate = false
             let code = spoolfetch_easy_unpause(transfer.easy.raw)
-            if code != CURLE_OK, transfer.abortReason == nil {
+            // A range that reached its end inside the unpause ends there on purpose (see `Transfer.stopAt`).
+            if code != CURLE_OK, transfer.abortReason == nil, !transfer.reachedStop {
                 transfer.abortReason = .curl(code: Int(code.rawValue),
                                              text: "curl_easy_pause: " + String(cString: curl_easy_strerror(code)))
             }

@@ -33,10 +33,18 @@ final class Transfer {
     var responseStarted = false
     /// Set when the final response's body has just begun; the session reports it once.
     var bodyJustBegan = false
+    /// Where this transfer stops writing (exclusive): the end of its range once its item is
+    /// fetched in segments (`SegmentSet`); lowered when another connection takes over its tail.
+    var stopAt: Int64 = .max
+    /// The body reached `stopAt`: the transfer was cut there on purpose, and succeeded.
+    var reachedStop = false
     /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints"), and the
     /// session's flag a checkpoint raises.
     var checkpointReported: Int64 = 0
     let checkpoints: CheckpointFlag?
+
+    /// The offset up to which the body is in the file (handed to the kernel), whoever writes it.
+    var writtenOnDisk: Int64 { background?.writtenBytes ?? bytesOnDisk }
 
     /// Bytes made durable by a checkpoint since the session last asked; nil when none.
     func newCheckpoint() -> Int64? {
@@ -47,7 +55,7 @@ final class Transfer {
         return durable
     }
     /// Whether the first body byte of the final response has been seen (decisions are made there).
-    private var bodyStarted = false
+    private(set) var bodyStarted = false
     /// Where the range not yet handed to writeback starts (see `BodyWriter.writebackChunk`).
     private var writebackStart: Int64
     /// A finished body's tail at least this large is handed to writeback at once (see
@@ -102,6 +110,7 @@ final class Transfer {
             facts.redirects = redirects + (sawResponse ? 1 : 0)
             let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ", maxSplits: 2)
             if parts.count >= 2, let status = Int(parts[1]) { facts.httpStatus = status }
+            facts.multiplexed = !bytes.starts(with: "HTTP/1".utf8)
             return
         }
         guard let colon = bytes.firstIndex(of: 0x3A) else { return }
@@ -127,6 +136,7 @@ final class Transfer {
         else if named("content-type") { facts.contentType = value }
         else if named("content-length") { facts.contentLength = Int64(value) }
         else if named("location") { facts.location = value }
+        else if named("accept-ranges") { facts.acceptsRanges = value.lowercased().contains("bytes") }
         else if named("retry-after") {
             let v = value
             if let seconds = Double(v) { facts.retryAfter = max(0, seconds) }
@@ -159,6 +169,11 @@ final class Transfer {
             discarded += bytes.count
             return discarded <= 64 * 1024
         }
+        var bytes = bytes
+        if Int64(bytes.count) >= stopAt - bytesOnDisk {
+            reachedStop = true
+            bytes = UnsafeRawBufferPointer(rebasing: bytes[0..<Int(max(0, stopAt - bytesOnDisk))])
+        }
         bytesReceived += Int64(bytes.count)
         if let limit = request.maxBytes, bytesOnDisk + Int64(bytes.count) > limit {
             abortReason = .tooLarge(limit: limit)
@@ -169,7 +184,7 @@ final class Transfer {
                 held!.append(contentsOf: bytes)
                 hasher.update(bufferPointer: bytes)
                 bytesOnDisk += Int64(bytes.count)
-                return true
+                return !reachedStop
             }
             // More than Content-Length said (a decoded body): write what is held, then as it comes.
             if let error = writeHeld() { abortReason = .write(errno: error); return false }
@@ -178,19 +193,19 @@ final class Transfer {
             let error = background.append(bytes, at: bytesOnDisk)
             if error != 0 { abortReason = .write(errno: error); return false }
             bytesOnDisk += Int64(bytes.count)
-            return true
+            return !reachedStop
         }
         let error = writeAll(request.destination, bytes, at: bytesOnDisk)
         if error != 0 { abortReason = .write(errno: error); return false }
-        hasher.update(bufferPointer: bytes)
+        if !request.segment { hasher.update(bufferPointer: bytes) }
         bytesOnDisk += Int64(bytes.count)
         if bytesReceived >= Self.backgroundThreshold {
             // Everything up to here is written and hashed; from now on the writer thread does both.
             background = BodyWriter(fd: request.destination, sha: hasher, from: bytesOnDisk, writebackFrom: writebackStart,
                                     durableFrom: restartedFromZero ? 0 : request.resumeFrom, syncEvery: request.syncEvery,
-                                    announce: checkpoints)
+                                    announce: checkpoints, hashing: !request.segment)
         }
-        return true
+        return !reachedStop
     }
 
     /// Holds the body in memory instead of writing it (see `ReceivedBody`) when the caller
@@ -222,6 +237,12 @@ final class Transfer {
     /// Decides what to do with the final response's body, once, before its first byte.
     private func beginBody() -> Bool {
         let status = facts.httpStatus != 0 ? facts.httpStatus : easy.long(CURLINFO_RESPONSE_CODE)
+        if request.segment && status != 206 {
+            // A segment splices only its own range of the one version: a 200 (Range ignored, or
+            // If-Range said the resource changed) or an error ends it, and nothing is written.
+            abortReason = status == 200 ? .rangeMismatch(asked: request.resumeFrom, got: nil) : .httpStatus(status)
+            return false
+        }
         switch status {
         case 206 where request.resumeFrom > 0:
             if facts.rangeStart != request.resumeFrom {
@@ -299,7 +320,7 @@ final class Transfer {
             failure = reason
         } else if writeError != 0 {
             failure = .write(errno: writeError)
-        } else if code != CURLE_OK {
+        } else if code != CURLE_OK && !reachedStop {
             if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
                 failure = .tooLarge(limit: limit)
             } else {
@@ -323,7 +344,7 @@ final class Transfer {
             _ = spoolfetch_start_writeback(request.destination, writebackStart, bytesOnDisk - writebackStart)
             writebackStart = bytesOnDisk
         }
-        if failure == nil, let expected = facts.contentLength {
+        if failure == nil, !reachedStop, let expected = facts.contentLength {
             // curl already checks Content-Length; this guards the 206 arithmetic too.
             let start = facts.httpStatus == 206 ? (facts.rangeStart ?? 0) : 0
             if start + expected != bytesOnDisk {
@@ -369,23 +390,5 @@ enum TransferCallbacks {
         transfer.header(UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
                                             count: total))
         return total
-    }
-}
-
-/// Parses the IMF-fixdate form of HTTP dates (`Sun, 06 Nov 1994 08:49:37 GMT`) used by Retry-After.
-enum HTTPDate {
-    static func parse(_ text: String) -> Date? {
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        let parts = text.split(separator: " ")
-        guard parts.count == 6, let day = Int(parts[1]), let month = months.firstIndex(of: String(parts[2])),
-              let year = Int(parts[3]) else { return nil }
-        let hms = parts[4].split(separator: ":").compactMap { Int($0) }
-        guard hms.count == 3 else { return nil }
-        var components = DateComponents()
-        components.year = year; components.month = month + 1; components.day = day
-        components.hour = hms[0]; components.minute = hms[1]; components.second = hms[2]
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar.date(from: components)
     }
 }

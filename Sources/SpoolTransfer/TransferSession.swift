@@ -6,7 +6,7 @@ import Foundation
 /// Not thread-safe by design: one engine thread owns it, calls `start`, `remove`, `perform` and
 /// `wait`. Other threads may only use its `waker`, to interrupt `wait`.
 public final class TransferSession {
-    private let multi: UnsafeMutableRawPointer
+    let multi: UnsafeMutableRawPointer
     let configuration: TransferConfiguration
     /// The proxy variables as they were when the session started (libcurl reads the same ones).
     let proxies = ProxyEnvironment()
@@ -14,7 +14,17 @@ public final class TransferSession {
     let gate = RateGate()
     /// Raised by a body's writer after a checkpoint (see `takeCheckpoints`).
     let checkpoints = CheckpointFlag()
-    private var running: [Int: Transfer] = [:]
+    var running: [Int: Transfer] = [:]
+    /// Items fetched in segments, by key (see `SegmentSet`), and those never to be split again
+    /// (a segment broke a promise).
+    var segmentSets: [Int: SegmentSet] = [:]
+    var segmentsRefused: Set<Int> = []
+    /// Running transfers whose body may be split (`mayBeSplit`), not split yet.
+    var splittable: Set<Int> = []
+    var segmentConnectionChanges: [Int: Int] = [:]
+    let hashResults = HashResults()
+    /// Segmented items' outcomes, handed out by the next `performTransfers`.
+    var finishedOutcomes: [TransferOutcome] = []
     /// Wakes `wait` from any thread.
     public let waker: TransferWaker
 
@@ -35,6 +45,14 @@ public final class TransferSession {
         self.configuration = configuration
         waker = TransferWaker(multi: m)
         gate.setRate(configuration.maxRate)
+        do {
+            try Self.setConnectionLimits(m, perHost: configuration.maxHostConnections, streams: configuration.maxStreams,
+                                         proxied: !proxies.isEmpty)
+        } catch {
+            waker.invalidate()
+            curl_multi_cleanup(m)
+            throw TransferSetupError(error)
+        }
         if configuration.maxConnections > 0 {
             do {
                 try MultiCall.check("CURLMOPT_MAX_TOTAL_CONNECTIONS",
@@ -51,6 +69,9 @@ public final class TransferSession {
     }
 
     deinit {
+        for (_, set) in segmentSets {
+            for s in set.segments { gate.forget(s); curl_multi_remove_handle(multi, s.easy.raw) }
+        }
         for (_, t) in running {
             gate.forget(t)
             curl_multi_remove_handle(multi, t.easy.raw)
@@ -64,6 +85,7 @@ public final class TransferSession {
 
     /// Bytes on disk and the expected total of a running transfer (for status and progress).
     public func progress(of key: Int) -> (bytes: Int64, total: Int64?)? {
+        if let set = segmentSets[key] { return (set.bytesOnDisk, set.total) }
         guard let t = running[key] else { return nil }
         if let upload = t.request.upload { return (t.sending.sent, upload.size) }
         let total: Int64? = t.facts.rangeTotal ?? t.facts.contentLength.map { $0 + (t.facts.rangeStart ?? 0) }
@@ -78,14 +100,33 @@ public final class TransferSession {
         let easy = try EasyHandle()
         let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
+        splittable.remove(key)
         running[key] = transfer
         gate.join(transfer, group: request.rateGroup)
+        adoptKeptRanges(transfer)
         let code = curl_multi_add_handle(multi, easy.raw)
         if code != CURLM_OK {
             running.removeValue(forKey: key)
             gate.forget(transfer)
+            segmentSets.removeValue(forKey: key)
             throw TransferSetupError(option: "curl_multi_add_handle", code: Int(code.rawValue))
         }
+    }
+
+    /// New `--per-host` and `--max-streams` (a reload); connections already open stay.
+    public func setConnectionLimits(perHost: Int, streams: Int) throws(TransferSessionError) {
+        try Self.setConnectionLimits(multi, perHost: perHost, streams: streams, proxied: !proxies.isEmpty)
+    }
+
+    /// libcurl's own bounds under the scheduler's: streams per HTTP/2 connection, and connections
+    /// per host. The latter not through a proxy, where libcurl counts every connection against
+    /// the proxy's host and the daemon's other hosts would wait for one host's limit.
+    private static func setConnectionLimits(_ m: UnsafeMutableRawPointer, perHost: Int, streams: Int,
+                                            proxied: Bool) throws(TransferSessionError) {
+        try MultiCall.check("CURLMOPT_MAX_CONCURRENT_STREAMS",
+                            spoolfetch_multi_setopt_long(m, CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, streams)))
+        try MultiCall.check("CURLMOPT_MAX_HOST_CONNECTIONS",
+                            spoolfetch_multi_setopt_long(m, CURLMOPT_MAX_HOST_CONNECTIONS, proxied ? 0 : max(0, perHost)))
     }
 
     /// Changes the session-wide rate limit (bytes per second over all transfers; 0: none), for
@@ -115,6 +156,7 @@ public final class TransferSession {
     /// with the bytes and hash state so far so that it can be resumed.
     @discardableResult
     public func remove(_ key: Int) -> TransferOutcome? {
+        if let set = segmentSets[key] { return removeSegmented(set) }
         guard let t = running.removeValue(forKey: key) else { return nil }
         gate.forget(t)
         // Removing a handle this session added cannot fail short of memory corruption; the
@@ -133,6 +175,8 @@ public final class TransferSession {
         for (key, t) in running where t.bodyJustBegan {
             t.bodyJustBegan = false
             started.append((key, t.facts, t.restartedFromZero))
+            if mayBeSplit(t) { splittable.insert(key) }
+            checkKeptRanges(t)
         }
         return started
     }
@@ -168,11 +212,18 @@ public final class TransferSession {
             guard let context else { continue }
             let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
             let removed = curl_multi_remove_handle(multi, handle)
-            running.removeValue(forKey: transfer.key)
             gate.forget(transfer)
-            done.append(transfer.outcome(curlCode: result))
+            if let set = segmentSets[transfer.key] {
+                segmentEnded(set, transfer, code: result)
+            } else {
+                running.removeValue(forKey: transfer.key)
+                done.append(transfer.outcome(curlCode: result))
+            }
             try MultiCall.check("curl_multi_remove_handle", removed)
         }
+        completeHashedSets()
+        done += finishedOutcomes
+        finishedOutcomes.removeAll()
         return done
     }
 

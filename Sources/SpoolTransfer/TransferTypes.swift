@@ -33,6 +33,15 @@ public struct TransferRequest: Sendable {
     /// Set for an upload: the body sent, read from its file; `destination` is then unused (the
     /// response body's first bytes come back in `TransferOutcome.responseBody`).
     public var upload: UploadSource?
+    /// Segments at most (this transfer's connection included) when the body is large and the
+    /// server answers ranges (see `SegmentSet`); 1: one stream.
+    public var maxSegments = 1
+    /// Ranges of a segmented body kept from before a restart in this boot, `[from, done, to]`
+    /// each (`[from, done)` is in the file): the session fetches only what is missing.
+    public var keptRanges: [[Int64]]?
+    /// A segment of a larger item (set by the session): its bytes are written at their offsets,
+    /// not hashed, and only a 206 of the asked range under the item's validator is accepted.
+    var segment = false
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
                 prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
@@ -83,6 +92,13 @@ public struct TransferConfiguration: Sendable {
     public var maxRate: Int64 = 0
     /// Upper bound on simultaneous connections the multi handle may open (0: libcurl default).
     public var maxConnections: Int = 0
+    /// Connections at once to one host (`--per-host`; 0: no bound). Holds HTTP/2 too when the
+    /// server allows fewer streams than `maxStreams`: libcurl then opens more connections up to
+    /// this bound, and further transfers wait inside libcurl for a stream.
+    public var maxHostConnections: Int = 0
+    /// Streams at once on one HTTP/2 connection (`--max-streams`); the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS bounds it further.
+    public var maxStreams: Int = 100
 
     public init() {}
 }
@@ -105,6 +121,12 @@ public struct ResponseFacts: Sendable, Hashable {
     public var rangeStart: Int64?
     /// `Retry-After`, in seconds from now.
     public var retryAfter: Double?
+    /// The response came over HTTP/2 or later: its connection carries other transfers as streams.
+    public var multiplexed = false
+    /// `Accept-Ranges: bytes`: the server answers ranges of this resource.
+    public var acceptsRanges = false
+    /// Connections the body came over: more than 1 when it was fetched in segments.
+    public var connections = 1
     public var redirects: Int = 0
     /// `Location` of the final response (an upload's created resource).
     public var location: String?
@@ -227,6 +249,9 @@ public struct TransferOutcome: Sendable {
     /// What the connection saw: whether a response began, the socket's errno. Decides
     /// `failureKind` (outage or failure from the server).
     public var evidence: ConnectionEvidence
+    /// The destination holds bytes past `bytesOnDisk` (ranges of a segmented transfer that
+    /// stopped): the caller cuts it back before anything builds on it.
+    public var partHasMore = false
     /// On success only: body bytes not yet in the destination file, which the caller must write
     /// at `unwritten.offset` before anything reads, syncs or names the file (see `ReceivedBody`).
     public var unwritten: ReceivedBody?

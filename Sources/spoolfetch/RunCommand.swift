@@ -40,6 +40,8 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("final-folder"), help: .setting("final-folder")) var finalFolder: String?
     @Option(help: .setting("concurrency")) var concurrency: String?
     @Option(name: .customLong("per-host"), help: .setting("per-host")) var perHost: String?
+    @Option(name: .customLong("max-streams"), help: .setting("max-streams")) var maxStreams: String?
+    @Option(name: .customLong("max-segments"), help: .setting("max-segments")) var maxSegments: String?
     @Option(help: .setting("window")) var window: String?
     @Option(name: .customLong("stall-timeout"), help: .setting("stall-timeout")) var stallTimeout: String?
     @Option(name: .customLong("resource-timeout"), help: .setting("resource-timeout")) var resourceTimeout: String?

@@ -105,6 +105,44 @@ final class RecoveryPlannerTests: XCTestCase {
                        .resume(bytes: 4096, etag: "\"e\"", lastModified: nil), "this boot: a kill loses no write")
     }
 
+    /// A segmented body's part holds ranges past its in-order prefix, with holes between them:
+    /// in this boot too, only the synced prefix is resumed from.
+    func testRunningSegmentedResumesFromTheSyncedPrefixOnlyInAnyBoot() {
+        var segmented = state(.running, etag: "\"e\"", synced: 1024)
+        segmented.segments = 6
+        XCTAssertEqual(plan(segmented, part: 4096), .resume(bytes: 1024, etag: "\"e\"", lastModified: nil))
+        segmented.syncedBytes = nil
+        XCTAssertEqual(plan(segmented, part: 4096), .startOver, "nothing synced")
+        segmented.bootID = "b0"
+        segmented.syncedBytes = 2048
+        XCTAssertEqual(plan(segmented, part: 4096), .resume(bytes: 2048, etag: "\"e\"", lastModified: nil))
+    }
+
+    /// In the boot it was written in, a segmented state's ranges are kept: the prefix it names
+    /// and `[from, done)` of each range; in another boot, or with ranges that do not follow each
+    /// other, only the synced prefix.
+    func testRunningSegmentedKeepsItsRangesInThisBootOnly() {
+        var segmented = state(.running, etag: "\"e\"", synced: 512)
+        segmented.segments = 3
+        segmented.bytes = 1000
+        segmented.ranges = [[1500, 2000, 2500], [2500, 2600, 4096]]
+        let facts = RecoveryFacts(state: segmented, partSize: 4096, partInode: 42, partSHA256: nil, publishedFile: nil,
+                                  publishedMarkerExists: false, publishedFileExists: false, markersPerItem: true, currentBoot: "b1")
+        XCTAssertEqual(RecoveryPlanner.plan(facts), .resume(bytes: 1000, etag: "\"e\"", lastModified: nil))
+        XCTAssertEqual(RecoveryPlanner.keptRanges(facts), [[1500, 2000, 2500], [2500, 2600, 4096]])
+        var gap = facts
+        gap.state!.ranges = [[1500, 2000, 2400], [2500, 2600, 4096]]
+        XCTAssertNil(RecoveryPlanner.keptRanges(gap))
+        XCTAssertEqual(RecoveryPlanner.plan(gap), .resume(bytes: 512, etag: "\"e\"", lastModified: nil))
+        var otherBoot = facts
+        otherBoot.state!.bootID = "b0"
+        XCTAssertNil(RecoveryPlanner.keptRanges(otherBoot))
+        XCTAssertEqual(RecoveryPlanner.plan(otherBoot), .resume(bytes: 512, etag: "\"e\"", lastModified: nil))
+        var pastThePart = facts
+        pastThePart.state!.ranges = [[1500, 5000, 5000]]
+        XCTAssertNil(RecoveryPlanner.keptRanges(pastThePart), "a range done past the part's end")
+    }
+
     func testRunningWithOnlyAWeakETagStartsOver() {
         XCTAssertEqual(plan(state(.running, etag: "W/\"e\""), part: 4096), .startOver,
                        "a weak ETag promises no bytes: If-Range must not carry it")

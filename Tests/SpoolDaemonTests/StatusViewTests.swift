@@ -16,6 +16,14 @@ final class StatusViewTests: XCTestCase {
         return SpoolOverview(daemons: daemon ? [d] : [], tasks: tasks, morePending: 0)
     }
 
+    func testASegmentedTaskShowsItsConnectionsBesideItsState() {
+        var segmented = task("big#0", "running", bytes: 3 << 20, expected: 6 << 20, rate: 1_048_576, eta: 3)
+        segmented.connections = 6
+        let table = SpoolOverview.TableLayout(columns: 100, idWidth: 6)
+        XCTAssertTrue(table.row(segmented).contains("running x6"), table.row(segmented))
+        XCTAssertFalse(table.row(task("one#0", "running")).contains(" x"))
+    }
+
     func testDisplayedURLsLoseTheirQueryAndFragment() {
         XCTAssertEqual(displayURL("http://h/a?token=secret#f"), "http://h/a")
         XCTAssertEqual(displayURL("http://h/%C3%A9/b#frag"), "http://h/%C3%A9/b")

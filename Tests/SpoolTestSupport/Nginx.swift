@@ -8,8 +8,13 @@ public final class NginxServer: @unchecked Sendable {
     private let process: Process
     private let workDir: String
 
-    /// Serves `root` over https with `certificate`/`key` when given, else plain http.
-    public init(root: String, certificate: String? = nil, key: String? = nil) throws {
+    /// Serves `root` over https with `certificate`/`key` when given, else plain http; with
+    /// `http2`, https offers HTTP/2 (ALPN). With `proxyTo` (an origin's `http://host:port`) every
+    /// request is passed to that origin instead (one origin connection per request).
+    /// Each request is logged (`requestLog`): its client connection's serial number and protocol.
+    /// `rateLimit` (nginx's `limit_rate`, such as `4m`) caps each connection.
+    public init(root: String, certificate: String? = nil, key: String? = nil, http2: Bool = false,
+                proxyTo origin: String? = nil, rateLimit: String? = nil) throws {
         let nginx = "/usr/sbin/nginx"
         guard FileManager.default.isExecutableFile(atPath: nginx) else {
             throw WaitError.timedOut(what: "nginx at \(nginx) (install nginx-light; `make test` does)", after: 0)
@@ -23,10 +28,12 @@ public final class NginxServer: @unchecked Sendable {
             error_log \(workDir)/error.log warn;
             events { worker_connections 256; }
             http {
-              access_log off;
+              log_format connections '$connection $server_protocol';
+              access_log \(workDir)/access.log connections;
               client_body_temp_path \(workDir); proxy_temp_path \(workDir); fastcgi_temp_path \(workDir);
               uwsgi_temp_path \(workDir); scgi_temp_path \(workDir);
-              server { listen 127.0.0.1:\(port)\(certificate == nil ? "" : " ssl"); \(tls) root \(root); }
+              server { listen 127.0.0.1:\(port)\(certificate == nil ? "" : " ssl")\(http2 ? " http2" : ""); \(tls) root \(root);
+                \(origin.map { "location / { proxy_pass \($0); }" } ?? "") \(rateLimit.map { "limit_rate \($0);" } ?? "") }
             }
             """
         try config.write(toFile: workDir + "/nginx.conf", atomically: true, encoding: .utf8)
@@ -41,6 +48,17 @@ public final class NginxServer: @unchecked Sendable {
     deinit {
         if process.isRunning { process.terminate(); process.waitUntilExit() }
         try? FileManager.default.removeItem(atPath: workDir)
+    }
+
+    /// Requests served so far: the serial number of the client connection each came on, and its
+    /// protocol (`HTTP/2.0`, `HTTP/1.1`). nginx writes a request's line when it has answered it.
+    public func requestLog() -> [(connection: Int, proto: String)] {
+        let text = (try? String(contentsOfFile: workDir + "/access.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: " ")
+            guard f.count == 2, let c = Int(f[0]) else { return nil }
+            return (c, String(f[1]))
+        }
     }
 
     public func url(_ path: String, scheme: String = "http") -> String { "\(scheme)://127.0.0.1:\(port)\(path)" }

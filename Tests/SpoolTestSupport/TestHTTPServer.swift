@@ -28,6 +28,12 @@ public enum ResponseBehavior: Sendable {
     case stall(afterBytes: Int)
     /// Like `.normal`, sending `chunkSize` bytes every `interval`.
     case slow(chunkSize: Int, interval: TimeAmount)
+    /// Like `.normal`, answered `delay` after the request (a distant or busy origin); the
+    /// server counts how many such requests wait at once (`maxConcurrentDelayed`).
+    case delayed(TimeAmount)
+    /// Like `.ignoreIfRange`, but of another version of the resource (`body` under `etag`), as
+    /// when it changed between two requests and the server ignores `If-Range`.
+    case version(body: [UInt8], etag: String)
 }
 
 /// A request as the server saw it.
@@ -67,6 +73,8 @@ public final class TestHTTPServer: Sendable {
         var uploadTargets: [String: UploadTarget] = [:]
         var uploadsReceived: [String: [[UInt8]]] = [:]
         var uploadBytesReceived = 0
+        var delayedNow = 0
+        var maxDelayedAtOnce = 0
     }
 
     private let group: MultiThreadedEventLoopGroup
@@ -161,6 +169,14 @@ public final class TestHTTPServer: Sendable {
             && Date().timeIntervalSince1970 <= Double(expires)
     }
 
+    /// The most `.delayed` requests that were waiting for their answer at one time.
+    public var maxConcurrentDelayed: Int { state.withLockedValue { $0.maxDelayedAtOnce } }
+
+    func delayBegan() {
+        state.withLockedValue { $0.delayedNow += 1; $0.maxDelayedAtOnce = max($0.maxDelayedAtOnce, $0.delayedNow) }
+    }
+    func delayEnded() { state.withLockedValue { $0.delayedNow -= 1 } }
+
     func countSent(_ bytes: Int) { state.withLockedValue { $0.bodyBytesSent += bytes } }
 
     public func shutdown() throws {
@@ -223,7 +239,24 @@ final class RequestHandler: ChannelInboundHandler {
 
     private func respond(context: ChannelHandlerContext, head: HTTPRequestHead) {
         let (resource, behavior) = server.route(head, connectionID: connectionID)
+        answer(context: context, head: head, resource: resource, behavior: behavior)
+    }
+
+    private func answer(context: ChannelHandlerContext, head: HTTPRequestHead,
+                        resource: TestHTTPServer.Resource?, behavior: ResponseBehavior) {
         switch behavior {
+        case .version(let body, let etag):
+            var changed = resource
+            changed?.body = body
+            changed?.etag = etag
+            answer(context: context, head: head, resource: changed, behavior: .ignoreIfRange)
+        case .delayed(let delay):
+            server.delayBegan()
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+                self.server.delayEnded()
+                self.answer(context: bound.value, head: head, resource: resource, behavior: .normal)
+            }
         case .status(let code, let extra):
             let text = Array("status \(code)\n".utf8)
             var headers = HTTPHeaders(extra.map { ($0.0, $0.1) })

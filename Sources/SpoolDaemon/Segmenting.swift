@@ -1,0 +1,30 @@
+import Foundation
+import Logging
+import SpoolScheduler
+
+/// Segmented transfers, the engine's side: a large body whose server answers ranges gets the
+/// host's spare connections (`Scheduler.spareConnections`) as segments, and gives them back as
+/// they finish; while other items of the host wait, a finished range takes no new one.
+extension Engine {
+    func growSegments() {
+        for candidate in driver.session.splitCandidates() {
+            guard let record = driver.running[candidate.key] else { continue }
+            let limit = min(candidate.maxSegments, configuration.perHost) - 1
+            let spare = scheduler.spareConnections(forHost: record.hostKey, upTo: limit)
+            guard spare > 0, driver.markSegmented(record, ranges: spare + 1) else { continue }
+            let started = driver.session.split(candidate.key, connections: spare)
+            guard started > 0 else { continue }
+            logger.info("large body fetched in segments", metadata: [
+                "item": "\(record.id)", "connections": "\(started + 1)"])
+        }
+        let now = Date()
+        for key in driver.session.segmentedKeys {
+            guard let record = driver.running[key] else { continue }
+            driver.session.setStealing(key, !scheduler.hostHasWaiting(record.hostKey))
+            driver.saveSegmentState(record, now: now)
+        }
+        for (key, segments) in driver.session.takeSegmentConnectionChanges() {
+            scheduler.setSegmentConnections(key, segments)
+        }
+    }
+}

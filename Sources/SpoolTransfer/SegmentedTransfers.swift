@@ -1,0 +1,320 @@
+internal import CCurl
+import Foundation
+
+/// Segmented transfers (see `SegmentSet`): which running bodies may be split, the split, the end
+/// of each range, and the final hash pass.
+extension TransferSession {
+    /// A body at least this large may be fetched in segments: below it one connection's
+    /// slow start and a request's round trip are most of what segments could save.
+    public static let segmentThreshold: Int64 = 16 << 20
+    /// No range is split below twice this: each range costs a request and a new connection.
+    static let minimumPiece: Int64 = 1 << 20
+
+    /// Running transfers whose body may be split, offered on every call until they are (a
+    /// host's connections may come free later): at least `segmentThreshold` bytes in all and
+    /// twice `minimumPiece` left, from a server that answered a range (206) or announced ranges
+    /// (`Accept-Ranges: bytes`), under a strong validator. With the most segments each may use.
+    public func splitCandidates() -> [(key: Int, maxSegments: Int)] {
+        var found: [(key: Int, maxSegments: Int)] = []
+        for (key, set) in segmentSets where !set.pending.isEmpty && set.broken == nil {
+            found.append((key, set.primary.request.maxSegments))
+        }
+        for key in splittable {
+            guard let t = running[key], segmentSets[key] == nil, !segmentsRefused.contains(key), !t.reachedStop, t.abortReason == nil,
+                  let total = t.facts.rangeTotal ?? t.facts.contentLength else { splittable.remove(key); continue }
+            guard total - t.bytesOnDisk >= 2 * Self.minimumPiece else { continue }
+            found.append((key, t.request.maxSegments))
+        }
+        return found
+    }
+
+    /// Whether a body that just began may be split later (see `splitCandidates`); asked once
+    /// per body, by `takeBodyStarts`, so no turn walks every transfer for it.
+    func mayBeSplit(_ t: Transfer) -> Bool {
+        // An upload's response is an answer, never a body to split.
+        t.request.maxSegments > 1 && !t.request.segment && t.request.upload == nil && !segmentsRefused.contains(t.key)
+            && t.abortReason == nil
+            && (t.facts.httpStatus == 206 || (t.facts.httpStatus == 200 && t.facts.acceptsRanges))
+            && SegmentSet.validator(t.facts) != nil
+            && (t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil) ?? 0) >= Self.segmentThreshold
+    }
+
+    /// Splits what is left of `key`'s body into ranges for up to `connections` more connections.
+    /// Returns how many segments started.
+    public func split(_ key: Int, connections: Int) -> Int {
+        if let set = segmentSets[key] {
+            // Kept ranges of a restart: what is missing of them, one connection each.
+            var started = 0
+            while started < connections, set.broken == nil, let piece = set.pending.first {
+                set.pending.removeFirst()
+                guard startSegment(set, from: piece.from, to: piece.to) else { set.pending.insert(piece, at: 0); break }
+                started += 1
+            }
+            set.peakConnections = max(set.peakConnections, set.connections)
+            segmentConnectionChanges[key] = set.segments.count
+            return started
+        }
+        guard connections > 0, let primary = running[key],
+              let total = primary.facts.rangeTotal ?? primary.facts.contentLength else { return 0 }
+        let start = primary.bytesOnDisk
+        let pieces = Int(min(Int64(connections + 1), (total - start) / Self.minimumPiece))
+        guard pieces >= 2 else { return 0 }
+        let set = SegmentSet(primary: primary, total: total)
+        let size = (total - start) / Int64(pieces)
+        primary.stopAt = start + size
+        segmentSets[key] = set
+        splittable.remove(key)
+        for i in 1..<pieces {
+            let from = start + size * Int64(i)
+            guard startSegment(set, from: from, to: i == pieces - 1 ? total : from + size) else {
+                fallBack(set, .curl(code: -1, text: "a segment could not be started"))
+                return 0
+            }
+        }
+        set.peakConnections = set.connections
+        segmentConnectionChanges[key] = set.segments.count
+        return set.segments.count
+    }
+
+    /// A restart's kept ranges (`TransferRequest.keptRanges`): the set exists from the start,
+    /// its primary stops where they begin, and what is missing of them waits for connections.
+    func adoptKeptRanges(_ primary: Transfer) {
+        guard let ranges = primary.request.keptRanges, let first = ranges.first?.first, let total = ranges.last?.last,
+              primary.request.ifRange != nil, first >= primary.bytesOnDisk else { return }
+        let set = SegmentSet(primary: primary, total: total)
+        primary.stopAt = first
+        for r in ranges where r.count == 3 {
+            if r[1] > r[0] { set.doneRanges.append((r[0], r[1])); set.finishedBytes += r[1] - r[0] }
+            if r[2] > r[1] { set.pending.append((r[1], r[2])) }
+        }
+        segmentSets[primary.key] = set
+    }
+
+    /// A segmented item's primary began its body: of the kept ranges' version and size, else
+    /// nothing of them is spliced.
+    func checkKeptRanges(_ t: Transfer) {
+        guard let set = segmentSets[t.key], set.primary === t, t.request.keptRanges != nil else { return }
+        let total = t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil)
+        let changed = t.request.ifRange.flatMap { t.facts.validatorContradicting($0) }
+        if t.restartedFromZero || total != set.total || changed != nil {
+            fallBack(set, .resourceChanged(sent: t.request.ifRange ?? "", got: changed ?? SegmentSet.validator(t.facts) ?? ""))
+        }
+    }
+
+    /// A segmented item's prefix and ranges as far as they are in the file (for `B.state`).
+    public func segmentExtents(of key: Int) -> (prefix: Int64, ranges: [[Int64]])? {
+        segmentSets[key]?.extents
+    }
+
+    /// Connections `key`'s transfer uses now, when it is segmented (for status).
+    public func connections(of key: Int) -> Int? {
+        guard let set = segmentSets[key], set.connections > 1 else { return nil }
+        return set.connections
+    }
+
+    /// Segmented items (for the engine's per-host accounting and `setStealing`).
+    public var segmentedKeys: [Int] { Array(segmentSets.keys) }
+
+    /// Whether `key`'s finished ranges may take over half of a remaining one; false leaves the
+    /// connection free for the host's other items.
+    public func setStealing(_ key: Int, _ allowed: Bool) { segmentSets[key]?.stealing = allowed }
+
+    /// Items whose count of segment connections changed since the last call, with the count.
+    public func takeSegmentConnectionChanges() -> [(key: Int, segments: Int)] {
+        defer { segmentConnectionChanges.removeAll() }
+        return segmentConnectionChanges.map { ($0.key, $0.value) }
+    }
+
+    private func startSegment(_ set: SegmentSet, from: Int64, to: Int64) -> Bool {
+        let primary = set.primary
+        guard let validator = SegmentSet.validator(primary.facts) ?? primary.request.ifRange else { return false }
+        var request = TransferRequest(url: primary.request.url, headers: primary.request.headers,
+                                      destination: primary.request.destination, resumeFrom: from, ifRange: validator)
+        request.segment = true
+        do {
+            let easy = try EasyHandle()
+            let t = Transfer(key: set.key, easy: easy, request: request, proxies: proxies, gate: gate)
+            t.stopAt = to
+            try configure(easy, for: t, maxRecvSpeed: 0)
+            // A connection of its own: a throttling server caps each connection, not each stream.
+            try easy.set(.pipeWait, false)
+            try easy.set(.httpVersion, Int(CURL_HTTP_VERSION_1_1))
+            try easy.set(.freshConnect, true)
+            try easy.set(.forbidReuse, true)
+            // A request's own `max-rate:` holds over all of its item's connections.
+            gate.join(t, group: primary.request.rateGroup)
+            guard curl_multi_add_handle(multi, easy.raw) == CURLM_OK else { gate.forget(t); return false }
+            set.segments.append(t)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// A transfer of a segmented item ended (its handle is out of the multi handle already).
+    func segmentEnded(_ set: SegmentSet, _ t: Transfer, code: CURLcode) {
+        var outcome = t.outcome(curlCode: code)
+        if t === set.primary {
+            set.primaryRunning = false
+            if outcome.failure == nil, t.reachedStop, let broken = set.broken {
+                // It stopped at its range's end as a segment broke the set: the rest is missing.
+                outcome.failure = broken
+                outcome.sha256 = nil
+                finish(set, outcome)
+                return
+            } else if outcome.failure == nil, t.reachedStop {
+                set.prefix = outcome
+                steal(set)
+            } else {
+                // Done alone after a fallback, or failed: it is the item's outcome either way.
+                stopSegments(set)
+                if outcome.failure != nil && set.broken != nil { segmentsRefused.insert(set.key) }
+                outcome.facts.connections = 1
+                finish(set, outcome)
+                return
+            }
+        } else {
+            set.segments.removeAll { $0 === t }
+            let end = min(t.stopAt, set.total)
+            if outcome.failure == nil, t.bytesOnDisk == end {
+                set.finishedBytes += end - t.request.resumeFrom
+                set.doneRanges.append((t.request.resumeFrom, end))
+                steal(set)
+            } else {
+                fallBack(set, outcome.failure ?? .curl(code: 18, text: "segment ended at \(t.bytesOnDisk), expected \(end)"))
+                return
+            }
+        }
+        segmentConnectionChanges[set.key] = set.segments.count
+        completeIfWhole(set)
+    }
+
+    /// Half of the largest remaining range goes to a new segment, if worth it and allowed.
+    private func steal(_ set: SegmentSet) {
+        // A kept range still missing comes first; it is the item's own work, so it goes on even
+        // when no connection may be taken for more.
+        if set.broken == nil, let piece = set.pending.first, set.stealing || set.connections == 0 {
+            set.pending.removeFirst()
+            if !startSegment(set, from: piece.from, to: piece.to) { fallBack(set, .curl(code: -1, text: "a segment could not be started")) }
+            set.peakConnections = max(set.peakConnections, set.connections)
+            return
+        }
+        guard set.stealing, set.broken == nil,
+              let (victim, at) = set.largestRemaining(minimumPiece: Self.minimumPiece) else { return }
+        let end = victim.stopAt
+        victim.stopAt = at
+        if !startSegment(set, from: at, to: end) { victim.stopAt = end }
+        set.peakConnections = max(set.peakConnections, set.connections)
+    }
+
+    /// A promise broke (or a segment failed): stop every segment; the primary, if it still runs,
+    /// carries the rest alone; else the item fails with `failure` and is not split again.
+    private func fallBack(_ set: SegmentSet, _ failure: TransferFailure) {
+        set.broken = set.broken ?? failure
+        set.pending.removeAll()
+        segmentsRefused.insert(set.key)
+        stopSegments(set)
+        segmentConnectionChanges[set.key] = 0
+        if set.primaryRunning {
+            set.primary.stopAt = .max
+        } else if var outcome = set.prefix {
+            outcome.failure = failure
+            outcome.sha256 = nil
+            finish(set, outcome)
+        }
+    }
+
+    private func stopSegments(_ set: SegmentSet) {
+        for s in set.segments {
+            gate.forget(s)
+            _ = curl_multi_remove_handle(multi, s.easy.raw)
+            _ = s.outcome(curlCode: CURLE_OK, handingOverHeld: false)
+        }
+        set.segments.removeAll()
+    }
+
+    /// Every range is in: hash what follows the primary's range, in order, off this thread.
+    private func completeIfWhole(_ set: SegmentSet) {
+        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil,
+              let prefix = set.prefix else { return }
+        set.hashing = true
+        let results = hashResults, waker = waker, key = set.key
+        HashPass.start(fd: set.primary.request.destination, from: prefix.bytesOnDisk, to: set.total,
+                       sha: prefix.hashState.sha) { result in
+            results.append(key: key, result)
+            waker.wake()
+        }
+    }
+
+    /// Hash passes that ended since the last call: their items' outcomes go to `finishedOutcomes`.
+    func completeHashedSets() {
+        for (key, result) in hashResults.take() {
+            guard let set = segmentSets[key], set.hashing, var outcome = set.prefix else { continue }
+            switch result {
+            case .success(let (digest, state)):
+                outcome.sha256 = digest
+                outcome.hashState = state
+                outcome.bytesOnDisk = set.total
+                outcome.bytesReceived += set.finishedBytes
+                outcome.facts.connections = set.peakConnections
+            case .failure(let error):
+                outcome.failure = .write(errno: error.errno)
+                outcome.sha256 = nil
+            }
+            finish(set, outcome)
+        }
+    }
+
+    /// The item's outcome: the set is gone, and the outcome is handed out by `performTransfers`.
+    private func finish(_ set: SegmentSet, _ outcome: TransferOutcome) {
+        var outcome = outcome
+        outcome.partHasMore = outcome.failure != nil
+        segmentSets.removeValue(forKey: set.key)
+        running.removeValue(forKey: set.key)
+        segmentConnectionChanges[set.key] = 0
+        finishedOutcomes.append(outcome)
+    }
+
+    /// Stops a segmented item (pause, cancel, shutdown): its outcome as `.cancelled`, with the
+    /// in-order prefix as what a resume builds on.
+    func removeSegmented(_ set: SegmentSet) -> TransferOutcome {
+        stopSegments(set)
+        segmentSets.removeValue(forKey: set.key)
+        running.removeValue(forKey: set.key)
+        segmentConnectionChanges[set.key] = 0
+        var outcome: TransferOutcome
+        if set.primaryRunning {
+            gate.forget(set.primary)
+            _ = curl_multi_remove_handle(multi, set.primary.easy.raw)
+            outcome = set.primary.outcome(curlCode: CURLE_OK, handingOverHeld: false)
+        } else {
+            outcome = set.prefix!
+        }
+        outcome.failure = .cancelled
+        outcome.sha256 = nil
+        outcome.partHasMore = true
+        return outcome
+    }
+
+    /// How many of `key`'s first bytes are known durable: its resume's synced prefix or its
+    /// last checkpoint.
+    public func durablePrefix(of key: Int) -> Int64 {
+        guard let t = running[key] else { return 0 }
+        return max(t.restartedFromZero ? 0 : t.request.resumeFrom, t.checkpointReported)
+    }
+}
+
+/// Results of hash passes, handed from their threads to the engine's.
+final class HashResults: @unchecked Sendable {
+    private var results: [(Int, Result<(String, HashState), HashPass.ReadError>)] = []
+    private let lock = NSLock()
+    func append(key: Int, _ result: Result<(String, HashState), HashPass.ReadError>) {
+        lock.lock(); results.append((key, result)); lock.unlock()
+    }
+    func take() -> [(Int, Result<(String, HashState), HashPass.ReadError>)] {
+        lock.lock(); defer { lock.unlock() }
+        let all = results
+        results.removeAll()
+        return all
+    }
+}
