@@ -344,6 +344,7 @@ public final class Engine {
             snapshot.queued = d.queued
         }
         snapshot.running = driver.running.count
+        snapshot.connections = scheduler.connectionsInUse
         snapshot.outages = scheduler.hostOutages.map { ($0.hostKey, $0.since) }
         snapshot.oldestQueued = status.oldestQueued
         snapshot.maxRate = driver.rateInForce

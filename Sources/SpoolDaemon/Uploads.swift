@@ -161,6 +161,7 @@ extension Engine {
             attempts: record.attempts, outageSeconds: record.outageSeconds(at: finished))
         logger.debug("upload accepted", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url))",
                                                    "status": "\(facts.httpStatus)", "bytes": "\(record.bytesOnDisk)"])
+        metrics.metrics.sent(bytes: record.bytesOnDisk)
         uploadRecords.pending.append((record.key, entry, record.upload.response))
         writeUploadRecords()
     }

@@ -70,7 +70,12 @@ public final class DaemonMetrics: @unchecked Sendable {
         if bytes > 0 { counter("spoolfetch_received_bytes_total").increment(by: bytes) }
     }
 
-    /// A hook ended; `hook` is `item` or `group`.
+    /// An upload's body the server accepted (2xx): `bytes` sent.
+    public func sent(bytes: Int64) {
+        if bytes > 0 { counter("spoolfetch_sent_bytes_total").increment(by: bytes) }
+    }
+
+    /// A hook ended; `hook` is `item`, `group` or `refresh`.
     public func hookEnded(_ hook: String, failed: Bool, timedOut: Bool) {
         counter("spoolfetch_hook_runs_total", ["hook": hook]).increment()
         if failed { counter("spoolfetch_hook_failures_total", ["hook": hook]).increment() }
@@ -83,6 +88,9 @@ public final class DaemonMetrics: @unchecked Sendable {
     public struct Snapshot: Sendable {
         public var states: [String: Int] = [:]
         public var running = 0
+        /// Connections the running transfers hold (an HTTP/2 connection counts once however
+        /// many streams it carries; each range of a segmented item counts).
+        public var connections = 0
         /// Items waiting (every state but running and publishing).
         public var queued = 0
         /// Unreachable hosts (`host:port`) and since when.
@@ -101,6 +109,8 @@ public final class DaemonMetrics: @unchecked Sendable {
             meter("spoolfetch_items", ["state": state], help: "Open items per state").set(s.states[state] ?? 0)
         }
         meter("spoolfetch_transfers_running", help: "Transfers running now").set(s.running)
+        meter("spoolfetch_connections", help: "Connections the running transfers hold (an HTTP/2 connection counts once)")
+            .set(s.connections)
         meter("spoolfetch_items_queued", help: "Open items not running nor publishing").set(s.queued)
         meter("spoolfetch_oldest_queued_timestamp_seconds",
               help: "When the longest-waiting open item was first queued, seconds since 1970 (0: none waits)")

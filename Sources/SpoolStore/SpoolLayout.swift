@@ -74,7 +74,7 @@ public final class SpoolLayout: Sendable {
     /// another worker's `mkdir`. On a network filesystem the folder another client is still
     /// creating can look missing to this client for a moment (GlusterFS: `lstat` or `open`
     /// answers ENOENT right after `mkdir` said EEXIST, while the other client's `mkdir` is still
-    /// under way); asked again a little later it is there. Bounded: about 3 s in all.
+    /// under way); asked again a little later it is there. Bounded: about 10 s in all.
     static func makeFolder(_ path: String, mode: mode_t, checkType: Bool = true) throws(StoreError) {
         var attempt = 0
         while true {
@@ -93,7 +93,7 @@ public final class SpoolLayout: Sendable {
             } else {
                 step = "lstat"
             }
-            guard errno == ENOENT, attempt < 40 else { throw StoreError(step, path) }
+            guard errno == ENOENT, attempt < 110 else { throw StoreError(step, path) }
             attempt += 1
             var pause = timespec(tv_sec: 0, tv_nsec: Int(min(attempt, 10)) * 10_000_000)
             _ = nanosleep(&pause, nil)

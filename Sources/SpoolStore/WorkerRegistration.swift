@@ -18,8 +18,8 @@ import Foundation
 /// every item they recorded again.
 ///
 /// No lock is ever converted (exclusive to shared): a distributed lock manager need not wake a
-/// waiter on a conversion (GlusterFS does not: a second worker waited until the first exited),
-/// while every one of them wakes waiters on an unlock.
+/// waiter on a conversion (GlusterFS does not: a second worker waited until the first exited);
+/// and a waiter asks again now and then instead of blocking (see `FileLock`).
 ///
 /// This is not what keeps claims: a worker's requests are kept by its own lock in `active/W/`
 /// (see `WorkerFolder`). One shared lock can say "someone is alive" but not who, so it cannot
@@ -78,9 +78,9 @@ public final class WorkerRegistration: @unchecked Sendable {
         return fd
     }
 
+    /// Takes the lock, waiting while another worker holds it (see `FileLock`: start-ups are
+    /// short, so the wait costs a few polls at most).
     private static func lock(_ fd: Int32, _ operation: Int32, _ name: String, in staging: Directory) throws(StoreError) {
-        while flock(fd, operation) != 0 {
-            if errno != EINTR { throw StoreError("flock", staging.path(of: name)) }
-        }
+        try FileLock.acquire(fd, operation, path: staging.path(of: name), first: 0.01)
     }
 }

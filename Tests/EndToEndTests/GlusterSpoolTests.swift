@@ -135,8 +135,13 @@ final class GlusterSpoolTests: SpoolTestCase {
             let a = try worker(volume.first + root)
             let b = try worker(volume.second + root)
             defer { a.terminate(); b.terminate() }
-            try a.waitForStderr(containing: "spoolfetch running", timeout: 30)
-            try b.waitForStderr(containing: "spoolfetch running", timeout: 30)
+            do {
+                try a.waitForStderr(containing: "spoolfetch running", timeout: 30)
+                try b.waitForStderr(containing: "spoolfetch running", timeout: 30)
+            } catch {
+                XCTFail("round \(round): \(error)\nfirst worker:\n\(a.stderrText)\nsecond worker:\n\(b.stderrText)")
+                throw error
+            }
             a.signal(SIGTERM)
             b.signal(SIGTERM)
             XCTAssertEqual(try a.waitForExit(timeout: 30), 0, "round \(round): \(a.stderrText)")

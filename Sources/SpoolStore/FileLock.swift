@@ -1,0 +1,27 @@
+import Foundation
+
+/// `flock` waits that do not rely on the lock manager to wake the waiter.
+///
+/// A network filesystem's lock manager may fail to wake a blocked `flock` when the holder lets
+/// go (GlusterFS: a waiter missed a conversion from exclusive to shared for good, and under load
+/// an unlock now and then), and a worker blocked there would hang for ever. So a waiter asks
+/// again with a growing pause instead: uncontended, the first `LOCK_NB` try takes the lock and
+/// nothing changes; contended, the wait costs a few polls, since these locks are held briefly.
+enum FileLock {
+    /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `fd`, pausing `first` seconds after a
+    /// refusal, doubling up to `longest`.
+    static func acquire(_ fd: Int32, _ operation: Int32, path: String,
+                        first: Double = 0.001, longest: Double = 0.5) throws(StoreError) {
+        var pause = first
+        while flock(fd, operation | LOCK_NB) != 0 {
+            switch errno {
+            case EINTR: continue
+            case EWOULDBLOCK:
+                var interval = timespec(tv_sec: Int(pause), tv_nsec: Int((pause - pause.rounded(.down)) * 1e9))
+                _ = nanosleep(&interval, nil)
+                pause = min(pause * 2, longest)
+            default: throw StoreError("flock", path)
+            }
+        }
+    }
+}
