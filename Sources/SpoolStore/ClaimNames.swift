@@ -27,9 +27,9 @@ final class ClaimNames: @unchecked Sendable {
     func withLock<T>(_ body: ([String]) throws(StoreError) -> T) throws(StoreError) -> T {
         local.lock()
         defer { local.unlock() }
-        // Held for a rename at a time: a waiter polls (see `FileLock`) rather than trust the
-        // lock manager to wake it.
-        try FileLock.acquire(fd, LOCK_EX, path: active.path(of: Self.fileName), longest: 0.05)
+        // Held for a rename at a time: on a network filesystem a waiter polls (see `FileLock`)
+        // rather than trust the lock manager to wake it.
+        try FileLock.acquire(fd, LOCK_EX, in: active, path: active.path(of: Self.fileName), longest: 0.05)
         defer { _ = flock(fd, LOCK_UN) }
         let folders = active.entries().filter { $0.isDirectory && !$0.name.hasPrefix(".") }.map(\.name)
         return try body(folders)

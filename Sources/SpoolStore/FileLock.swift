@@ -7,11 +7,19 @@ import Foundation
 /// an unlock now and then), and a worker blocked there would hang for ever. So a waiter asks
 /// again with a growing pause instead: uncontended, the first `LOCK_NB` try takes the lock and
 /// nothing changes; contended, the wait costs a few polls, since these locks are held briefly.
+/// On a local filesystem (the kernel's own locks, which always wake their waiters) the wait is
+/// one blocking `flock`.
 enum FileLock {
-    /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `fd`, pausing `first` seconds after a
-    /// refusal, doubling up to `longest`.
-    static func acquire(_ fd: Int32, _ operation: Int32, path: String,
+    /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `fd` in `folder`, pausing `first` seconds
+    /// after a refusal, doubling up to `longest`.
+    static func acquire(_ fd: Int32, _ operation: Int32, in folder: Directory, path: String,
                         first: Double = 0.001, longest: Double = 0.5) throws(StoreError) {
+        if folder.isLocal {
+            while flock(fd, operation) != 0 {
+                if errno != EINTR { throw StoreError("flock", path) }
+            }
+            return
+        }
         var pause = first
         while flock(fd, operation | LOCK_NB) != 0 {
             switch errno {
@@ -24,4 +32,10 @@ enum FileLock {
             }
         }
     }
+}
+
+extension Directory {
+    /// Whether the folder is on a local filesystem of this kernel (ext2/3/4, xfs, btrfs, tmpfs:
+    /// the types whose `syncfs` is trusted), where `flock` is the kernel's own.
+    var isLocal: Bool { syncMethod == .syncfs }
 }

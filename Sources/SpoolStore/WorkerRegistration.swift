@@ -81,6 +81,6 @@ public final class WorkerRegistration: @unchecked Sendable {
     /// Takes the lock, waiting while another worker holds it (see `FileLock`: start-ups are
     /// short, so the wait costs a few polls at most).
     private static func lock(_ fd: Int32, _ operation: Int32, _ name: String, in staging: Directory) throws(StoreError) {
-        try FileLock.acquire(fd, operation, path: staging.path(of: name), first: 0.01)
+        try FileLock.acquire(fd, operation, in: staging, path: staging.path(of: name), first: 0.01)
     }
 }
