@@ -12,26 +12,12 @@ final class StatusWatchTests: SpoolTestCase {
         super.tearDown()
     }
 
-    /// Runs tmux on this test's own server; its output. Spawned and waited for with
-    /// `posix_spawn`/`waitpid`, its output in a file: the server that `new-session` starts
-    /// inherits the client's descriptors for its whole life, so neither a pipe's end nor
-    /// Foundation's `Process` (which watches one) would ever see the client end.
+    /// Runs tmux on this test's own server; its output. The server that `new-session` starts
+    /// stays behind (see `DetachingTool`).
     @discardableResult
     private func tmux(_ arguments: [String]) throws -> String {
         let output = spool.path("tmp", "tmux-output")
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv: [UnsafeMutablePointer<CChar>?] = (["/usr/bin/tmux", "-L", socket, "-f", "/dev/null"] + arguments).map { strdup($0) } + [nil]
-        defer { for p in argv { free(p) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/usr/bin/tmux", &actions, nil, argv, environ)
-        guard spawned == 0 else { throw WaitError.timedOut(what: "tmux to start (posix_spawn: \(spawned))", after: 0) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = try DetachingTool.run("/usr/bin/tmux", ["-L", socket, "-f", "/dev/null"] + arguments, output: output)
         return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
     }
 

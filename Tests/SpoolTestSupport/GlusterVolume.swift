@@ -26,8 +26,8 @@ public final class GlusterVolume: @unchecked Sendable {
         let log = directory + ".log"
         let status = try Self.run(["up", directory], log: log)
         guard status == 0 else {
-            _ = try? Self.run(["down", directory], log: log)
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            _ = try? Self.run(["down", directory], log: log + ".down")
             throw MountUnavailable("gluster-volume up failed (\(status)): \(text)")
         }
         mounted = true
@@ -43,29 +43,9 @@ public final class GlusterVolume: @unchecked Sendable {
 
     deinit { unmount() }
 
-    /// Runs the script with its output in `log`, through `posix_spawn` and `waitpid` rather than
-    /// Foundation's `Process`: the daemons the script starts (glusterd, the brick, the FUSE
-    /// clients) stay behind, and `Process` waits until every descendant has closed what it
-    /// inherited, so it never saw the script end. (The script closes every other descriptor it
-    /// inherits before it starts them.)
+    /// Runs the script with its output in `log`. The daemons it starts stay behind (see
+    /// `DetachingTool`); the script closes every descriptor it inherits but 0, 1 and 2 first.
     private static func run(_ arguments: [String], log: String) throws -> Int32 {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = ["/bin/bash", script] + arguments
-        var cArgs = argv.map { strdup($0) } + [nil]
-        defer { for p in cArgs { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/bin/bash", &actions, nil, &cArgs, environ)
-        guard rc == 0 else { throw MountUnavailable("posix_spawn /bin/bash failed: errno \(rc)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw MountUnavailable("waitpid failed: errno \(errno)") }
-        }
-        // WIFEXITED / WEXITSTATUS are macros.
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        try DetachingTool.run("/bin/bash", [script] + arguments, output: log)
     }
 }
