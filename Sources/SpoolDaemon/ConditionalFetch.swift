@@ -29,7 +29,6 @@ extension TransferDriver {
     /// empty part is removed then (there is nothing to publish).
     func notModified(_ record: ItemRecord, _ outcome: TransferOutcome) -> UnchangedFile? {
         guard let previous = record.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
-        record.part = nil
         record.discardPartial()
         store.removePart(record.base)
         record.publishedMarker = previous

@@ -203,7 +203,7 @@ public final class Engine {
         for action in actions {
             switch action {
             case .start(let key):
-                guard let record = table.item(key) else { scheduler.finished(key); continue }
+                guard let record = table.wake(key) else { scheduler.finished(key); continue }
                 let fits = space.hasSpace(for: record, running: driver.running.values)
                 if scheduler.isProbe(key) {
                     logger.info("probing an unreachable host", metadata: ["host": "\(record.hostKey)", "item": "\(record.id)"])

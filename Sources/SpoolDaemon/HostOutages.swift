@@ -39,7 +39,7 @@ extension Engine {
                 if summary.hostID == hostID, firstQueued <= timedOut { expired.append(key) }
                 return true
             }
-            for key in expired { if let other = table.item(key) { send(.deadlineCheck, to: other) } }
+            for key in expired { if let other = table.wake(key) { send(.deadlineCheck, to: other) } }
             send(.deadlineCheck, to: record)
             if let outage {
                 moveHeldItemsToMirrors(host: host, hostID: record.request.hosts.id(of: host), since: outage.since, now: now)

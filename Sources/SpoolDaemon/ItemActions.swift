@@ -21,18 +21,18 @@ extension Engine {
             context.nextSource = record.sources?.hasNext ?? true
             context.hostDownLong = hostDownLong(record, now: now)
         }
+        // The phase it leaves: its actions may still need what it held (the part a stopped
+        // transfer keeps, the one a verified body is published from). It is let go, and a part
+        // no phase holds any more closed, when this call returns.
+        let leaving = record.lifecycle.state
         let actions = record.lifecycle.handle(event, policy: policy, context: context)
         if !actions.isEmpty { table.note(record) }
-        for action in actions { perform(action, for: record) }
-        // Only a running item and one being published hold their part open; a waiting one
-        // (retrying, waiting for space, paused, held by an outage) closes it and reopens it when
-        // it starts again. So the open files stay within `DescriptorBudget` however many wait.
-        if record.part != nil, record.phase != .running, record.phase != .publishing { record.part = nil }
+        for action in actions { perform(action, for: record, leaving: leaving) }
         if !actions.isEmpty { status.markDirty() }
         return actions
     }
 
-    private func perform(_ action: ItemAction, for record: ItemRecord) {
+    private func perform(_ action: ItemAction, for record: ItemRecord, leaving: ItemLifecycle.State) {
         switch action {
         case .schedule:
             scheduler.submit(ScheduledItem(key: record.key, hostKey: record.hostKey,
@@ -71,11 +71,11 @@ extension Engine {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
             }
         case .stopTransfer:
-            driver.stop(record)
+            driver.stop(record, part: leaving.part)
         case .refreshURL(let reason):
             askForFreshURL(record, reason: reason)
         case .nextSource:
-            moveToNextSource(record)
+            moveToNextSource(record, part: leaving.part)
         case .retry(let at, let holdHost):
             // The server asked for a pause (429/503): back off the whole host, not just this item.
             if holdHost { scheduler.holdHost(record.hostKey, until: at) }
@@ -91,15 +91,15 @@ extension Engine {
         case .discardPartial:
             record.discardPartial()
         case .saveResumeState:
-            driver.saveResumeState(record)
+            driver.saveResumeState(record, part: leaving.part)
         case .publish(let digest):
-            publish(record, digest: digest)
+            publish(record, digest: digest, part: leaving.part)
         case .retryPublish(let at):
-            guard let job = record.publishJob else { return }
+            guard case .publishing(let job?) = record.lifecycle.state else { return }
             logger.warning("publishing failed; will try again at \(RFC3339.format(at))", metadata: ["item": "\(record.id)"])
             publishing.retry(job, at: at)
         case .fail(let code, let message):
-            fail(record, code: code, message: message)
+            fail(record, code: code, message: message, wasPublishing: leaving.phase == .publishing)
         case .ended:
             itemEnded(record)
         case .hostUnreachable(let error):
@@ -168,8 +168,6 @@ extension Engine {
                 if let confirm { confirmed.append(confirm) }
                 itemEnded(record)
             case .publish(let job):
-                record.publishJob = job
-                table.awaitPublish(record)
                 table.note(record)
                 publishing.enqueue(job)
             }
@@ -193,9 +191,9 @@ extension Engine {
     // MARK: Publishing
 
     /// The body is complete and verified: hand it to the publisher with its marker.
-    private func publish(_ record: ItemRecord, digest: String) {
+    private func publish(_ record: ItemRecord, digest: String, part: StagingFile?) {
         if record.summary.isUpload { recordUpload(record, digest: digest); return }
-        guard let part = record.part, let item = record.loaded else { return }
+        guard let part, let item = record.loaded else { return }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
         // The source that served it: a mirror's URL, else the request's (not a refreshed one,
@@ -218,8 +216,7 @@ extension Engine {
                               marker: marker)
         let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                              replacesExisting: record.replacesExisting)
-        record.publishJob = job
-        table.awaitPublish(record)
+        record.lifecycle.handOver(job)
         publishing.enqueue(job)
     }
 
@@ -236,16 +233,13 @@ extension Engine {
                 facts.name = file
                 record.publishedMarker = facts
             }
-            record.part = nil
-            table.publishOver(record)
-            record.publishJob = nil
             // Under `markers: group` there is no per-file marker: the item's marker path is empty.
             send(.publishSucceeded(file: file, marker: result.markerPath ?? ""), to: record)
             return
         }
         var job = result.job
         job.alreadyPublishedAs = result.finalName
-        record.publishJob = job
+        record.lifecycle.handOver(job)
         // An unnamed part cannot be gone: the job holds it open.
         let partGone = result.finalName == nil && job.part.isNamed && !store.partExists(record.base)
         let permanent = result.error?.isPermanent ?? false
@@ -264,7 +258,7 @@ extension Engine {
 
     /// The item failed for good: its failure record (with the last response's status, curl code
     /// and final URL), its part removed, its state written, then the ending.
-    private func fail(_ record: ItemRecord, code: String, message: String) {
+    private func fail(_ record: ItemRecord, code: String, message: String, wasPublishing: Bool) {
         var curlCode: Int? = nil, curlText: String? = nil
         if case .curl(let c, let t) = record.lastFailure { curlCode = c; curlText = t }
         let status = record.lastFacts?.httpStatus
@@ -278,12 +272,7 @@ extension Engine {
                                   outageSeconds: record.outageSeconds(at: Date()))
         record.lifecycle.recordFailure(failure)
         fileFailedUpload(record)
-        record.part = nil
-        if record.publishJob != nil {
-            table.publishOver(record)
-            publishing.drop(base: record.base)
-        }
-        record.publishJob = nil
+        if wasPublishing { publishing.drop(base: record.base) }
         store.removePart(record.base)
         driver.writeState(record, ItemState(request: record.request.name, index: record.index,
                                             url: url, phase: .failed, attempts: record.attempts,

@@ -88,7 +88,49 @@ enum ItemPhase: Equatable {
 /// Anything not in the table changes nothing and returns no action (a control command then
 /// answers that the item's state does not allow it).
 struct ItemLifecycle {
-    private(set) var phase: ItemPhase = .queued
+    /// The phase with the data that belongs to it, so that the data ends with the phase: a
+    /// running item's open part, a publishing item's job. Nothing is cleared by hand when a
+    /// phase ends; the next phase simply does not hold it (a part's descriptor closes with it).
+    enum State {
+        case queued
+        /// `part`: the staging file the transfer writes, from when the driver opened it
+        /// (`holdPart`); none before that, and none for an upload.
+        case running(part: StagingFile?)
+        case retrying
+        case waitingForSpace
+        case paused
+        /// `job`: what the publisher was given (`handOver`), kept to try again after a failed
+        /// batch; none for an upload, whose records the upload queue writes.
+        case publishing(job: PublishJob?)
+        case published(file: String, marker: String)
+        case failed(ItemFailure)
+
+        /// The phase without its data: what the table, status and tests compare.
+        var phase: ItemPhase {
+            switch self {
+            case .queued: .queued
+            case .running: .running
+            case .retrying: .retrying
+            case .waitingForSpace: .waitingForSpace
+            case .paused: .paused
+            case .publishing: .publishing
+            case .published(let file, let marker): .published(file: file, marker: marker)
+            case .failed(let failure): .failed(failure)
+            }
+        }
+
+        /// The open part the phase holds: a running item's, or the one its publish job carries.
+        var part: StagingFile? {
+            switch self {
+            case .running(let part): part
+            case .publishing(let job): job?.part
+            default: nil
+            }
+        }
+    }
+
+    private(set) var state: State = .queued
+    var phase: ItemPhase { state.phase }
     /// Attempts that counted: a full disk or an outage does not use one up.
     private(set) var attempts: Int
     /// When the item was first queued (the resource timeout counts from here).
@@ -104,15 +146,15 @@ struct ItemLifecycle {
         if phase.hasEnded { return [] }
         switch (phase, event) {
         case (_, .submitted):
-            phase = .queued
+            state = .queued
             return [.schedule]
 
         case (.queued, .slotGranted(let space)), (.retrying, .slotGranted(let space)):
             guard space else {
-                phase = .waitingForSpace
+                state = .waitingForSpace
                 return [.releaseSlot, .waitForSpace(reason: "not enough free space for its expected size")]
             }
-            phase = .running
+            state = .running(part: nil)
             attempts += 1
             return [.startTransfer]
 
@@ -120,11 +162,11 @@ struct ItemLifecycle {
             switch problem {
             case .diskFull:
                 attempts -= 1
-                phase = .waitingForSpace
+                state = .waitingForSpace
                 return [.releaseSlot, .waitForSpace(reason: message)]
             case .shortOfResources:
                 attempts -= 1
-                phase = .retrying
+                state = .retrying
                 return [.retry(at: context.now.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)]
             case .other:
                 return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)")
@@ -144,18 +186,18 @@ struct ItemLifecycle {
             return [.releaseSlot] + fail("refresh-failed", message)
 
         case (.running, .preempted):
-            phase = .queued
+            state = .queued
             return [.stopTransfer, .saveResumeState]
 
         case (.running, .transferEnded(let end)):
             return transferEnded(end, policy: policy, context: context)
 
         case (.waitingForSpace, .spaceAvailable):
-            phase = .queued
+            state = .queued
             return [.schedule]
 
         case (.publishing, .publishSucceeded(let file, let marker)):
-            phase = .published(file: file, marker: marker)
+            state = .published(file: file, marker: marker)
             return [.ended]
 
         case (.publishing, .publishFailed(let partGone, let permanent, let message)):
@@ -169,12 +211,12 @@ struct ItemLifecycle {
             return operatorCommand(verb)
 
         case (.running, .stop):
-            phase = .queued
+            state = .queued
             return [.stopTransfer, .saveResumeState]
 
         case (.queued, .sourceUnreachable), (.retrying, .sourceUnreachable):
             guard context.nextSource else { return [] }
-            phase = .queued
+            state = .queued
             return [.unschedule, .nextSource, .schedule]
 
         case (.queued, .deadlineCheck), (.retrying, .deadlineCheck):
@@ -188,7 +230,7 @@ struct ItemLifecycle {
 
     private mutating func transferEnded(_ end: TransferEnd, policy: RetryPolicy, context: LifecycleContext) -> [ItemAction] {
         if let unchanged = end.notModified {
-            phase = .published(file: unchanged.file, marker: unchanged.marker)
+            state = .published(file: unchanged.file, marker: unchanged.marker)
             return [.releaseSlot, .ended]
         }
         // A signed URL refused (expired, revoked): a new one, once per attempt, keeping the slot
@@ -203,28 +245,28 @@ struct ItemLifecycle {
                 return [.releaseSlot] + fail("sha256-mismatch",
                                              "sha256 of the body is \(digest), the request expects \(wanted)")
             }
-            phase = .publishing
+            state = .publishing(job: nil)
             return [.releaseSlot, .publish(sha256: digest)]
         }
         // A 416 to a resume: either the partial already is the whole file, or start over.
         if case .httpStatus(416) = failure, end.hasPartial {
             if let digest = end.wholePartialSHA256 {
-                phase = .publishing
+                state = .publishing(job: nil)
                 return [.releaseSlot, .publish(sha256: digest)]
             }
-            phase = .retrying
+            state = .retrying
             return [.discardPartial, .retry(at: context.now, holdHost: false)]
         }
         if case .write(let e) = failure, e == ENOSPC || e == EDQUOT {
             // A full disk is not the item's fault: keep the partial, wait, do not count the attempt.
             attempts -= 1
-            phase = .waitingForSpace
+            state = .waitingForSpace
             return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
         }
         // This source cannot serve it (gone, unresolvable, untrusted, or down too long): the next.
         if context.nextSource && !context.stopping && (failure.movesToNextSource || (end.outage && context.hostDownLong)) {
             if end.outage { attempts -= 1 }
-            phase = .queued
+            state = .queued
             return [.releaseSlot, .nextSource, .schedule]
         }
         var actions: [ItemAction] = []
@@ -235,7 +277,7 @@ struct ItemLifecycle {
             // Not reaching the server is not the item's fault: no attempt is used up, and the
             // whole host waits for its probe (the scheduler puts the item back in its queue).
             attempts -= 1
-            phase = .queued
+            state = .queued
             return actions + [.hostUnreachable(error: "\(failure)"), .saveResumeState]
         }
 
@@ -245,11 +287,11 @@ struct ItemLifecycle {
             let delay = policy.backoff.delay(afterAttempt: attempts, jitter: context.jitter, retryAfter: end.retryAfter)
             var holdHost = false
             if case .httpStatus(let status) = failure, status == 429 || status == 503 { holdHost = true }
-            phase = .retrying
+            state = .retrying
             return actions + [.retry(at: context.now.addingTimeInterval(delay), holdHost: holdHost), .saveResumeState]
         }
         if context.stopping && (failure.isTransient || failure == .cancelled) {
-            phase = .queued      // picked up by the next run
+            state = .queued      // picked up by the next run
             return actions + [.releaseSlot, .saveResumeState]
         }
         var message = "\(failure)"
@@ -268,22 +310,22 @@ struct ItemLifecycle {
         case (.cancel, .waitingForSpace):
             return [.leaveSpaceQueue] + fail("cancelled", "cancelled by the operator")
         case (.pause, .queued), (.pause, .retrying):
-            phase = .paused
+            state = .paused
             return [.unschedule]
         case (.pause, .waitingForSpace):
-            phase = .paused
+            state = .paused
             return [.leaveSpaceQueue]
         case (.pause, .running):
-            phase = .paused
+            state = .paused
             return [.stopTransfer, .saveResumeState, .releaseSlot]
         case (.resume, .paused):
-            phase = .queued
+            state = .queued
             return [.schedule]
         case (.retry, .retrying):
-            phase = .queued
+            state = .queued
             return [.unschedule, .schedule]
         case (.retry, .waitingForSpace):
-            phase = .queued
+            state = .queued
             return [.leaveSpaceQueue, .schedule]
         default:
             return []
@@ -293,18 +335,19 @@ struct ItemLifecycle {
     private mutating func fail(_ code: String, _ message: String) -> [ItemAction] {
         // The phase becomes `.failed` when the engine has built the failure record (it needs the
         // item's URL, name and last response); until then nothing else may happen to the item.
-        phase = .failed(ItemFailure(index: -1, url: "", name: "", code: code, message: message, attempts: attempts))
+        state = .failed(ItemFailure(index: -1, url: "", name: "", code: code, message: message, attempts: attempts))
         return [.fail(code: code, message: message)]
     }
 
     /// Replaces the placeholder failure with the full record the engine built.
     mutating func recordFailure(_ failure: ItemFailure) {
-        phase = .failed(failure)
+        state = .failed(failure)
     }
 
     /// An adopted item that the recovery plan ends at once (already published or failed).
-    mutating func recovered(as phase: ItemPhase, attempts: Int) {
-        self.phase = phase
+    mutating func recovered(as ended: State, attempts: Int) {
+        precondition(ended.phase.hasEnded)
+        state = ended
         self.attempts = attempts
     }
 
@@ -313,9 +356,25 @@ struct ItemLifecycle {
         self.attempts = attempts
     }
 
-    /// An adopted item whose data is staged and verified goes straight to the publisher.
-    mutating func recoveredForPublishing(attempts: Int) {
-        phase = .publishing
+    /// An adopted item whose data is staged and verified goes straight to the publisher with `job`.
+    mutating func recoveredForPublishing(_ job: PublishJob, attempts: Int) {
+        state = .publishing(job: job)
         self.attempts = attempts
+    }
+
+    // The data a phase holds comes in through these two calls, never an event: they change no
+    // phase and decide nothing, they only give the phase what the engine made for it.
+
+    /// The running item's part, once the driver opened it.
+    mutating func holdPart(_ part: StagingFile) {
+        guard case .running = state else { preconditionFailure("a part for an item that is not running") }
+        state = .running(part: part)
+    }
+
+    /// The publishing item's job as the publisher has it now (handed to it, or handed back by a
+    /// failed batch with what it got done).
+    mutating func handOver(_ job: PublishJob) {
+        guard case .publishing = state else { preconditionFailure("a publish job for an item that is not publishing") }
+        state = .publishing(job: job)
     }
 }

@@ -4,9 +4,9 @@ import SpoolStore
 
 /// Every claimed request and its items, by name, by key and by staging base. Engine thread only.
 ///
-/// A one-item request whose item only waits is kept in `dormant` instead, without records; any
-/// lookup by key (`item(_:)`) or operator lookup by name (`wakeRequest(named:)`) makes its
-/// records again. `items` and `requests` hold the awake ones only.
+/// A one-item request whose item only waits is kept in `dormant` instead, without records; only
+/// `wake(_:)` and `wakeRequest(named:)` make its records again. `items` and `requests` hold the
+/// awake ones only.
 final class ItemTable {
     private(set) var requests: [String: RequestRecord] = [:]
     private(set) var items: [Int: ItemRecord] = [:]
@@ -19,8 +19,8 @@ final class ItemTable {
     /// space, paused): with none of these, nothing queued and nothing dormant, only endings are
     /// left (`DrainWatch`).
     private(set) var busy: Set<Int> = []
-    /// Items handed to the publisher, by staging base: its results name items by base. Only
-    /// these are indexed so, to keep a waiting item small.
+    /// Items in phase publishing, by staging base (the publisher's results name items by base),
+    /// derived from the phase by `note`. Only these are indexed so, to keep a waiting item small.
     private var publishing: [String: ItemRecord] = [:]
     private var lastKey = 0
     /// Every `host:port` the items use, once.
@@ -56,15 +56,20 @@ final class ItemTable {
     /// An awake request (a dormant one has no group end, journal or retry to look it up for).
     func request(named name: String) -> RequestRecord? { requests[name] }
 
-    /// The request named `name`, woken if it is dormant (an operator's command; a scan).
+    /// The request named `name`, woken if it is dormant (an operator's command names it).
     func wakeRequest(named name: String) -> RequestRecord? {
         if let request = requests[name] { return request }
         guard let key = dormant.key(named: name) else { return nil }
-        return item(key)?.request
+        return wake(key)?.request
     }
 
-    /// The item `key` names, woken if it is dormant.
-    func item(_ key: Int) -> ItemRecord? {
+    /// The awake item `key` names; nil for a dormant one (see `wake`).
+    func item(_ key: Int) -> ItemRecord? { items[key] }
+
+    /// The item `key` names, its records made again if it is dormant: for the callers that are
+    /// about to change it (the scheduler starts it, a check may end it). Only these wake a
+    /// sleeper; a lookup (`item`) never does.
+    func wake(_ key: Int) -> ItemRecord? {
         if let record = items[key] { return record }
         guard let sleeper = dormant.take(key) else { return nil }
         let (request, record) = Self.records(of: sleeper, hosts: hosts)
@@ -130,6 +135,7 @@ final class ItemTable {
             active[record.key] = record
             busy.insert(record.key)
         }
+        if record.phase == .publishing { publishing[record.base] = record } else { publishing.removeValue(forKey: record.base) }
     }
 
     /// Items handed to the publisher and not yet back for good: each holds its part open.
@@ -138,12 +144,6 @@ final class ItemTable {
     /// The item a publish result names.
     func item(forBase base: String) -> ItemRecord? { publishing[base] }
 
-    /// The item's job goes to the publisher: its results will name it by staging base.
-    func awaitPublish(_ record: ItemRecord) { publishing[record.base] = record }
-
-    /// The item's publishing is over (published, or failed for good).
-    func publishOver(_ record: ItemRecord) { publishing.removeValue(forKey: record.base) }
-
     /// The request's group has ended: forget it and its items.
     func remove(_ request: RequestRecord) {
         requests.removeValue(forKey: request.name)
@@ -151,7 +151,7 @@ final class ItemTable {
             items.removeValue(forKey: record.key)
             active.removeValue(forKey: record.key)
             busy.remove(record.key)
-            if record.publishJob != nil { publishing.removeValue(forKey: record.base) }
+            if record.phase == .publishing { publishing.removeValue(forKey: record.base) }
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import SpoolRequest
+import SpoolStore
 
 /// Mirrors (`mirror:`): an item moves on to its next source when the current one cannot serve it
 /// (404, 410, a name that does not resolve, a certificate that does not verify) or its host has
@@ -16,7 +17,8 @@ extension Engine {
         return now.timeIntervalSince(outage.since) >= configuration.mirrorAfter
     }
 
-    func moveToNextSource(_ record: ItemRecord) {
+    /// `part`: the part the running phase held, if it just left it.
+    func moveToNextSource(_ record: ItemRecord, part: StagingFile?) {
         let item: RequestItem
         do { item = try record.load(keepingOpenIn: requestFile) } catch { return }
         var rotation = record.sources ?? SourceRotation(count: item.sources.count)
@@ -29,7 +31,7 @@ extension Engine {
         if record.bytesOnDisk > 0 && !strongETag { record.discardPartial() }
         record.lastModified = nil      // If-Range by the ETag only: a date says nothing across servers
         // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
-        if record.bytesOnDisk > 0 { driver.saveResumeState(record) }
+        if record.bytesOnDisk > 0 { driver.saveResumeState(record, part: part) }
         logger.info("moving on to another source", metadata: [
             "item": "\(record.id)", "from": "\(from)", "to": "\(rotation.current)", "url": "\(urls.shown(source.string))",
             "keeps-bytes": "\(record.bytesOnDisk)"])
@@ -44,7 +46,7 @@ extension Engine {
             if summary.hasMirrors && summary.hostID == hostID { dormant.append(key) }
             return true
         }
-        for key in dormant { _ = table.item(key) }
+        for key in dormant { _ = table.wake(key) }
         for record in Array(table.items.values) where record.summary.hasMirrors && record.hostKey == host {
             send(.sourceUnreachable, to: record)
         }

@@ -80,8 +80,6 @@ final class ItemTransfer {
     var item: RequestItem?
     /// See `ItemRecord.hasStateFile`.
     var hasStateFile = false
-    /// The open partial, kept between attempts so a retry resumes it.
-    var part: StagingFile?
     /// Bytes in the part and their running hash.
     var bytesOnDisk: Int64 = 0
     /// A segmented part's ranges kept by a recovery in this boot (`ItemState.ranges`), for the
@@ -94,8 +92,6 @@ final class ItemTransfer {
     var startedAt: Date?
     var lastFailure: TransferFailure?
     var lastFacts: ResponseFacts?
-    /// What the publisher was (or will be) given for it; kept to try again after a failed batch.
-    var publishJob: PublishJob?
     /// The facts of the published file (its marker's content, `name` the final name): what the
     /// group marker lists for it under `markers: group`; for an item a 304 ended, the existing
     /// file's marker. nil otherwise (a per-file marker holds them; a large batch keeps none).
@@ -247,10 +243,10 @@ final class ItemRecord {
         get { transferState?.hasStateFile ?? false }
         set { if newValue || transferState != nil { transfer.hasStateFile = newValue } }
     }
-    var part: StagingFile? {
-        get { transferState?.part }
-        set { if newValue != nil || transferState != nil { transfer.part = newValue } }
-    }
+    /// The open part, held by the phase: a running item's, or its publish job's (see
+    /// `ItemLifecycle.State`). A waiting item holds none, so open files stay within
+    /// `DescriptorBudget` however many items wait.
+    var part: StagingFile? { lifecycle.state.part }
     var keptRanges: [[Int64]]? {
         get { transferState?.keptRanges }
         set { if newValue != nil || transferState != nil { transfer.keptRanges = newValue } }
@@ -282,10 +278,6 @@ final class ItemRecord {
     var lastFacts: ResponseFacts? {
         get { transferState?.lastFacts }
         set { transfer.lastFacts = newValue }
-    }
-    var publishJob: PublishJob? {
-        get { transferState?.publishJob }
-        set { if newValue != nil || transferState != nil { transfer.publishJob = newValue } }
     }
     var publishedMarker: ItemMarker? {
         get { transferState?.publishedMarker }

@@ -52,7 +52,6 @@ struct Recovery {
                     return startOver(record, attempts: attempts)
                 }
             }
-            record.part = facts.part
             record.etag = etag
             record.lastModified = lastModified
             record.bytesOnDisk = bytes
@@ -82,23 +81,22 @@ struct Recovery {
                 record.lifecycle.restoreAttempts(attempts)
                 return .schedule
             }
-            record.part = part
-            record.lifecycle.recoveredForPublishing(attempts: attempts)
-            return .publish(PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
-                                       writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting))
+            let job = PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
+                                 writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting)
+            record.lifecycle.recoveredForPublishing(job, attempts: attempts)
+            return .publish(job)
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
-            record.part = part
             record.bytesOnDisk = part.size
-            record.lifecycle.recoveredForPublishing(attempts: attempts)
-            return .publish(PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
-                                       replacesExisting: record.replacesExisting))
+            let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
+                                 replacesExisting: record.replacesExisting)
+            record.lifecycle.recoveredForPublishing(job, attempts: attempts)
+            return .publish(job)
         }
     }
 
     /// Nothing usable: the item's staging files go and it is queued afresh, its attempts kept.
     private func startOver(_ record: ItemRecord, attempts: Int) -> RecoveryStep {
-        record.part = nil
         store.removeStaging(record.base)
         record.lifecycle.restoreAttempts(attempts)
         return .schedule

@@ -51,23 +51,23 @@ final class TransferDriver {
         let firstStart = record.startedAt == nil
         if firstStart { record.startedAt = Date() }
         if record.part == nil {
-            // A waiting item closed its part (see `Engine.send`): the same file is reopened when
+            // A waiting item holds no part (its phase does not): the same file is reopened when
             // it still holds the bytes counted — cut back to them: a write cut short by a full
             // disk may have left a few more — else the attempt starts from byte 0.
             if record.bytesOnDisk > 0, let kept = try store.openPartIfPresent(record.base), kept.size >= record.bytesOnDisk {
                 if kept.size > record.bytesOnDisk && record.keptRanges == nil { try kept.truncate(to: record.bytesOnDisk) }
-                record.part = kept
+                record.lifecycle.holdPart(kept)
             } else {
                 // A small body's first attempt: its part starts unnamed and is published without
                 // ever having a staging name. Not for a later attempt, nor an item with a state
                 // file: a named part of theirs may be on disk, and only a named create replaces it.
                 let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
-                record.part = try store.openPart(record.base, fresh: true, unnamed: unnamed)
+                record.lifecycle.holdPart(try store.openPart(record.base, fresh: true, unnamed: unnamed))
                 record.bytesOnDisk = 0
                 record.hash = nil
             }
         }
-        let part = record.part!
+        guard let part = record.part else { preconditionFailure("the running phase holds the part just opened") }
         // Bytes an earlier attempt left unwritten (its publish failed, or its body was refused)
         // go into the file before it is resumed or cut back.
         try part.writeUnwritten()
@@ -132,11 +132,12 @@ final class TransferDriver {
 
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
     /// its partial; does nothing when it is not running.
-    func stop(_ record: ItemRecord) {
+    /// `part`: the part the running phase held (the item has left it by now).
+    func stop(_ record: ItemRecord, part: StagingFile?) {
         guard let outcome = session.remove(record.key) else { return }
         running.removeValue(forKey: record.key)
         if record.summary.isUpload { closeUpload(record); return }
-        keepPartial(record, outcome)
+        keepPartial(record, outcome, part: part)
     }
 
     /// A transfer ended on its own: records what it left and reduces it to what the lifecycle
@@ -144,7 +145,7 @@ final class TransferDriver {
     func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
         guard let record = running.removeValue(forKey: outcome.key) else { return nil }
         if record.summary.isUpload { return (record, uploadEnded(record, outcome)) }
-        keepPartial(record, outcome)
+        keepPartial(record, outcome, part: record.part)
         if let body = outcome.unwritten, let part = record.part {
             part.unwritten = body
             writer.writeSoon(part)
@@ -251,8 +252,9 @@ final class TransferDriver {
     /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),
     /// after syncing the part: a transfer stopped (a failure to retry, an outage, a pause, a
     /// stop) may wait for hours, and a power cut meanwhile must not cost its bytes.
-    func saveResumeState(_ record: ItemRecord) {
-        guard record.bytesOnDisk > 0, record.validator != nil, let part = record.part,
+    /// `part`: the part the running phase held (the item has left it by now).
+    func saveResumeState(_ record: ItemRecord, part: StagingFile?) {
+        guard record.bytesOnDisk > 0, record.validator != nil, let part,
               nameForResume(record, part) else { return }
         var synced: Int64? = nil
         do { synced = min(try part.syncedLength(), record.bytesOnDisk) } catch {
@@ -332,10 +334,10 @@ final class TransferDriver {
         return " (expected-bytes × \(configuration.expectSlack); set max-bytes to allow more)"
     }
 
-    private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome) {
+    private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome, part: StagingFile?) {
         segmented.removeValue(forKey: record.key)
         segmentStateWritten.removeValue(forKey: record.key)
-        if outcome.partHasMore, let part = record.part {
+        if outcome.partHasMore, let part {
             // Ranges past the in-order prefix go: nothing may build on them. Should this fail,
             // the next start cuts the part back to the prefix anyway.
             try? part.truncate(to: outcome.bytesOnDisk)

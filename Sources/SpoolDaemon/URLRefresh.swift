@@ -34,7 +34,7 @@ extension Engine {
         guard record.phase == .running, record.attempts == attempt else { return }
         switch answer {
         case .success:
-            driver.saveResumeState(record)
+            driver.saveResumeState(record, part: record.part)
             send(.urlRefreshed, to: record)
         case .failure(let problem):
             send(.refreshFailed(message: problem.message), to: record)
