@@ -161,8 +161,11 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertEqual(listed, plainItem)
         XCTAssertEqual(table.dormant.count, 2)
 
-        // Woken by key (a start) and by name (an operator's command): records as `add` made them.
-        let woken = try XCTUnwrap(table.item(plainKey))
+        // A lookup does not wake it; a start does (`wake` by key), and an operator's command (by
+        // name): records as `add` made them.
+        XCTAssertNil(table.item(plainKey))
+        XCTAssertEqual(table.dormant.count, 2)
+        let woken = try XCTUnwrap(table.wake(plainKey))
         XCTAssertEqual(woken.key, plainKey)
         XCTAssertEqual(woken.summary, plain.items[0].summary)
         XCTAssertEqual(woken.lifecycle.firstQueued, firstQueued)
@@ -193,7 +196,7 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertTrue(table.item(plainKey) === woken, "the woken record answers for its key")
 
         // An item that has started does not sleep.
-        let started = try XCTUnwrap(table.item(next.items[0].key))
+        let started = try XCTUnwrap(table.wake(next.items[0].key))
         _ = try started.load()
         table.sleepIfWaiting(started.request)
         XCTAssertEqual(table.dormant.count, 0)

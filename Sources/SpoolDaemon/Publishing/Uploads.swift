@@ -17,8 +17,8 @@ struct UploadState {
 }
 
 /// Upload records waiting to be written: one batch at a time on the I/O queue, the next made of
-/// everything that finished meanwhile (a record per upload, each with its own sync and two folder
-/// syncs, kept the I/O queue behind 200 uploads of 1 MiB).
+/// everything that finished meanwhile, so that the syncs of many records are shared (a record
+/// per upload, each with its own sync and two folder syncs, would keep the I/O queue behind).
 struct UploadRecordQueue {
     var pending: [(key: Int, record: UploadRecord, response: [UInt8]?)] = []
     var inFlight = false
@@ -143,66 +143,6 @@ extension Engine {
                 send(.couldNotStart(StartProblem(errno: e.errno), message: "\(e)"), to: record)
             }
         }
-    }
-
-    /// The server accepted the whole file: its record (`final/NAME.uploaded`, and
-    /// `NAME.response`) is written and the file moved into `done/`, on the I/O queue.
-    func recordUpload(_ record: ItemRecord, digest: String) {
-        guard let item = record.loaded, let upload = item.upload else { return }
-        let facts = record.lastFacts ?? ResponseFacts()
-        let finished = Date()
-        let url = (record.currentURL ?? item.url).string
-        let entry = UploadRecord(
-            request: record.request.name, group: record.request.group, index: record.index,
-            requestInode: record.request.inode, name: upload.name, url: urls.shown(item.url.string),
-            method: upload.method.rawValue, contentType: upload.contentType, bytes: record.bytesOnDisk, sha256: digest,
-            httpStatus: facts.httpStatus, etag: facts.etag, location: facts.location.map { urls.shown($0) },
-            startedAt: RFC3339.format(record.startedAt ?? finished), finishedAt: RFC3339.format(finished),
-            attempts: record.attempts, outageSeconds: record.outageSeconds(at: finished))
-        logger.debug("upload accepted", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url))",
-                                                   "status": "\(facts.httpStatus)", "bytes": "\(record.bytesOnDisk)"])
-        metrics.metrics.sent(bytes: record.bytesOnDisk)
-        uploadRecords.pending.append((record.key, entry, record.upload.response))
-        writeUploadRecords()
-    }
-
-    /// Hands the waiting records to the I/O queue as one batch, unless a batch is under way.
-    private func writeUploadRecords() {
-        guard !uploadRecords.inFlight, !uploadRecords.pending.isEmpty else { return }
-        let batch = uploadRecords.pending
-        uploadRecords.pending = []
-        uploadRecords.inFlight = true
-        let store = self.store
-        io.submit {
-            let results = store.recordUploads(batch.map { ($0.record, $0.response) })
-            return .uploadsRecorded(zip(batch, results).map { item, result in
-                switch result {
-                case .success(let marker): UploadRecorded(key: item.key, file: item.record.name, marker: marker, error: nil)
-                case .failure(let error): UploadRecorded(key: item.key, file: item.record.name, marker: nil, error: error)
-                }
-            })
-        }
-    }
-
-    /// The I/O queue wrote a batch of records (an upload whose record could not be written fails:
-    /// the server has the file, but without a durable record a restart would send it again).
-    func uploadsRecorded(_ results: [UploadRecorded]) {
-        io.completed()
-        uploadRecords.inFlight = false
-        for result in results {
-            guard let record = table.item(result.key), record.phase == .publishing else { continue }
-            var state = record.upload
-            state.response = nil
-            record.upload = state
-            if let marker = result.marker {
-                send(.publishSucceeded(file: result.file, marker: marker), to: record)
-            } else {
-                send(.publishFailed(partGone: true, permanent: true,
-                                    message: "the server accepted the upload, but its record could not be written: \(result.error.map { "\($0)" } ?? "")"),
-                     to: record)
-            }
-        }
-        writeUploadRecords()
     }
 
     /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue.

@@ -4,21 +4,123 @@ import SpoolRequest
 import SpoolStore
 import SpoolWatcher
 
-/// Turns names in `incoming/` into claimed, parsed requests: claims each file (a rename into this
-/// worker's folder; no descriptor is held), validates it whole, and files what cannot be used in
-/// `rejected/` with its reason (on the I/O queue). Every name is claimed as soon as it is seen:
-/// there is no claim limit, so a request due now never waits behind requests due later.
+/// The intake room: turns names in `incoming/` and requests of dead workers into claimed,
+/// parsed requests. It claims each file (a rename into this worker's folder; no descriptor is
+/// held), validates it whole, and files what cannot be used in `rejected/` with its reason (on
+/// the I/O queue). Every name is claimed as soon as it is seen: there is no claim limit, so a
+/// request due now never waits behind requests due later. Listings and adoptions wait in its
+/// backlog, taken in a few milliseconds' worth per turn (`takeIn`).
+///
+/// What it hands on — a claimed request, parsed — the engine turns into records and items
+/// (`Engine.accept`); an adopted one is recovered first (`recovery`).
 final class Intake {
     private let store: SpoolStore
     private let io: IOQueue
     private let logger: Logger
+    private let ledger: JournalLedger
     private var limits: ParseLimits
+    /// Listed and adopted request files not taken in yet (see `IntakeBacklog`).
+    private var backlog = IntakeBacklog()
+    /// The watcher's first listing of `incoming/` has been taken up: until then a drain cannot
+    /// know that nothing is left.
+    private(set) var initialScanDone = false
+    /// `staging/` as listed at the last adoption (see `Recovery.stagingNames`).
+    private var adoptedStagingNames: Set<String>?
+    /// When to look for requests in `active/` whose worker died (nil: never again).
+    private(set) var nextAdoptionScan: Date?
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, maxItems: Int, maxRequestBytes: Int) {
+    init(store: SpoolStore, io: IOQueue, logger: Logger, ledger: JournalLedger, maxItems: Int, maxRequestBytes: Int) {
         self.store = store
         self.io = io
         self.logger = logger
+        self.ledger = ledger
         limits = ParseLimits(maxBytes: maxRequestBytes, maxItems: maxItems)
+    }
+
+    /// Nothing listed or adopted waits to be taken in.
+    var backlogIsEmpty: Bool { backlog.isEmpty }
+
+    /// How an adopted item is recovered from what the spool says about it.
+    var recovery: Recovery { Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames) }
+
+    /// Names listed in `incoming/` (at start, after an inotify overflow, by a rescan): claimed
+    /// from the backlog, oldest first. `initial`: the watcher's first listing.
+    func listed(_ names: [String], initial: Bool = false) {
+        backlog.append(contentsOf: names.lazy.map { .incoming($0) })
+        if initial { initialScanDone = true }
+    }
+
+    /// Scans for dead workers every `interval` seconds from now (0: not again).
+    func scheduleAdoptions(every interval: Double, now: Date) {
+        nextAdoptionScan = interval > 0 ? now.addingTimeInterval(interval) : nil
+    }
+
+    /// A reload: the scan comes no later than `interval` from now (0: not again).
+    func rescheduleAdoptions(every interval: Double, now: Date) {
+        nextAdoptionScan = interval > 0 ? min(nextAdoptionScan ?? .distantFuture, now.addingTimeInterval(interval)) : nil
+    }
+
+    /// Takes over the requests in `active/` whose worker is gone. Their publish journals are read
+    /// after the claims: a worker that died before the scan has released every lock it held, so
+    /// all of its journals are readable by then. The requests themselves are read and recovered
+    /// from the backlog, after `READY=1`. `alone`: no other worker lives (the journals are read
+    /// even with nothing to adopt: they are all a dead run's).
+    func adoptOrphans(alone: Bool) {
+        let claims = store.adoptOrphans()
+        if !claims.isEmpty || alone {
+            let (states, files) = store.readJournals()
+            ledger.learn(states: states, files: files, preferring: store.preferringPublished)
+        }
+        if !claims.isEmpty {
+            logger.notice("adopting the requests of workers that are gone", metadata: ["requests": "\(claims.count)"])
+            adoptedStagingNames = Set(store.layout.staging.list())
+            ledger.expectAdoptions(claims.count)
+            backlog.append(contentsOf: claims.lazy.map { .adopted($0) })
+        }
+        ledger.forgetDeadIfSpent()
+    }
+
+    /// The periodic scan for dead workers, when it is due.
+    func adoptIfDue(now: Date, interval: Double) {
+        guard let at = nextAdoptionScan, at <= now else { return }
+        nextAdoptionScan = now.addingTimeInterval(interval)
+        adoptOrphans(alone: false)
+    }
+
+    /// Takes in backlog entries until the turn's budget is spent (at least one per turn): a name
+    /// is handed to `claim`, an adopted request that is still this worker's to `accept`. While
+    /// `stopping`, adopted requests are left where they lie, in a folder this worker holds: the
+    /// next worker adopts them. `groupPending`: the hook of a group that turned out to have
+    /// ended already.
+    func takeIn(stopping: Bool, claim: (String) -> Void, accept: (ClaimedRequest) -> Void,
+                groupPending: (PendingGroupHook) -> Void) {
+        guard !backlog.isEmpty else { return }
+        let deadline = Date().addingTimeInterval(IntakeBacklog.turnBudget)
+        while let entry = backlog.next() {
+            switch entry {
+            case .incoming(let name):
+                claim(name)
+            case .adopted(let adopted):
+                if stopping {
+                    ledger.adoptionDropped()
+                } else {
+                    switch store.takeAdopted(adopted) {
+                    case .claim(let claimed):
+                        logger.debug("adopted a request whose worker is gone", metadata: ["request": "\(claimed.name)"])
+                        accept(claimed)
+                    case .filed(let name, let inode):
+                        ledger.adoptionDropped()
+                        logger.notice("a request whose group had ended was still claimed too (a power cut kept its old name); not worked on again",
+                                      metadata: ["request": "\(name)"])
+                        if let pending = store.finishFiledGroup(name, inode: inode) { groupPending(pending) }
+                    case .gone:
+                        ledger.adoptionDropped()
+                    }
+                }
+            }
+            // The clock after every entry: one entry may be a list of 100,000 URLs (half a second).
+            if Date() >= deadline { break }
+        }
     }
 
     /// A reload: new limits for the request files parsed from now on.

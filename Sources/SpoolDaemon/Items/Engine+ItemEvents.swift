@@ -93,7 +93,11 @@ extension Engine {
         case .saveResumeState:
             driver.saveResumeState(record, part: leaving.part)
         case .publish(let digest):
-            publish(record, digest: digest, part: leaving.part)
+            if record.summary.isUpload {
+                publishing.recordUpload(record, digest: digest)
+            } else if let part = leaving.part {
+                publishing.publish(record, digest: digest, part: part)
+            }
         case .retryPublish(let at):
             guard case .publishing(let job?) = record.lifecycle.state else { return }
             logger.warning("publishing failed; will try again at \(RFC3339.format(at))", metadata: ["item": "\(record.id)"])
@@ -113,145 +117,6 @@ extension Engine {
                            metadata: ["item": "\(record.id)", "error": "\(message)"])
         }
         send(.couldNotStart(problem, message: message), to: record)
-    }
-
-    // MARK: Intake
-
-    func claim(_ name: String) {
-        guard !stopping else { return }
-        switch intake.claim(name) {
-        case .claimed(let claim): accept(claim, adopted: false)
-        case .rejected:
-            summary.rejected += 1
-            metrics.metrics.requestRejected()
-        case .failed:
-            summary.unclaimed += 1
-            // Only a drain's last listing asks; a daemon that runs for months keeps no such set.
-            if drainWatch.enabled { unclaimable.insert(name) }
-        case .none: break
-        }
-    }
-
-    /// A claimed (or adopted) request: parsed whole, then each item queued — or, when adopted,
-    /// recovered from what the spool says about it.
-    func accept(_ claim: ClaimedRequest, adopted: Bool) {
-        let index: RequestIndex
-        var uploads: [Int: OutgoingIdentity] = [:]
-        switch intake.parse(claim, checkUploads: !adopted) {
-        case .indexed(let indexed, let found): index = indexed; uploads = found
-        case .rejected:
-            summary.rejected += 1
-            metrics.metrics.requestRejected()
-            if adopted { ledger.adoptionDropped() }
-            return
-        case .unreadable:
-            summary.unclaimed += 1
-            if adopted { ledger.adoptionDropped() }
-            return
-        }
-        if !adopted { metrics.metrics.requestClaimed() }
-        let now = Date()
-        if !adopted { warnOfURLsExpiringBeforeStart(index, request: claim.name, now: now) }
-        let request = table.add(claim: claim, index: index) { _ in
-            ItemLifecycle(firstQueued: now)
-        }
-        if adopted { ledger.adopted(request) }
-        let recovery = Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames)
-        var confirmed: [ItemState] = []
-        for record in request.items {
-            if let identity = uploads[record.index] { record.upload.identity = identity }
-            guard adopted else { send(.submitted, to: record); continue }
-            if recoverUpload(record) { itemEnded(record); continue }
-            switch recovery.recover(record, deadStates: ledger.deadStates) {
-            case .schedule: send(.submitted, to: record)
-            case .ended(let confirm):
-                if let confirm { confirmed.append(confirm) }
-                itemEnded(record)
-            case .publish(let job):
-                table.note(record)
-                publishing.enqueue(job)
-            }
-        }
-        if !confirmed.isEmpty {
-            // Not synced: a power cut may lose it, and those items are then delivered again.
-            do {
-                let journal = try store.writeJournal(confirmed)
-                journal.closeDescriptor()
-                ledger.attach(journal, to: request)
-            } catch {
-                logger.warning("could not journal the items found published; a consumer taking them before a crash would get them again: \(error)",
-                               metadata: ["request": "\(claim.name)"])
-            }
-        }
-        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
-                                                     "group": "\(request.group)"])
-        if request.open == 0 { groups.end(request) } else { table.sleepIfWaiting(request) }
-    }
-
-    // MARK: Publishing
-
-    /// The body is complete and verified: hand it to the publisher with its marker.
-    private func publish(_ record: ItemRecord, digest: String, part: StagingFile?) {
-        if record.summary.isUpload { recordUpload(record, digest: digest); return }
-        guard let part, let item = record.loaded else { return }
-        let finished = Date()
-        let facts = record.lastFacts ?? ResponseFacts()
-        // The source that served it: a mirror's URL, else the request's (not a refreshed one,
-        // which the consumer never saw).
-        let source = record.sourceIndex
-        let served = source > 0 ? record.currentURL ?? item.url : item.url
-        var marker = ItemMarker(
-            request: record.request.name, group: record.request.group, index: record.index,
-            url: urls.shown(served.string), finalURL: urls.shown(facts.finalURL), name: item.name,
-            bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
-            etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
-            contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
-            finishedAt: RFC3339.format(finished), attempts: record.attempts,
-            outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
-            source: item.mirrors.isEmpty ? nil : source)
-        marker.connections = facts.connections > 1 ? facts.connections : nil
-        let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
-                              phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
-                              bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
-                              marker: marker)
-        let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
-                             replacesExisting: record.replacesExisting)
-        record.lifecycle.handOver(job)
-        publishing.enqueue(job)
-    }
-
-    /// One item's result from a publish batch.
-    func published(_ result: PublishResult) {
-        guard let record = table.item(forBase: result.base) else { return }
-        if result.isPublished, let file = result.finalName {
-            if let complete = RFC3339.parse(result.job.marker.finishedAt) {
-                metrics.metrics.published(latency: Date().timeIntervalSince(complete))
-            }
-            if !record.writesItemMarker {
-                // Kept for the group marker (only there: a per-file marker already holds them).
-                var facts = result.job.marker
-                facts.name = file
-                record.publishedMarker = facts
-            }
-            // Under `markers: group` there is no per-file marker: the item's marker path is empty.
-            send(.publishSucceeded(file: file, marker: result.markerPath ?? ""), to: record)
-            return
-        }
-        var job = result.job
-        job.alreadyPublishedAs = result.finalName
-        record.lifecycle.handOver(job)
-        // An unnamed part cannot be gone: the job holds it open.
-        let partGone = result.finalName == nil && job.part.isNamed && !store.partExists(record.base)
-        let permanent = result.error?.isPermanent ?? false
-        if result.finalName == nil && !partGone && !permanent {
-            // It waits for another try: named, a restart in between publishes it from staging
-            // (the batch journal has it) instead of downloading it again.
-            do { try store.name(job.part) } catch {
-                logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
-            }
-        }
-        send(.publishFailed(partGone: partGone, permanent: permanent, message: result.error.map { "\($0)" } ?? "unknown error"),
-             to: record)
     }
 
     // MARK: Endings
@@ -301,22 +166,9 @@ extension Engine {
         }
         hooks.itemEnded(record)
         record.shed()
-        if request.open == 0 { groups.end(request) }
+        if request.open == 0 { groupEnds.end(request) }
     }
 
-    /// The group marker is written and the request filed: forget the request, claim what waited
-    /// for its slot, and run the group hook.
-    func groupEnded(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
-        table.remove(request)
-        ledger.release(request)
-        requestFile.release(request.claim)
-        let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
-        logger.info("group ended", metadata: ["request": "\(request.name)", "group": "\(request.group)",
-                                              "items": "\(request.items.count)", "failed": "\(failed)"])
-        guard let markerPath, let journal else { return }
-        hooks.groupEnded(journal: journal, markerPath: markerPath, group: request.group, request: request.name,
-                         items: request.items.count, failed: failed)
-    }
 }
 
 extension ItemRecord {

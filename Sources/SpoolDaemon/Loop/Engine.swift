@@ -19,63 +19,57 @@ import SpoolNetwork
 /// Other threads — the watcher, the I/O queue (publishing, group ends, rejections), the hook
 /// runner and the signal reader — never touch the engine's state; they post to the inbox.
 public final class Engine {
+    // What the daemon was started with, and how it writes things down.
     var configuration: DaemonConfiguration
     var logger: Logger
     /// How URLs are written down (without their query unless `keep-url-queries`).
     let urls: URLPrivacy
     let layout: SpoolLayout
     let store: SpoolStore
+
+    // The loop: its inbox, the I/O queue that posts to it, and its timers' owners.
     let inbox: Inbox
     let wakeTarget = WakeTarget()
     let io: IOQueue
-    var policy: RetryPolicy
     var scheduler: Scheduler
+    var policy: RetryPolicy
+    var jitter = JitterSource()
+    var stopping = false
+    var summary = RunSummary()
+
+    // Every claimed request and item (their phases live in the items' lifecycles).
     let table = ItemTable()
-    let space: SpaceGate
-    let publishing: PublishPipeline
-    let groups: GroupCompletion
+    /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
+    let requestFile = RequestFileSlot()
+    /// Publish-batch journals and what dead workers' journals say (see `JournalLedger`).
     let ledger: JournalLedger
+
+    // The rooms, each owning its state.
+    let intake: Intake
+    let driver: TransferDriver
+    let space: SpaceGate
+    let publishing: Publishing
+    let groupEnds: GroupEnds
+    var drain: Drain
     let hooks: HookDispatch
+
+    // What operators see and say.
     let status: StatusReporter
     /// The Prometheus numbers and where they are written (see `MetricsWriter`).
     let metrics: MetricsWriter
     let control: ControlHandler
-    /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
-    let requestFile = RequestFileSlot()
-    /// Upload records waiting to be written, in batches (see `Uploads.swift`).
-    var uploadRecords = UploadRecordQueue()
-    /// Set up by `startUp`: they need the session and the file limit.
-    var driver: TransferDriver!
-    var intake: Intake!
-    /// The last thing that went wrong with a watched folder, for status.
-    var watcherTrouble: String?
+
+    // What the process holds while it runs.
     /// The watcher of `incoming/` and `control/`; nil once a drain has stopped it.
     var watcher: DirectoryWatcher?
-    /// When a drain stops its inotify watcher (see `DrainWatch`) and the names its last
-    /// listings found, each taken up once.
-    var drainWatch: DrainWatch
-    var lastListingSeen: Set<String> = []
-    /// Request files whose claim failed (they stay in `incoming/`): a drain's last listing does
-    /// not take them for new work.
-    var unclaimable: Set<String> = []
+    /// The last thing that went wrong with a watched folder, for status.
+    var watcherTrouble: String?
     /// Reports network changes (rtnetlink); nil when it could not start.
     var networkMonitor: NetworkChangeMonitor?
     /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
     var registration: WorkerRegistration?
-    /// When to look for requests in `active/` whose worker died.
-    var nextAdoptionScan: Date?
-    var initialScanDone = false
-    /// Listed and adopted request files not taken in yet (see `IntakeBacklog`).
-    var backlog = IntakeBacklog()
-    /// `staging/` as listed at the last adoption (see `Recovery.stagingNames`).
-    var adoptedStagingNames: Set<String>?
-    var stopping = false
-    var jitter = JitterSource()
     /// How many items may hold a staging file open at once (see `DescriptorBudget`).
     let descriptors = DescriptorBudget.ofThisProcess()
-    var summary = RunSummary()
-    /// The deadline a drain last said it waits for.
-    var lastDrainWait: Date?
     /// Gives the heap back once transfers stop (see `HeapPolicy`).
     var heap = HeapPolicy()
 
@@ -89,7 +83,7 @@ public final class Engine {
         self.configuration = configuration
         self.logger = logger
         urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
-        drainWatch = DrainWatch(enabled: (configuration.once || configuration.due) && configuration.inotify)
+        drain = Drain(enabled: (configuration.once || configuration.due) && configuration.inotify)
         do {
             layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
         } catch {
@@ -108,9 +102,9 @@ public final class Engine {
             throw .configuration(ConfigurationError(problem))
         }
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
-        publishing = PublishPipeline(publisher: Publisher(store: store), io: io)
-        groups = GroupCompletion(store: store, io: io, logger: logger, urls: urls)
         ledger = JournalLedger(staging: layout.staging)
+        intake = Intake(store: store, io: io, logger: logger, ledger: ledger, maxItems: configuration.maxItems,
+                        maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         let counts = DaemonMetrics(worker: status.workerName, version: Daemon.version, startedAt: Date())
         do {
@@ -125,6 +119,11 @@ public final class Engine {
                              refreshHook: configuration.refreshHook,
                              maxGroupHooks: configuration.maxHooks)
         control = ControlHandler(directory: layout.control, logger: logger)
+        publishing = Publishing(store: store, io: io, logger: logger, urls: urls, metrics: counts)
+        groupEnds = GroupEnds(store: store, io: io, logger: logger, urls: urls, table: table, ledger: ledger,
+                              requestFile: requestFile, hooks: hooks)
+        driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
+        wakeTarget.set(driver.session.waker)
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -180,17 +179,12 @@ public final class Engine {
     /// the scheduler's starts and pauses, the status report.
     private func turn(now: Date) {
         publishing.kick(now: now)
-        for name in groups.dueRetries(now: now) {
-            if let request = table.request(named: name) { groups.end(request) }
-        }
+        groupEnds.retryDue(now: now)
         if stopping { return }
         for record in space.release(now: now, running: Array(driver.running.values)) {
             send(.spaceAvailable, to: record)
         }
-        if let at = nextAdoptionScan, at <= now {
-            nextAdoptionScan = now.addingTimeInterval(configuration.adoptInterval)
-            adoptOrphans(alone: false)
-        }
+        intake.adoptIfDue(now: now, interval: configuration.adoptInterval)
         takeInBacklog()
         if let at = driver.rateChangesAt, at <= now {
             driver.applyRateSchedule(now: now)
@@ -227,11 +221,11 @@ public final class Engine {
     /// `--max-rate`); "forever" when there is none, and not at all while the intake backlog holds
     /// request files.
     private func sleepMilliseconds() -> Int32 {
-        if !backlog.isEmpty && !stopping { return 0 }
+        if !intake.backlogIsEmpty && !stopping { return 0 }
         let now = Date()
         let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
-                         publishing.nextRetry, groups.nextRetry, space.checkAt,
-                         nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
+                         publishing.nextRetry, groupEnds.nextRetry, space.checkAt,
+                         intake.nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
                          metrics.nextWrite]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
@@ -246,8 +240,7 @@ public final class Engine {
             claim(name)
         case .watcher(.listing(let names, let initial)):
             if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
-            listed(names)
-            if initial { initialScanDone = true }
+            intake.listed(names, initial: initial)
         case .watcher(.control(let name)):
             control.handle(name, request: table.wakeRequest(named:)) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
@@ -256,7 +249,7 @@ public final class Engine {
             }
             status.markDirty()
         case .watcher(.rescanned(let names)):
-            listed(names)
+            intake.listed(names)
         case .watcher(.folderLost(let folder, let reason)):
             logger.error("watched folder lost; made again and watched again: \(reason)", metadata: ["folder": "\(folder)"])
             watcherTrouble = "\(folder) was lost (\(reason)); made again"
@@ -266,31 +259,24 @@ public final class Engine {
             status.markDirty()
         case .watcher(.stopped):
             watcher = nil
-            drainWatch.watcherStopped()
+            drain.watch.watcherStopped()
         case .watcher(.failed(let reason)):
             logger.critical("watcher stopped: \(reason)")
             watcherTrouble = "stopped: \(reason)"
             summary.watcherFailed = true
             beginStop(reason: "watcher failed")
         case .published(let results):
-            publishing.batchEnded()
             ledger.attach(results, requestOf: { table.item(forBase: $0)?.request })
-            for result in results { published(result) }
+            for (record, event) in publishing.batchEnded(results, item: table.item(forBase:)) { send(event, to: record) }
         case .groupEnded(let name, let markerPath, let journal, let error):
-            guard let request = table.request(named: name) else { io.completed(); return }
-            switch groups.ended(request, error: error, drain: configuration.once || configuration.due) {
-            case .ended: groupEnded(request, markerPath: markerPath, journal: journal)
-            case .willRetry: break
-            case .abandoned:
-                // Its batch journals stay on disk (unlocked once dropped): the next run knows
-                // what was published.
+            let drains = configuration.once || configuration.due
+            if groupEnds.ended(name, markerPath: markerPath, journal: journal, error: error, drain: drains) == .abandoned {
                 summary.unended += 1
-                table.remove(request)
             }
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
         case .uploadsRecorded(let results):
-            uploadsRecorded(results)
+            for (record, event) in publishing.uploadsRecorded(results, item: table.item) { send(event, to: record) }
         case .outgoingFiled(let name, let error):
             io.completed()
             if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }

@@ -9,8 +9,9 @@ extension Engine {
     /// The start-up sequence, in the order that keeps it safe:
     ///
     /// 1. the watcher thread first — libinotifytools waits in `select()`, which cannot watch a
-    ///    descriptor ≥ 1024, so its inotify fd must be among the process's first;
-    /// 2. the transfer session and the signal handlers;
+    ///    descriptor ≥ 1024, so its inotify fd must be among the process's first (only the
+    ///    spool's folders and the transfer session, a handful, are opened before it, by `init`);
+    /// 2. the signal handlers;
     /// 3. the worker registration: alone, every temp file is a crash's leftover; beside live
     ///    workers only old ones are, so only those are swept;
     /// 4. what group ends of an earlier run did not get to (their items' staging files, their
@@ -25,27 +26,11 @@ extension Engine {
         }
         do { try watcher.start() } catch { throw .watcher(error) }
 
-        var transferConfiguration = TransferConfiguration()
-        transferConfiguration.stallTimeout = configuration.stallTimeout
-        transferConfiguration.caFile = configuration.caFile
-        transferConfiguration.caPath = configuration.caPath
-        transferConfiguration.netrcFile = configuration.netrcFile
-        // One token bucket for the whole session (checked in every write callback), so the cap
-        // holds over many small transfers and many concurrent ones alike.
-        transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
-        transferConfiguration.maxHostConnections = configuration.perHost
-        transferConfiguration.maxStreams = configuration.maxStreams
-        let session: TransferSession
-        do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
-        wakeTarget.set(session.waker)
-        driver = TransferDriver(session: session, store: store, configuration: configuration, logger: logger)
         do {
             try StopSignals.install(post: { inbox.post(.stop(signal: $0)) }, reload: { inbox.post(.reload) })
         } catch {
             throw .signals(error)
         }
-        intake = Intake(store: store, io: io, logger: logger, maxItems: configuration.maxItems,
-                        maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
 
         let registration: WorkerRegistration
         do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }
@@ -61,7 +46,7 @@ extension Engine {
             logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
             hooks.groupPending(pending)
         }
-        adoptOrphans(alone: registration.alone)
+        intake.adoptOrphans(alone: registration.alone)
         // Network changes (a route or address appears) probe unreachable hosts at once. Without
         // rtnetlink the probes keep their back-off: worth a warning, not a refusal to start.
         let monitor = NetworkChangeMonitor(onChange: { inbox.post(.networkChanged(routes: $0.newRoutes, addresses: $0.newAddresses)) },
@@ -70,7 +55,7 @@ extension Engine {
             logger.warning("not watching for network changes; unreachable hosts are probed on their back-off only: \(error)")
         }
         registration.endStartUp()
-        if configuration.adoptInterval > 0 { nextAdoptionScan = Date().addingTimeInterval(configuration.adoptInterval) }
+        intake.scheduleAdoptions(every: configuration.adoptInterval, now: Date())
         logFilesystemMethods()
         ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [

@@ -3,19 +3,20 @@ import Logging
 import SpoolRequest
 import SpoolWatcher
 
-/// When a run ends: a stop ends once the I/O queue, the publisher and the hooks are quiet; a
-/// drain (`run --once`) when nothing is left; a due drain (`run --due`) when nothing left is due.
+/// The draining room, the engine's side: when a run ends. A stop ends once the I/O queue, the
+/// publisher and the hooks are quiet; a drain (`run --once`) when nothing is left; a due drain
+/// (`run --due`) when nothing left is due. Its own state is `Drain`.
 extension Engine {
     func shouldExit() -> Bool {
         // Hooks count: a drain that has ended its items waits for them, and shows them in status.
         let quiet = io.outstanding == 0 && !publishing.inFlight && hooks.groupHooksOutstanding == 0
             && hooks.running == 0 && hooks.waiting == 0
         if stopping { return quiet }
-        guard configuration.once || configuration.due, initialScanDone, backlog.isEmpty,
+        guard configuration.once || configuration.due, intake.initialScanDone, intake.backlogIsEmpty,
               quiet, publishing.isIdle else { return false }
         guard table.isEmpty || (configuration.due && !configuration.once && dueDrainIsDone(now: Date())) else { return false }
-        if drainWatch.blocksExit { return false }
-        return !(drainWatch.needsLastListing && lastListingFoundWork())
+        if drain.watch.blocksExit { return false }
+        return !(drain.watch.needsLastListing && lastListingFoundWork())
     }
 
     /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
@@ -57,14 +58,14 @@ extension Engine {
     /// Stops a drain's inotify watcher once only endings are left, and starts rescans if the
     /// drain goes on after that (see `DrainWatch`). O(1) a turn; called when the drain does not exit.
     func tendWatcher() {
-        guard drainWatch.enabled else { return }
-        let onlyEndingsLeft = initialScanDone && backlog.isEmpty && !stopping && scheduler.isIdle
+        guard drain.enabled else { return }
+        let onlyEndingsLeft = intake.initialScanDone && intake.backlogIsEmpty && !stopping && scheduler.isIdle
             && table.busy.isEmpty && table.dormant.count == 0 && space.waitingCount == 0
-        switch drainWatch.turn(onlyEndingsLeft: onlyEndingsLeft) {
+        switch drain.watch.turn(onlyEndingsLeft: onlyEndingsLeft) {
         case .none:
             break
         case .stopWatcher:
-            if watcher?.stop() != true { drainWatch.stopNotDelivered() }
+            if watcher?.stop() != true { drain.watch.stopNotDelivered() }
         case .startRescans:
             let inbox = self.inbox
             let interval = configuration.rescanInterval > 0 ? configuration.rescanInterval : 1
@@ -89,15 +90,14 @@ extension Engine {
     /// the drain goes on. Each name counts once, and request files that could not be claimed
     /// not at all, so a file that stays there cannot keep the drain from ending.
     func lastListingFoundWork() -> Bool {
-        let requests = (DirectoryWatcher.candidates(in: layout.incoming.path) ?? [])
-            .filter { !unclaimable.contains($0) && lastListingSeen.insert("incoming/" + $0).inserted }
-        let commands = (DirectoryWatcher.candidates(in: layout.control.path) ?? [])
-            .filter { ControlHandler.isCommandForThisProcess($0) && lastListingSeen.insert("control/" + $0).inserted }
+        let (requests, commands) = drain.newNames(
+            requests: DirectoryWatcher.candidates(in: layout.incoming.path) ?? [],
+            commands: (DirectoryWatcher.candidates(in: layout.control.path) ?? []).filter(ControlHandler.isCommandForThisProcess))
         guard !requests.isEmpty || !commands.isEmpty else { return false }
         logger.info("files arrived after the drain stopped watching; taking them up", metadata: [
             "requests": "\(requests.count)", "commands": "\(commands.count)"])
         for name in commands { route(.watcher(.control(name))) }
-        listed(requests)
+        intake.listed(requests)
         status.markDirty()
         return true
     }
@@ -107,8 +107,7 @@ extension Engine {
     /// end says why.
     func reportDrainWait() {
         guard driver.running.isEmpty, publishing.isIdle, io.outstanding == 0, !table.isEmpty,
-              let next = scheduler.nextWakeup(now: Date()), next != lastDrainWait else { return }
-        lastDrainWait = next
+              let next = scheduler.nextWakeup(now: Date()), drain.announceWait(until: next) else { return }
         logger.notice("drain is waiting for items that are not due yet", metadata: [
             "waiting": "\(scheduler.queuedCount)", "next-due": "\(RFC3339.format(next))"])
     }

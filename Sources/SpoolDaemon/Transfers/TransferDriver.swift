@@ -33,8 +33,19 @@ final class TransferDriver {
     /// when they begin.
     static let resumeStateThreshold: Int64 = 1 << 20
 
-    init(session: TransferSession, store: SpoolStore, configuration: DaemonConfiguration, logger: Logger) {
-        self.session = session
+    /// Sets up the transfer session (one libcurl multi handle) for `configuration`.
+    init(configuration: DaemonConfiguration, store: SpoolStore, logger: Logger) throws(DaemonError) {
+        var transferConfiguration = TransferConfiguration()
+        transferConfiguration.stallTimeout = configuration.stallTimeout
+        transferConfiguration.caFile = configuration.caFile
+        transferConfiguration.caPath = configuration.caPath
+        transferConfiguration.netrcFile = configuration.netrcFile
+        // One token bucket for the whole session (checked in every write callback), so the cap
+        // holds over many small transfers and many concurrent ones alike.
+        transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
+        transferConfiguration.maxHostConnections = configuration.perHost
+        transferConfiguration.maxStreams = configuration.maxStreams
+        do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         self.store = store
         self.configuration = configuration
         self.logger = logger

@@ -91,6 +91,8 @@ struct ItemLifecycle {
     /// The phase with the data that belongs to it, so that the data ends with the phase: a
     /// running item's open part, a publishing item's job. Nothing is cleared by hand when a
     /// phase ends; the next phase simply does not hold it (a part's descriptor closes with it).
+    /// Large payloads are boxed (`indirect`), so that a waiting item's record stays one small
+    /// malloc chunk.
     enum State {
         case queued
         /// `part`: the staging file the transfer writes, from when the driver opened it
@@ -101,9 +103,9 @@ struct ItemLifecycle {
         case paused
         /// `job`: what the publisher was given (`handOver`), kept to try again after a failed
         /// batch; none for an upload, whose records the upload queue writes.
-        case publishing(job: PublishJob?)
-        case published(file: String, marker: String)
-        case failed(ItemFailure)
+        indirect case publishing(job: PublishJob?)
+        indirect case published(file: String, marker: String)
+        indirect case failed(ItemFailure)
 
         /// The phase without its data: what the table, status and tests compare.
         var phase: ItemPhase {

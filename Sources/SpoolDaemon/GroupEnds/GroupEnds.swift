@@ -3,32 +3,46 @@ import Logging
 import SpoolRequest
 import SpoolStore
 
-/// Ends a request's group once every item has ended: the group marker, then the request file
-/// into `done/` or `failed/` (with `R.error`), on the I/O queue. A group end that fails keeps the
-/// claim and is tried again — letting go would leave the request in this worker's folder with
-/// nobody working on it, until a later worker adopted it and fetched everything again. Only a
-/// drain lets go, of an error retrying cannot fix (`Result.abandoned`).
-final class GroupCompletion {
+/// The group-end room: ends a request's group once every item has ended — the group marker,
+/// then the request file into `done/` or `failed/` (with `R.error`), on the I/O queue — and then
+/// forgets the request and runs its group hook. A group end that fails keeps the claim and is
+/// tried again: letting go would leave the request in this worker's folder with nobody working
+/// on it, until a later worker adopted it and fetched everything again. Only a drain lets go, of
+/// an error retrying cannot fix (`Result.abandoned`).
+final class GroupEnds {
     private let store: SpoolStore
     private let io: IOQueue
     private let logger: Logger
     private let urls: URLPrivacy
+    private let table: ItemTable
+    private let ledger: JournalLedger
+    private let requestFile: RequestFileSlot
+    private let hooks: HookDispatch
     private var retries = DueTimers<String>()
 
     /// How long a failed group end waits before it is tried again.
     static let retryDelay: Double = 5
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy) {
+    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
+         requestFile: RequestFileSlot, hooks: HookDispatch) {
         self.urls = urls
         self.store = store
         self.io = io
         self.logger = logger
+        self.table = table
+        self.ledger = ledger
+        self.requestFile = requestFile
+        self.hooks = hooks
     }
 
     var nextRetry: Date? { retries.next }
 
-    /// Requests whose failed group end is due to be tried again.
-    func dueRetries(now: Date) -> [String] { retries.takeDue(now: now) }
+    /// Tries again the failed group ends that are due.
+    func retryDue(now: Date) {
+        for name in retries.takeDue(now: now) {
+            if let request = table.request(named: name) { end(request) }
+        }
+    }
 
     /// Hands the group end to the I/O queue (once: a second call while one is under way is ignored).
     func end(_ request: RequestRecord) {
@@ -90,7 +104,7 @@ final class GroupCompletion {
     }
 
     /// What became of a group end.
-    enum Result {
+    enum Result: Equatable {
         /// Ended for good: forget the request, run the group hook.
         case ended
         /// Failed; tried again in `retryDelay` (the claim is kept meanwhile).
@@ -100,8 +114,37 @@ final class GroupCompletion {
         case abandoned
     }
 
-    /// The I/O queue's answer.
-    func ended(_ request: RequestRecord, error: StoreError?, drain: Bool) -> Result {
+    /// The I/O queue's answer for the request `name`: ended (the request is forgotten, its group
+    /// hook run), to be tried again, or let go (a drain: it stays in `active/`).
+    func ended(_ name: String, markerPath: String?, journal: HeldLock?, error: StoreError?, drain: Bool) -> Result {
+        guard let request = table.request(named: name) else { io.completed(); return .ended }
+        let result = ended(request, error: error, drain: drain)
+        switch result {
+        case .ended: forget(request, markerPath: markerPath, journal: journal)
+        case .willRetry: break
+        case .abandoned:
+            // Its batch journals stay on disk (unlocked once dropped): the next run knows what
+            // was published.
+            table.remove(request)
+        }
+        return result
+    }
+
+    /// The group marker is written and the request filed: forget the request and its items, and
+    /// run the group hook.
+    private func forget(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
+        table.remove(request)
+        ledger.release(request)
+        requestFile.release(request.claim)
+        let failed = request.items.filter { if case .failed = $0.phase { return true } else { return false } }.count
+        logger.info("group ended", metadata: ["request": "\(request.name)", "group": "\(request.group)",
+                                              "items": "\(request.items.count)", "failed": "\(failed)"])
+        guard let markerPath, let journal else { return }
+        hooks.groupEnded(journal: journal, markerPath: markerPath, group: request.group, request: request.name,
+                         items: request.items.count, failed: failed)
+    }
+
+    private func ended(_ request: RequestRecord, error: StoreError?, drain: Bool) -> Result {
         io.completed()
         guard let error else { return .ended }
         if drain && error.isPermanent {

@@ -42,11 +42,7 @@ extension Engine {
         intake.update(maxItems: next.maxItems, maxRequestBytes: Int(clamping: next.maxRequestBytes))
         hooks.update(next)
         metrics.update(path: next.metricsFile, interval: next.metricsInterval)
-        if next.adoptInterval > 0 {
-            nextAdoptionScan = min(nextAdoptionScan ?? .distantFuture, Date().addingTimeInterval(next.adoptInterval))
-        } else {
-            nextAdoptionScan = nil
-        }
+        intake.rescheduleAdoptions(every: next.adoptInterval, now: Date())
         for change in result.applied {
             logger.notice("SIGHUP: setting changed", metadata: [
                 "key": "\(change.key)", "old": "\(change.old)", "new": "\(change.new)"])

@@ -1,0 +1,208 @@
+import Foundation
+import Logging
+import SpoolMetrics
+import SpoolRequest
+import SpoolStore
+import SpoolTransfer
+
+/// The publishing room: verified items on their way into the final folder. It builds each
+/// item's job (its marker, its journal entry), queues the jobs, hands them to the publisher in
+/// batches (one batch at a time, on the I/O queue), keeps failed jobs for their retry, and turns
+/// each result into the event its item's lifecycle takes. Upload items take the same road with
+/// their records (`NAME.uploaded`, `NAME.response`) instead of a file.
+///
+/// Batching is what keeps the durability promise affordable: one journal and one sync per
+/// batch instead of several serial fsyncs per file (see `Publisher`).
+///
+/// The job of an item lives in its phase (`ItemLifecycle.State.publishing`); this room's queue
+/// and retries are copies of it on their way to the publisher, dropped with `drop` when the item
+/// ends otherwise.
+final class Publishing {
+    private let publisher: Publisher
+    private let store: SpoolStore
+    private let io: IOQueue
+    private let logger: Logger
+    private let urls: URLPrivacy
+    private let metrics: DaemonMetrics
+    private var queue: [PublishJob] = []
+    private var retries = DueTimers<PublishJob>()
+    /// A batch is on the I/O queue.
+    private(set) var inFlight = false
+    /// Upload records waiting to be written (see `UploadRecordQueue`).
+    private var uploadRecords = UploadRecordQueue()
+
+    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics) {
+        publisher = Publisher(store: store)
+        self.store = store
+        self.io = io
+        self.logger = logger
+        self.urls = urls
+        self.metrics = metrics
+    }
+
+    /// Nothing queued, in flight or waiting to be tried again.
+    var isIdle: Bool { queue.isEmpty && !inFlight && retries.isEmpty }
+    var nextRetry: Date? { retries.next }
+
+    // MARK: Into the queue
+
+    /// The body of `record` is complete and verified (`digest`), in `part`: its job, with the
+    /// marker's facts, goes to the item's phase and to the queue.
+    func publish(_ record: ItemRecord, digest: String, part: StagingFile) {
+        guard let item = record.loaded else { return }
+        let finished = Date()
+        let facts = record.lastFacts ?? ResponseFacts()
+        // The source that served it: a mirror's URL, else the request's (not a refreshed one,
+        // which the consumer never saw).
+        let source = record.sourceIndex
+        let served = source > 0 ? record.currentURL ?? item.url : item.url
+        var marker = ItemMarker(
+            request: record.request.name, group: record.request.group, index: record.index,
+            url: urls.shown(served.string), finalURL: urls.shown(facts.finalURL), name: item.name,
+            bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
+            etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
+            contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
+            finishedAt: RFC3339.format(finished), attempts: record.attempts,
+            outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
+            source: item.mirrors.isEmpty ? nil : source)
+        marker.connections = facts.connections > 1 ? facts.connections : nil
+        let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
+                              phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
+                              bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
+                              marker: marker)
+        let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
+                             replacesExisting: record.replacesExisting)
+        record.lifecycle.handOver(job)
+        queue.append(job)
+    }
+
+    /// A job a recovery made (an adopted item whose data was staged and verified, or published
+    /// without its marker).
+    func enqueue(_ job: PublishJob) { queue.append(job) }
+
+    /// Tries a failed job again at `at`; only its marker when the data already went through.
+    func retry(_ job: PublishJob, at: Date) { retries.add(job, at: at) }
+
+    /// Forgets the job of an item that ended otherwise (cancelled while its retry waited).
+    func drop(base: String) {
+        queue.removeAll { $0.part.base == base }
+        retries.removeAll { $0.part.base == base }
+    }
+
+    /// Moves due retries to the queue and hands the queue to the publisher unless a batch is
+    /// already in flight (the next batch then collects everything that finished meanwhile).
+    func kick(now: Date) {
+        queue.append(contentsOf: retries.takeDue(now: now))
+        guard !inFlight, !queue.isEmpty else { return }
+        let jobs = queue
+        queue.removeAll(keepingCapacity: true)
+        inFlight = true
+        let publisher = self.publisher
+        io.submit { .published(publisher.publish(jobs)) }
+    }
+
+    // MARK: Results
+
+    /// A batch's results came back: for each item still publishing (`item(base)`), the event its
+    /// lifecycle takes. A failed job is handed back to the item's phase with what the batch got
+    /// done (`alreadyPublishedAs`).
+    func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
+        inFlight = false
+        io.completed()
+        return results.compactMap { result in item(result.base).map { ($0, event(for: result, of: $0)) } }
+    }
+
+    private func event(for result: PublishResult, of record: ItemRecord) -> ItemEvent {
+        if result.isPublished, let file = result.finalName {
+            if let complete = RFC3339.parse(result.job.marker.finishedAt) {
+                metrics.published(latency: Date().timeIntervalSince(complete))
+            }
+            if !record.writesItemMarker {
+                // Kept for the group marker (only there: a per-file marker already holds them).
+                var facts = result.job.marker
+                facts.name = file
+                record.publishedMarker = facts
+            }
+            // Under `markers: group` there is no per-file marker: the item's marker path is empty.
+            return .publishSucceeded(file: file, marker: result.markerPath ?? "")
+        }
+        var job = result.job
+        job.alreadyPublishedAs = result.finalName
+        record.lifecycle.handOver(job)
+        // An unnamed part cannot be gone: the job holds it open.
+        let partGone = result.finalName == nil && job.part.isNamed && !store.partExists(record.base)
+        let permanent = result.error?.isPermanent ?? false
+        if result.finalName == nil && !partGone && !permanent {
+            // It waits for another try: named, a restart in between publishes it from staging
+            // (the batch journal has it) instead of downloading it again.
+            do { try store.name(job.part) } catch {
+                logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
+            }
+        }
+        return .publishFailed(partGone: partGone, permanent: permanent, message: result.error.map { "\($0)" } ?? "unknown error")
+    }
+
+    // MARK: Uploads
+
+    /// The server accepted the whole file: its record (`final/NAME.uploaded`, and
+    /// `NAME.response`) is written and the file moved into `done/`, on the I/O queue.
+    func recordUpload(_ record: ItemRecord, digest: String) {
+        guard let item = record.loaded, let upload = item.upload else { return }
+        let facts = record.lastFacts ?? ResponseFacts()
+        let finished = Date()
+        let url = (record.currentURL ?? item.url).string
+        let entry = UploadRecord(
+            request: record.request.name, group: record.request.group, index: record.index,
+            requestInode: record.request.inode, name: upload.name, url: urls.shown(item.url.string),
+            method: upload.method.rawValue, contentType: upload.contentType, bytes: record.bytesOnDisk, sha256: digest,
+            httpStatus: facts.httpStatus, etag: facts.etag, location: facts.location.map { urls.shown($0) },
+            startedAt: RFC3339.format(record.startedAt ?? finished), finishedAt: RFC3339.format(finished),
+            attempts: record.attempts, outageSeconds: record.outageSeconds(at: finished))
+        logger.debug("upload accepted", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url))",
+                                                   "status": "\(facts.httpStatus)", "bytes": "\(record.bytesOnDisk)"])
+        metrics.sent(bytes: record.bytesOnDisk)
+        uploadRecords.pending.append((record.key, entry, record.upload.response))
+        writeUploadRecords()
+    }
+
+    /// Hands the waiting records to the I/O queue as one batch, unless a batch is under way.
+    private func writeUploadRecords() {
+        guard !uploadRecords.inFlight, !uploadRecords.pending.isEmpty else { return }
+        let batch = uploadRecords.pending
+        uploadRecords.pending = []
+        uploadRecords.inFlight = true
+        let store = self.store
+        io.submit {
+            let results = store.recordUploads(batch.map { ($0.record, $0.response) })
+            return .uploadsRecorded(zip(batch, results).map { item, result in
+                switch result {
+                case .success(let marker): UploadRecorded(key: item.key, file: item.record.name, marker: marker, error: nil)
+                case .failure(let error): UploadRecorded(key: item.key, file: item.record.name, marker: nil, error: error)
+                }
+            })
+        }
+    }
+
+    /// The I/O queue wrote a batch of records: for each upload still publishing (`item(key)`),
+    /// the event its lifecycle takes. An upload whose record could not be written fails: the
+    /// server has the file, but without a durable record a restart would send it again.
+    func uploadsRecorded(_ results: [UploadRecorded], item: (Int) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
+        io.completed()
+        uploadRecords.inFlight = false
+        var events: [(ItemRecord, ItemEvent)] = []
+        for result in results {
+            guard let record = item(result.key), record.phase == .publishing else { continue }
+            var state = record.upload
+            state.response = nil
+            record.upload = state
+            if let marker = result.marker {
+                events.append((record, .publishSucceeded(file: result.file, marker: marker)))
+            } else {
+                events.append((record, .publishFailed(partGone: true, permanent: true,
+                                                      message: "the server accepted the upload, but its record could not be written: \(result.error.map { "\($0)" } ?? "")")))
+            }
+        }
+        writeUploadRecords()
+        return events
+    }
+}
