@@ -4,8 +4,8 @@ import Foundation
 ///
 /// The handlers are installed with `sigaction` before the daemon says it is ready, so a signal
 /// that arrives at any moment after that is never lost. (A dispatch signal source registers
-/// asynchronously on libdispatch's manager thread; with the signal ignored meanwhile, a SIGTERM in
-/// that window was dropped and the daemon never stopped.) The handler does the one
+/// asynchronously on libdispatch's manager thread: a signal in that window would be dropped, and
+/// the daemon would never stop.) The handler does the one
 /// async-signal-safe thing — write the signal number to a pipe — and a small thread, asleep in
 /// `read` otherwise, posts it to the inbox.
 enum StopSignals {

@@ -3,7 +3,7 @@ import SpoolStore
 
 /// Request files known to the engine but not taken in yet: names from a listing of `incoming/`
 /// (the watcher's first listing, an inotify overflow, a rescan) and requests adopted from dead
-/// workers. The engine takes them in a few milliseconds' worth per turn (`Engine.takeInBacklog`),
+/// workers. The engine takes them in a few milliseconds' worth per turn (`Intake.takeIn`),
 /// between which it routes its inbox and runs its transfers: so a worker started on a million
 /// waiting requests is ready at once, and a request dropped meanwhile — claimed from its inotify
 /// event, never queued here — starts within a turn rather than after the million.
@@ -42,7 +42,7 @@ struct IntakeBacklog {
     }
 
     /// How long one turn may spend on the backlog: short enough that a request dropped meanwhile
-    /// is claimed and started within the 100 ms the README promises, long enough that the
-    /// per-turn work (a poll of the transfer session) is small beside it.
+    /// is claimed and started within a turn or two, long enough that the per-turn work (a poll of
+    /// the transfer session) is small beside it.
     static let turnBudget: Double = 0.02
 }

@@ -40,8 +40,8 @@ final class RequestRecord {
 
     /// Re-reads the full description of each of `records` (items of this request) from the
     /// claimed file, opened once and read in file order through one window (a group end reads
-    /// every published item's URL: one `pread` each was 2,000 calls in a row for a 2,000-URL
-    /// list); nil for an item whose slice cannot be read or no longer matches what was accepted.
+    /// every published item's URL: one `pread` each would be a system call per item, all in a
+    /// row); nil for an item whose slice cannot be read or no longer matches what was accepted.
     func readItems(_ records: [ItemRecord]) -> [RequestItem?] {
         guard !records.isEmpty, let fd = try? claim.openFile() else { return records.map { _ in nil } }
         defer { close(fd) }
@@ -192,10 +192,9 @@ final class ItemRecord {
 
     /// The item has ended: forgets its transfer state but for what its group end still reads —
     /// whether it left a state file to remove, its facts for a `markers: group` marker, and that
-    /// a 304 ended it. A list's ended items stay in memory until its last one ends; each used to
-    /// keep its whole state (response facts, hash, rate samples), about 2.4 KiB: RSS grew by
-    /// 290 MB over a 100,000-URL list. The full description goes too (a group marker reads it
-    /// again from the request file).
+    /// a 304 ended it. A list's ended items stay in memory until its last one ends; keeping each
+    /// one's whole state (response facts, hash, rate samples) would grow memory with the list's
+    /// length. The full description goes too (a group marker reads it again from the request file).
     func shed() {
         guard let state = transferState else { return }
         if !state.hasStateFile && state.publishedMarker == nil && !endedUnchanged {

@@ -2,8 +2,8 @@
 /// before it exits without one. Pure: the engine feeds it and carries out its steps.
 ///
 /// **Why.** Closing an inotify descriptor that still has watches waits for the kernel to retire
-/// them (an SRCU grace period: 7–15 ms measured on the benchmark machine). At process exit that
-/// wait lies on the drain's critical path — 5–10 % of a 500-file HTTPS/2 drain. Once only
+/// them (an SRCU grace period). At process exit that wait lies on the drain's critical path
+/// (Benchmarks/RESULTS.md has its size). Once only
 /// endings are left (publishes, group ends, hooks), nothing the watcher can bring changes an item
 /// the drain holds: `cancel` is refused while publishing, `pause`, `resume` and `retry` have
 /// nothing to act on. So the watcher is stopped then, and its thread pays the wait while the

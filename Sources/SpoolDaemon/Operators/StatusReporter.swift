@@ -61,7 +61,7 @@ final class StatusReporter {
     func itemEnded(_ task: TaskStatus) {
         recentlyEnded.append(task)
         // Trimmed to the last `recentLimit` only once twice as many have ended: shifting the
-        // whole list at every item end was a copy of 100 entries per item.
+        // whole list at every item end would copy 100 entries per item.
         if recentlyEnded.count >= 2 * Self.recentLimit { recentlyEnded.removeFirst(recentlyEnded.count - Self.recentLimit) }
         dirty = true
     }

@@ -7,17 +7,14 @@ import CLinux
 /// when it starts and freed when it ends, and a small body is held in a buffer of its own. With
 /// glibc's defaults the first such buffers are mapped and unmapped each time, and later ones come
 /// from the top of the heap, which glibc shrinks (`brk`) as soon as twice the buffer size is free
-/// there; the next transfer then faults in fresh zeroed pages on the transfers' thread. A
-/// 2,000-file group drain took 6,400–8,700 page faults with the defaults and about 5,000 with
-/// these settings.
+/// there; the next transfer then faults in fresh zeroed pages on the transfers' thread. These
+/// settings let it reuse them (the fault counts are in Benchmarks/RESULTS.md).
 ///
 /// The sizes: 1 MiB puts the 256 KiB buffers (and `BodyWriter`'s blocks) on the heap; 8 MiB is
 /// twice the buffers of 16 running transfers, so the heap's top does not shrink and grow again
-/// with each of them. Larger ones (4 MiB, 64 MiB and a 16 MiB pad) saved no more faults but kept
-/// memory in the other threads' arenas: glibc trims a thread arena's top only past the threshold,
-/// and `malloc_trim` never does, so 100,000 queued requests took 331 bytes each instead of 240.
-/// With these, 230–234; what the heap holds after taking in 20,000 requests is 2.5 MiB more
-/// (7.6 MiB of anonymous memory against 5.1), and an empty daemon's is the same (0.8 MiB).
+/// with each of them. Larger ones save no more faults but keep memory in the other threads'
+/// arenas: glibc trims a thread arena's top only past the threshold, and `malloc_trim` never
+/// does, so a large queue would cost more per request.
 struct HeapPolicy {
     /// Allocations from this size on are mapped apart (glibc's default starts at 128 KiB and rises).
     static let mmapThreshold: Int32 = 1 << 20

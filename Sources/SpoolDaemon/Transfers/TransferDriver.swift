@@ -108,8 +108,8 @@ final class TransferDriver {
             ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
             // A small body of an unnamed part may be written off the engine's thread (a crash
             // loses an unnamed part either way; see `ReceivedBody`) — under `markers: group`
-            // only: with a marker per file the publisher's thread has the most to do, and three
-            // busy threads on two cores made those drains slower, not faster.
+            // only: with a marker per file the publisher's thread has the most to do, and a third
+            // busy thread on two cores slows those drains down.
             writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
             syncEvery: configuration.syncEvery,
             rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })

@@ -7,7 +7,7 @@ import SpoolTransfer
 /// runs; the new URL is validated as a request's `url`, becomes the item's (kept in `B.state`
 /// with its partial, so a restart resumes with it), and the transfer starts again in the same
 /// attempt — a partial resumes with `Range` + `If-Range`, so its bytes are kept when the
-/// resource is the same. Once per attempt: a second refusal fails the item as before.
+/// resource is the same. Once per attempt: a second refusal fails the item as any refusal does.
 extension Engine {
     func askForFreshURL(_ record: ItemRecord, reason: String) {
         guard hooks.refreshHook != nil else {
