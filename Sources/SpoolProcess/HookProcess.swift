@@ -8,7 +8,10 @@ import Logging
 /// group, its output read line by line into log lines, its time limit enforced on the group.
 ///
 /// Why not Foundation's `Process`: it neither starts a process group (so a hook's children
-/// outlived the hook's kill) nor closes the daemon's other descriptors in the child.
+/// outlived the hook's kill) nor closes the daemon's other descriptors in the child. Why not
+/// swift-subprocess: its run ends when the shell exits, cancelling the output reads, so a child the
+/// hook leaves behind escapes the time limit and the group kill (docs/ARCHITECTURE.md, "Libraries
+/// and why"); here a hook lasts until its output closes or its time is up.
 public struct HookProcess {
     /// How a hook ended.
     public enum Outcome: Sendable, Equatable {
