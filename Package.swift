@@ -3,11 +3,19 @@ import PackageDescription
 
 // One target per concern; the dependency arrows below are the architecture (docs/ARCHITECTURE.md):
 //   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
-//   SpoolStore, SpoolWatcher, SpoolTransfer, SpoolNetwork   adapters; each may import SpoolRequest,
-//                                      never each other
+//   SpoolStore, SpoolWatcher, SpoolTransfer, SpoolNetwork, SpoolProcess
+//                                      adapters; each may import SpoolRequest, never each other.
+//                                      SpoolStore holds every spool file format, the status and
+//                                      control files included, so both sides below can share them
+//                                      (SpoolProcess: hooks' processes, signals, systemd's notify)
 //   SpoolMetrics                       the Prometheus numbers (swift-metrics + swift-prometheus); knows
 //                                      no other target
-//   SpoolDaemon                        wires them; the only target that knows them all
+//   SpoolConfiguration                 the settings: flags <-> keys table, config file, reload diff
+//                                      (SpoolRequest, SpoolScheduler for the values' types)
+//   SpoolDaemon                        the engine: wires the adapters, metrics and configuration
+//   SpoolClient                        what the CLI needs to talk to a spool and its daemons (status,
+//                                      control commands, add): reads and writes spool files only and
+//                                      never imports SpoolDaemon, so the two meet only in SpoolStore
 //   spoolfetch                         the executable: argument parsing and nothing else
 let package = Package(
     name: "spoolfetch",
@@ -49,17 +57,26 @@ let package = Package(
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "SpoolNetwork",
                 dependencies: ["CNetlink"]),
+        .target(name: "SpoolProcess",
+                dependencies: [.product(name: "Logging", package: "swift-log")]),
         .target(name: "SpoolMetrics",
                 dependencies: [.product(name: "CoreMetrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus")]),
 
-        // The engine that wires them, and the thin executable.
+        .target(name: "SpoolConfiguration",
+                dependencies: ["SpoolRequest", "SpoolScheduler",
+                               .product(name: "Logging", package: "swift-log")]),
+
+        // The engine that wires them, the client beside it, and the thin executable.
         .target(name: "SpoolDaemon",
                 dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
-                               "SpoolTransfer", "SpoolNetwork", "SpoolMetrics", "CLinux",
+                               "SpoolTransfer", "SpoolNetwork", "SpoolProcess", "SpoolMetrics",
+                               "SpoolConfiguration", "CLinux",
                                .product(name: "Logging", package: "swift-log")]),
+        .target(name: "SpoolClient",
+                dependencies: ["SpoolRequest", "SpoolStore", "SpoolWatcher", "SpoolMetrics"]),
         .executableTarget(name: "spoolfetch",
-                          dependencies: ["SpoolDaemon",
+                          dependencies: ["SpoolDaemon", "SpoolClient", "SpoolConfiguration", "SpoolStore",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests.
@@ -75,8 +92,11 @@ let package = Package(
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore", "CLinux",
                                                             .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SpoolDaemonTests",
-                    dependencies: ["SpoolDaemon", "SpoolStore", "SpoolTransfer", "SpoolTestSupport", "spoolfetch",
+                    dependencies: ["SpoolDaemon", "SpoolConfiguration", "SpoolProcess", "SpoolStore", "SpoolTransfer",
+                                   "SpoolTestSupport", "spoolfetch",
                                    .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "SpoolConfigurationTests", dependencies: ["SpoolConfiguration"]),
+        .testTarget(name: "SpoolClientTests", dependencies: ["SpoolClient", "SpoolStore"]),
         .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
         .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
         .testTarget(name: "SpoolWatcherTests", dependencies: ["SpoolWatcher"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolConfiguration
 import SpoolRequest
 
 /// The entry points the executable calls; it knows nothing else of the daemon.

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import SpoolDaemon
+import SpoolClient
 
 struct Add: ParsableCommand {
     static let configuration = CommandConfiguration(

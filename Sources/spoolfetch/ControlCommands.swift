@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-import SpoolDaemon
+import SpoolClient
+import SpoolStore
 
 /// The shared shape of cancel, pause, resume and retry.
 protocol ControlVerbCommand: ParsableCommand {

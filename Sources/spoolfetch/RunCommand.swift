@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SpoolConfiguration
 import SpoolDaemon
 
 /// `spoolfetch run`. Each setting flag is a `String?` named exactly like its row in

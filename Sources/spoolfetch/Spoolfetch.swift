@@ -2,7 +2,8 @@ import ArgumentParser
 import Foundation
 import SpoolDaemon
 
-/// `spoolfetch`: the command line. Argument parsing and nothing else; the work is in SpoolDaemon.
+/// `spoolfetch`: the command line. Argument parsing and nothing else; the work is in SpoolDaemon
+/// (`run`) and SpoolClient (`add`, `status` and the control commands).
 @main
 struct Spoolfetch: ParsableCommand {
     static let configuration = CommandConfiguration(

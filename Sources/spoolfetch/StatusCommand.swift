@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
-import SpoolDaemon
+import SpoolClient
+import SpoolStore
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(

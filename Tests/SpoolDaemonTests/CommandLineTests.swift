@@ -1,5 +1,5 @@
 import Foundation
-import SpoolDaemon
+import SpoolConfiguration
 import SpoolTestSupport
 import XCTest
 

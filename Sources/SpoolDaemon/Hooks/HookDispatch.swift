@@ -1,4 +1,5 @@
 import Foundation
+import SpoolConfiguration
 import SpoolStore
 
 /// The `--on-item` and `--on-group` hooks: which environment each gets, and the group hook's

@@ -1,6 +1,8 @@
 import Foundation
 import SpoolMetrics
 import Logging
+import SpoolConfiguration
+import SpoolProcess
 import Synchronization
 
 /// Runs `--on-item` / `--on-group` commands through `/bin/sh -c`, off the engine thread, so that a
@@ -16,16 +18,10 @@ import Synchronization
 /// `running` and `waiting` are for the status report; `waitForAll()` is for shutdown and drains.
 final class HookRunner: Sendable {
     /// How a hook ended.
-    enum Outcome: Sendable, Equatable {
-        case exited(Int32)
-        case signalled(Int32)
-        /// Killed past the time limit.
-        case timedOut
-        case couldNotStart(String)
-    }
+    typealias Outcome = HookProcess.Outcome
 
     /// Seconds between SIGTERM and SIGKILL past the time limit.
-    static let killGrace: Double = 5
+    static let killGrace = HookProcess.killGrace
 
     private struct Job: Sendable {
         var command: String

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolConfiguration
 import SpoolScheduler
 
 extension Engine {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolProcess
 import SpoolStore
 import SpoolTransfer
 import SpoolWatcher

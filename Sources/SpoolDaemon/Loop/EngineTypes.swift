@@ -1,4 +1,6 @@
 import Foundation
+import SpoolConfiguration
+import SpoolProcess
 import Synchronization
 import SpoolStore
 import SpoolTransfer

@@ -8,25 +8,50 @@ import Logging
 /// group, its output read line by line into log lines, its time limit enforced on the group.
 ///
 /// Why not Foundation's `Process`: it neither starts a process group (so a hook's children
-/// outlived the hook's kill) nor closes the daemon's other descriptors in the child.
-struct HookProcess {
-    var command: String
-    var environment: [String: String]
-    var item: String
-    var timeout: Double
-    var logger: Logger
+/// outlived the hook's kill) nor closes the daemon's other descriptors in the child. Why not
+/// swift-subprocess: its run ends when the shell exits, cancelling the output reads, so a child the
+/// hook leaves behind escapes the time limit and the group kill (docs/ARCHITECTURE.md, "Libraries
+/// and why"); here a hook lasts until its output closes or its time is up.
+public struct HookProcess {
+    /// How a hook ended.
+    public enum Outcome: Sendable, Equatable {
+        case exited(Int32)
+        case signalled(Int32)
+        /// Killed past the time limit.
+        case timedOut
+        case couldNotStart(String)
+    }
+
+    /// Seconds between SIGTERM and SIGKILL past the time limit.
+    public static let killGrace: Double = 5
+
+    public var command: String
+    public var environment: [String: String]
+    public var item: String
+    public var timeout: Double
+    public var logger: Logger
     /// The refresh hook's first stdout line is its answer (a signed URL): handed back, never
     /// logged. Its other lines are logged as any hook's.
-    var capturesFirstLine = false
+    public var capturesFirstLine = false
+
+    public init(command: String, environment: [String: String], item: String, timeout: Double, logger: Logger,
+                capturesFirstLine: Bool = false) {
+        self.command = command
+        self.environment = environment
+        self.item = item
+        self.timeout = timeout
+        self.logger = logger
+        self.capturesFirstLine = capturesFirstLine
+    }
 
     /// Longest log line taken from a hook; a longer one is logged in pieces.
     static let maxLine = 4096
 
-    func run() -> HookRunner.Outcome { runCapturing().outcome }
+    public func run() -> Outcome { runCapturing().outcome }
 
     /// Runs the hook; `firstLine` is its first stdout line when `capturesFirstLine` (nil when it
     /// printed none).
-    func runCapturing() -> (outcome: HookRunner.Outcome, firstLine: String?) {
+    public func runCapturing() -> (outcome: Outcome, firstLine: String?) {
         var outPipe: [Int32] = [-1, -1], errPipe: [Int32] = [-1, -1]
         guard pipe(&outPipe) == 0 else { return (.couldNotStart("pipe: \(String(cString: strerror(errno)))"), nil) }
         guard pipe(&errPipe) == 0 else {
@@ -101,7 +126,7 @@ struct HookProcess {
     }
 
     /// Reads the pipes until both close, enforcing the time limit; then reaps the process.
-    private func supervise(pid: pid_t, stdout: Int32, stderr: Int32) -> (outcome: HookRunner.Outcome, firstLine: String?) {
+    private func supervise(pid: pid_t, stdout: Int32, stderr: Int32) -> (outcome: Outcome, firstLine: String?) {
         var firstLine: String? = nil
         var lineTaken = !capturesFirstLine
         func take(_ line: String, _ stream: HookOutputStream) {
@@ -152,7 +177,7 @@ struct HookProcess {
             switch phase {
             case .running:
                 logger.warning("hook over its time limit: SIGTERM to its process group", metadata: [
-                    "item": "\(item)", "pid": "\(pid)", "hook-timeout": "\(ConfigurationKey.formatNumber(timeout))"])
+                    "item": "\(item)", "pid": "\(pid)", "hook-timeout": "\(Self.seconds(timeout))"])
                 kill(-pid, SIGTERM)
                 phase = .terminated
             case .terminated:
@@ -163,7 +188,7 @@ struct HookProcess {
                 for i in streams.indices where streams[i].fd >= 0 { close(streams[i].fd); streams[i].fd = -1 }
                 phase = .abandoned
             }
-            nextStep = clock.now + .milliseconds(Int64(HookRunner.killGrace * 1000))
+            nextStep = clock.now + .milliseconds(Int64(Self.killGrace * 1000))
         }
         for i in streams.indices where streams[i].fd >= 0 { close(streams[i].fd) }
         if waitStatus == nil {
@@ -175,6 +200,11 @@ struct HookProcess {
         let status = waitStatus ?? 0
         if status & 0x7f == 0 { return (.exited((status >> 8) & 0xff), firstLine) }
         return (.signalled(status & 0x7f), firstLine)
+    }
+
+    /// `300` rather than `300.0`: the form the config file and the engine's own log lines use.
+    private static func seconds(_ v: Double) -> String {
+        v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)
     }
 
     private func log(_ line: String, stream: HookOutputStream) {

@@ -1,5 +1,5 @@
 import Foundation
-@testable import SpoolDaemon
+@testable import SpoolConfiguration
 import XCTest
 
 /// The configuration table: one row per setting, read by the config file, `--print-config`,

@@ -3,8 +3,8 @@ import Foundation
 /// systemd's readiness protocol (`Type=notify`): one datagram to the unix socket named by
 /// `$NOTIFY_SOCKET`. A few lines of socket code instead of a libsystemd dependency; without the
 /// variable (not under systemd) it does nothing.
-enum ServiceNotifier {
-    static func notify(_ state: String) {
+public enum ServiceNotifier {
+    public static func notify(_ state: String) {
         guard var path = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !path.isEmpty else { return }
         // A leading '@' names a socket in the abstract namespace.
         let abstract = path.hasPrefix("@")

@@ -8,15 +8,15 @@ import Foundation
 /// the daemon would never stop.) The handler does the one
 /// async-signal-safe thing — write the signal number to a pipe — and a small thread, asleep in
 /// `read` otherwise, posts it to the inbox.
-enum StopSignals {
+public enum StopSignals {
     /// The pipe's write end, for the C handler (which can capture nothing).
     nonisolated(unsafe) private static var writeFD: Int32 = -1
 
     /// Installs the handlers once per process; `post` runs on the reader thread for SIGTERM and
     /// SIGINT. With `reload`, SIGHUP is caught too and calls it (on the same thread) instead of
     /// killing the process, which is SIGHUP's default.
-    static func install(post: @escaping @Sendable (Int32) -> Void,
-                        reload: (@Sendable () -> Void)? = nil) throws(SignalSetupError) {
+    public static func install(post: @escaping @Sendable (Int32) -> Void,
+                               reload: (@Sendable () -> Void)? = nil) throws(SignalSetupError) {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw SignalSetupError(call: "pipe", errno: errno) }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }

@@ -77,3 +77,6 @@ public enum QueueListing {
         return found.sorted { $0.1 < $1.1 }
     }
 }
+
+/// Strips the query and fragment from a URL for display (they may hold access tokens).
+func displayURL(_ url: String) -> String { URLQuery.stripped(url) }

@@ -191,7 +191,7 @@ extension ConfigurationKey {
     }
 
     /// `300` rather than `300.0`; fractions as they are.
-    static func formatNumber(_ v: Double) -> String {
+    public static func formatNumber(_ v: Double) -> String {
         v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)
     }
 }

@@ -4,7 +4,10 @@ import Foundation
 /// (`concurrency = 32`, `window = "22:00-06:00"`). It is the plain-value subset of TOML; `#`
 /// starts a comment; a quoted value may escape `"` and `\` with a backslash. Flags override the
 /// file; the file overrides the built-in defaults. Written by hand rather than with a TOML
-/// library: a couple of dozen scalar keys, and the errors must name the file, the line and the key.
+/// library: a couple of dozen scalar keys, the errors must name the file, the line and the key,
+/// and the bare values it accepts (`inotify = yes`, `min-free = auto`, `max-rate = 1M 08:00-20:00, 0`,
+/// all printed by `--print-config`) are not TOML, so a TOML parser would refuse them
+/// (docs/ARCHITECTURE.md, "Libraries and why").
 extension DaemonConfiguration {
     /// Every key the file (and `--print-config`) knows, in print order.
     public static var fileKeys: [String] { ConfigurationKey.all.map(\.name) }

@@ -1,5 +1,8 @@
 import Foundation
-import SpoolRequest
+
+// The status and control files are spool file formats like the markers and records: the engine
+// writes status/ and answers control/, the client reads status/ and writes control/. Here, below
+// both, each side can import them without the client ever importing the engine.
 
 /// One daemon's live state, written atomically to `status/HOST-PID.json` at most once a second
 /// while anything changes (and not at all while idle), read by `spoolfetch status`.
@@ -12,6 +15,12 @@ public struct StatusReport: Codable, Sendable, Hashable {
     /// How many waiting items a report lists: the next ones due. A report never lists a large
     /// batch whole; `DaemonStatus.states` counts every item.
     public static let pendingShown = 20
+
+    public init(daemon: DaemonStatus, tasks: [TaskStatus], morePending: Int) {
+        self.daemon = daemon
+        self.tasks = tasks
+        self.morePending = morePending
+    }
 }
 
 /// Facts about the daemon that wrote a report.
@@ -53,6 +62,36 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     /// Requests taken in whose items may start only after their URL expires (the last
     /// `StatusReporter.expiryWarningLimit`), one line each.
     public var urlExpiryWarnings: [String]? = nil
+
+    public init(host: String, pid: Int32, version: String, spool: String, startedAt: String,
+                updatedAt: String, running: Int, queued: Int, published: Int, failed: Int, rejected: Int,
+                hooksRunning: Int? = nil, hooksWaiting: Int? = nil, rate: Double? = nil, eta: Double? = nil,
+                unknownSizes: Int? = nil, maxRate: Int64? = nil, maxRateUntil: String? = nil,
+                states: [String: Int]? = nil, watcher: String? = nil,
+                unreachableHosts: [UnreachableHost]? = nil, urlExpiryWarnings: [String]? = nil) {
+        self.host = host
+        self.pid = pid
+        self.version = version
+        self.spool = spool
+        self.startedAt = startedAt
+        self.updatedAt = updatedAt
+        self.running = running
+        self.queued = queued
+        self.published = published
+        self.failed = failed
+        self.rejected = rejected
+        self.hooksRunning = hooksRunning
+        self.hooksWaiting = hooksWaiting
+        self.rate = rate
+        self.eta = eta
+        self.unknownSizes = unknownSizes
+        self.maxRate = maxRate
+        self.maxRateUntil = maxRateUntil
+        self.states = states
+        self.watcher = watcher
+        self.unreachableHosts = unreachableHosts
+        self.urlExpiryWarnings = urlExpiryWarnings
+    }
 }
 
 /// A host held because it could not be reached (`spoolfetch status` shows it).
@@ -64,6 +103,14 @@ public struct UnreachableHost: Codable, Sendable, Hashable {
     /// Probes (and first failures) so far.
     public var failures: Int
     public var nextProbe: String
+
+    public init(host: String, since: String, lastError: String, failures: Int, nextProbe: String) {
+        self.host = host
+        self.since = since
+        self.lastError = lastError
+        self.failures = failures
+        self.nextProbe = nextProbe
+    }
 }
 
 /// One item, as `spoolfetch status` shows it (URLSession's `getAllTasks`).
@@ -90,6 +137,27 @@ public struct TaskStatus: Codable, Sendable, Hashable {
     public var finishedAt: String?
     /// Connections its transfer uses now, when more than one (a segmented transfer).
     public var connections: Int? = nil
+
+    public init(id: String, request: String, group: String, name: String, url: String, state: String,
+                bytes: Int64, expected: Int64? = nil, rate: Double? = nil, eta: Double? = nil, attempts: Int,
+                error: String? = nil, startsAt: String? = nil, finishedAt: String? = nil,
+                connections: Int? = nil) {
+        self.id = id
+        self.request = request
+        self.group = group
+        self.name = name
+        self.url = url
+        self.state = state
+        self.bytes = bytes
+        self.expected = expected
+        self.rate = rate
+        self.eta = eta
+        self.attempts = attempts
+        self.error = error
+        self.startsAt = startsAt
+        self.finishedAt = finishedAt
+        self.connections = connections
+    }
 }
 
 /// A command for a running daemon, dropped into `control/` by `spoolfetch cancel|pause|resume|retry`.
@@ -98,6 +166,11 @@ public struct ControlCommand: Codable, Sendable, Hashable {
     public var verb: Verb
     /// `REQUEST` (all its items) or `REQUEST#INDEX`.
     public var id: String
+
+    public init(verb: Verb, id: String) {
+        self.verb = verb
+        self.id = id
+    }
 }
 
 /// The daemon's answer, `control/NAME.result`.
@@ -109,7 +182,11 @@ public struct ControlResult: Codable, Sendable, Hashable {
     /// The state of the item (or request) the command was about, when the daemon says
     /// (`running`, `paused`, `done`, …): printed with the message.
     public var state: String? = nil
-}
 
-/// Strips the query and fragment from a URL for display (they may hold access tokens).
-func displayURL(_ url: String) -> String { URLQuery.stripped(url) }
+    public init(ok: Bool, message: String, items: [String], state: String? = nil) {
+        self.ok = ok
+        self.message = message
+        self.items = items
+        self.state = state
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
-@testable import SpoolDaemon
+@testable import SpoolClient
+import SpoolStore
 import XCTest
 
 final class StatusViewTests: XCTestCase {
