@@ -42,8 +42,9 @@ public struct PublishResult: Sendable {
     /// durable under `finalName`, the final folder's names synced.
     public var isPublished = false
     public var error: StoreError?
-    /// The batch journal that records this item (nil for a marker-only retry). The engine
-    /// removes it once every request it mentions has ended its group.
+    /// The batch journal that records this item (nil when the job failed before the journal
+    /// was written, step 2). The engine removes it once every request it mentions has ended
+    /// its group.
     public var journal: JournalFile?
 }
 
@@ -126,7 +127,7 @@ struct PublishBatch {
     let store: SpoolStore
     private(set) var members: [Member]
     private(set) var journal: JournalFile?
-    /// More than two files: where the filesystem honours it, one `syncfs` beats a `fdatasync` each.
+    /// More than two jobs: where the filesystem honours it, one `syncfs` beats an `fdatasync` of each file.
     let batched: Bool
     /// Staging and the final folder on one filesystem: the data is renamed (or linked), not
     /// copied. Learnt by step 3, the first to need it.
@@ -140,7 +141,7 @@ struct PublishBatch {
         batched = jobs.count > 2
     }
 
-    private var layout: SpoolLayout { store.layout }
+    var layout: SpoolLayout { store.layout }
 
     /// Step 1: writeUnwrittenBytes. A small body written behind (`StagingFile.unwritten`) is still
     /// in memory, and every later step reads, syncs or names the part: its bytes go into the part
@@ -361,115 +362,7 @@ struct PublishBatch {
         return errors
     }
 
-    /// Renames (links, for an unnamed part; across filesystems, copies) the part to a free name
-    /// in the final folder.
-    /// `checked`: a name `MarkerFirst` found free of a marker a moment ago (not looked up again).
-    private func moveIntoFinal(_ job: PublishJob, checked: String?) throws(StoreError) -> String {
-        let wished = job.marker.name
-        let partName = job.part.base + ".part"
-        if !job.part.isNamed && (job.replacesExisting || !sameFilesystem) {
-            // Those two ways go through the part's staging name.
-            try store.name(job.part)
-        }
-        if job.replacesExisting {
-            try replaceInFinal(job)
-            return wished
-        }
-        for attempt in 0..<1000 {
-            let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
-            if candidate != checked && layout.final.exists(candidate + ".done") { continue }
-            do throws(StoreError) {
-                if !job.part.isNamed {
-                    // An unnamed part gets its final name directly: linkat fails with EEXIST
-                    // rather than replace, like the no-replace rename.
-                    if spoolfetch_link_open_file(job.part.fd, layout.final.fd, candidate) != 0 {
-                        throw StoreError("linkat", "\(layout.staging.path) (unnamed \(partName)) → \(layout.final.path(of: candidate))")
-                    }
-                } else if sameFilesystem {
-                    try layout.staging.rename(partName, to: candidate, in: layout.final, replace: false)
-                } else {
-                    try copyAcross(job, to: candidate)
-                }
-                return candidate
-            } catch {
-                if error.errno == EEXIST { continue }
-                // link+unlink stopped by a crash between its two steps: the data is there already.
-                if error.errno == ENOENT, let st = layout.final.status(of: candidate), UInt64(st.st_ino) == job.part.inode {
-                    return candidate
-                }
-                throw error
-            }
-        }
-        throw StoreError("renameat2", layout.final.path(of: wished), errno: EEXIST)
-    }
-
-    /// `on-exists: replace`: the old marker goes first (and that is made durable), so that no
-    /// marker ever stands beside data it does not describe; then the data is renamed over the
-    /// old data, so the name never stands empty. Step 8 puts the new marker in place.
-    private func replaceInFinal(_ job: PublishJob) throws(StoreError) {
-        let final = store.layout.final
-        let name = job.marker.name
-        if final.exists(name + ".done") {
-            if unlinkat(final.fd, name + ".done", 0) != 0 && errno != ENOENT {
-                throw StoreError("unlinkat", final.path(of: name + ".done"))
-            }
-            try final.sync()
-        }
-        if sameFilesystem {
-            try store.layout.staging.rename(job.part.base + ".part", to: name, in: final, replace: true)
-        } else {
-            try copyAcross(job, to: name, replace: true)
-        }
-    }
-
-    /// The final folder is on another filesystem: a verified copy (see `CrossFilesystemCopy`)
-    /// under a temp name there, then the rename to `name` (no-replace unless `replace`).
-    private func copyAcross(_ job: PublishJob, to name: String, replace: Bool = false) throws(StoreError) {
-        let final = store.layout.final
-        let temp = ".\(name).part.tmp"
-        try CrossFilesystemCopy(part: job.part, partPath: store.layout.staging.path(of: job.part.base + ".part"),
-                                bytes: job.marker.bytes, sha256: job.marker.sha256)
-            .copy(into: final, as: temp)
-        do throws(StoreError) {
-            try final.rename(temp, to: name, in: final, replace: replace)
-        } catch {
-            final.remove(temp)
-            throw error
-        }
-    }
-
     private func catching(_ body: () throws(StoreError) -> Void) -> StoreError? {
         do { try body(); return nil } catch { return error }
-    }
-}
-
-/// Markers written before the data is moved, so that the batch's one `syncfs` makes the parts,
-/// the journal and the marker temp files durable at once. Then only the data's new names in the
-/// final folder need an fsync of that folder before the markers are renamed into place — the
-/// order stays "data durable, data named, names durable, marker" — and a batch costs one
-/// `syncfs` and two folder fsyncs instead of two `syncfs` and one folder fsync.
-///
-/// A marker holds its file's final name, which is known for sure only after the rename: the
-/// name is predicted here the way `moveIntoFinal` chooses it (the wished-for name, else the
-/// first `-N` name with neither a file nor a marker), and a marker whose data got another name
-/// after all (another writer took the name meanwhile) is written again in step 7 and synced
-/// there like a marker not written ahead.
-enum MarkerFirst {
-    /// Jobs whose final name is chosen by a no-replace rename in the final folder: a replacing
-    /// job's marker waits for the old marker to go, and a marker-only retry knows its name already.
-    static func applies(to job: PublishJob) -> Bool {
-        job.writesMarker && !job.replacesExisting && job.alreadyPublishedAs == nil
-    }
-
-    /// The name `moveIntoFinal` will most likely give the job's data; `taken` holds the names
-    /// predicted for earlier jobs of the batch (they are renamed first).
-    static func likelyName(of job: PublishJob, in final: Directory, taken: Set<String>) -> String? {
-        let wished = job.marker.name
-        for attempt in 0..<1000 {
-            let candidate = attempt == 0 ? wished : SpoolStore.suffixed(wished, attempt, separator: "-")
-            if taken.contains(candidate) || final.exists(candidate + ".done") || final.exists(candidate) { continue }
-            return candidate
-        }
-        return nil
     }
 }

@@ -4,8 +4,9 @@ import XCTest
 /// The publish steps are numbered alike in the code and in docs/ARCHITECTURE.md ("Durability
 /// order"): each `/// Step N: name` doc comment in Publisher.swift sits on the method `name`,
 /// ARCHITECTURE lists the same numbers with the same names, and `publish(_:)` calls the steps
-/// in that order. A step added, removed, renamed or moved in one place fails here until the
-/// other follows.
+/// in that order; a "step N" in ARCHITECTURE's section or in a source file beside Publisher.swift
+/// names a step that exists. A step added, removed, renamed or moved in one place fails here until
+/// the other follows.
 final class DurabilityOrderTests: XCTestCase {
     private struct Step: Equatable, CustomStringConvertible {
         let number: Int
@@ -17,8 +18,8 @@ final class DurabilityOrderTests: XCTestCase {
         // Tests/SpoolStoreTests/<this file> → the package root.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let code = try String(contentsOf: try Self.find("Publisher.swift", under: root.appendingPathComponent("Sources")),
-                              encoding: .utf8)
+        let publisher = try Self.find("Publisher.swift", under: root.appendingPathComponent("Sources"))
+        let code = try String(contentsOf: publisher, encoding: .utf8)
         let architecture = try String(contentsOf: root.appendingPathComponent("docs/ARCHITECTURE.md"), encoding: .utf8)
         let section = try XCTUnwrap(Self.section("## Durability order", of: architecture))
 
@@ -28,7 +29,11 @@ final class DurabilityOrderTests: XCTestCase {
         XCTAssertEqual(Self.documentedSteps(section), inCode, "ARCHITECTURE's numbered list and the code's steps")
         XCTAssertEqual(Self.calls(of: Set(inCode.map(\.name)), inPublishOf: code), inCode.map(\.name),
                        "publish(_:) calls every step once, in the order of their numbers")
-        for (place, text) in [("Publisher.swift", code), ("ARCHITECTURE's section", String(section))] {
+        let neighbours = try FileManager.default.contentsOfDirectory(at: publisher.deletingLastPathComponent(),
+                                                                     includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "swift" }
+            .map { ($0.lastPathComponent, try String(contentsOf: $0, encoding: .utf8)) }
+        for (place, text) in [("ARCHITECTURE's section", String(section))] + neighbours {
             for number in Self.stepReferences(text) {
                 XCTAssertTrue((1...inCode.count).contains(number), "\(place) names step \(number), which does not exist")
             }
