@@ -62,18 +62,17 @@ struct PublishedNames: Codable {
     var published: [String: String]
     var boot: String?
 
-    /// Staging base → final name of each job in `journaled` published so far (`dataInPlace`:
-    /// whose data is in the final folder, its marker perhaps not yet). Only jobs that write a
-    /// marker: under `markers: group` a consumer waits for the group marker, and by then the
-    /// request has ended and its journals are gone, so the lines would protect nothing (and
-    /// they cost a group drain a few per cent in pairs).
-    static func of(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int],
-                   dataInPlace: Bool = false) -> [String: String] {
+    /// Staging base → final name of each job in the batch journal published so far
+    /// (`dataInPlace`: whose data is in the final folder, its marker perhaps not yet). Only jobs
+    /// that write a marker: under `markers: group` a consumer waits for the group marker, and by
+    /// then the request has ended and its journals are gone, so the lines would protect nothing
+    /// (and they cost a group drain a few per cent in pairs).
+    static func of(_ results: [PublishResult], dataInPlace: Bool = false) -> [String: String] {
         var names: [String: String] = [:]
-        for i in journaled where jobs[i].writesMarker {
-            let named = dataInPlace ? results[i].error == nil && results[i].finalName != nil : results[i].isPublished
-            guard named, let name = results[i].finalName else { continue }
-            names[SpoolStore.stagingBase(jobs[i].state.request, index: jobs[i].state.index)] = name
+        for result in results where result.journal != nil && result.job.writesMarker {
+            let named = dataInPlace ? result.error == nil && result.finalName != nil : result.isPublished
+            guard named, let name = result.finalName else { continue }
+            names[SpoolStore.stagingBase(result.job.state.request, index: result.job.state.index)] = name
         }
         return names
     }

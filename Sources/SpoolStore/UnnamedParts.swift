@@ -22,7 +22,7 @@ import Synchronization
 /// Supported where staging and the final folder share a filesystem with `O_TMPFILE` (ext4, xfs,
 /// btrfs, tmpfs) and `/proc` is mounted or the kernel lets the process link with `AT_EMPTY_PATH`
 /// (`spoolfetch_link_open_file`); found once by a probe (`probe`), else every part is named from
-/// its creation as before.
+/// its creation.
 final class UnnamedPartSupport: Sendable {
     /// 0: not probed yet; 1: supported; 2: not supported.
     private let state = Atomic<UInt8>(0)

@@ -5,23 +5,24 @@ import Synchronization
 
 /// A large body's writes and SHA-256, done on a thread of its own while the body still arrives.
 ///
-/// Why: on a multi-MiB body the receiving (engine) thread spent most of its time copying the
-/// bytes into fresh page-cache pages (`pwrite`: 25–40 % of a 200 × 1 MiB drain's samples, against
-/// 3–5 % for receiving them), and hashing costs about as much again. Here the engine only copies
-/// each chunk into a block of memory that is reused (warm, already mapped), and this thread
-/// writes the block at its offset, hashes it while it is in the cache, and hands the pages to
-/// writeback every `writebackChunk`. The first `Transfer.backgroundThreshold` bytes of an
-/// attempt are written and hashed by the engine itself: for a 16 KiB body a thread costs more.
+/// Why: on a multi-MiB body, copying the bytes into fresh page-cache pages (`pwrite`) costs the
+/// thread that does it 25–40 % of a 200 × 1 MiB drain's samples, against 3–5 % for receiving
+/// them, and hashing about as much again: on the receiving (engine) thread, most of its time.
+/// Here the engine only copies each chunk into a block of memory that is reused (warm, already
+/// mapped), and this thread writes the block at its offset, hashes it while it is in the cache,
+/// and hands the pages to writeback every `writebackChunk`. The first
+/// `Transfer.backgroundThreshold` bytes of an attempt are written and hashed by the engine
+/// itself: for a 16 KiB body a thread costs more.
 ///
 /// When a block goes: when it is full, or — part-filled — whenever the thread runs out of blocks
 /// (at the engine's next chunk, or by taking the engine's block between two chunks). A fast body,
 /// whose thread is busy, is written in whole blocks; a slow one (a rate cap, a trickling server,
-/// a stall) reaches the file chunk by chunk, as when the engine wrote it, and never waits in
-/// memory while the thread has nothing to do.
+/// a stall) reaches the file chunk by chunk, and never waits in memory while the thread has
+/// nothing to do.
 ///
 /// Back-pressure: at most `queuedBlocks` blocks wait per body. When the disk (or this thread)
-/// falls behind, the engine waits in `append` for a block to be written — where it used to wait
-/// in `pwrite` when the kernel throttled dirty pages. So memory stays bounded:
+/// falls behind, the engine waits in `append` for a block to be written, so a slow disk slows
+/// the transfer as the kernel's throttling of dirty pages would. So memory stays bounded:
 /// `(queuedBlocks + 1) × blockSize` per running large body.
 ///
 /// Consistency: `finish` waits until every handed-over byte is written and hashed and returns

@@ -58,7 +58,7 @@ extension TransferFailure {
     /// | 1, 47, 63 | protocol, redirects, size  | server                                                   |
     /// | 58–60, 77, 83, 90, 91 | TLS verification | server                                                  |
     /// | 23, 27, 42, 43 | write, memory, abort, bad argument | local                                     |
-    /// | any other |                            | server (counts an attempt, as before)                    |
+    /// | any other |                            | server (counts an attempt: not known to be an outage)    |
     ///
     /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch` and `resourceChanged` are
     /// server; `write` is local; `cancelled` is cancelled. A proxy that answers (even with an
