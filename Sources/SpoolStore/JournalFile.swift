@@ -65,8 +65,8 @@ struct PublishedNames: Codable {
     /// Staging base → final name of each job in `journaled` published so far (`dataInPlace`:
     /// whose data is in the final folder, its marker perhaps not yet). Only jobs that write a
     /// marker: under `markers: group` a consumer waits for the group marker, and by then the
-    /// request has ended and its journals are gone, so the lines would protect nothing (and
-    /// they cost a group drain a few per cent in pairs).
+    /// request has ended and its journals are gone, so the lines would protect nothing and only
+    /// cost a group drain time.
     static func of(_ jobs: [PublishJob], _ results: [PublishResult], _ journaled: [Int],
                    dataInPlace: Bool = false) -> [String: String] {
         var names: [String: String] = [:]
