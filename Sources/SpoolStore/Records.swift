@@ -136,7 +136,7 @@ public struct ErrorRecord: Codable, Sendable, Hashable {
     }
 }
 
-/// `staging/B.state`: what a restart needs to know about an item (the state table in docs/ARCHITECTURE.md).
+/// `staging/B.state`: what a restart needs to know about an item (the README's state table).
 public struct ItemState: Codable, Sendable, Hashable {
     public enum Phase: String, Codable, Sendable {
         /// `B.part` is being written.
