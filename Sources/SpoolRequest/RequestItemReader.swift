@@ -4,9 +4,9 @@ import Foundation
 /// read in file order cost a `pread` per window instead of one each.
 ///
 /// Why: a daemon keeps only each item's `ItemSummary` and reads the item's lines back when it
-/// starts, and again (for its URL) when its group ends. One `pread` per item was two system
-/// calls an item on the engine thread, 4,000 for a 2,000-URL list, half of them in a row at the
-/// group's end while nothing else ran.
+/// starts, and again (for its URL) when its group ends. One `pread` per item would be two system
+/// calls an item on the engine thread, half of them in a row at the group's end while nothing
+/// else runs.
 ///
 /// The window grows like a kernel's readahead: it starts at `minimumRead` and doubles each time a
 /// read moves forward past it, up to `maximumRead`; a read behind the window starts small again.

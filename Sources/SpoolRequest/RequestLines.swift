@@ -22,7 +22,7 @@ struct RequestLines {
         _ body: (_ line: UnsafeBufferPointer<UInt8>, _ number: Int, _ offset: Int) throws(RequestRejection) -> Void
     ) throws(RequestReadError) -> Int {
         // An item's slice is a line or a few: a chunk of its own size, not 256 KiB. (Each start
-        // re-reads its item; a 256 KiB buffer per start showed up as page faults and malloc time.)
+        // re-reads its item; a 256 KiB buffer per start would cost page faults and malloc time.)
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(chunkSize, maxBytes)), alignment: 16)
         defer { chunk.deallocate() }
         var carry: [UInt8] = []          // a line begun in an earlier chunk

@@ -12,7 +12,7 @@ import Foundation
 /// | Azure SAS | `se` (ISO 8601, UTC: `2026-11-27T10:00:00Z`, `2026-11-27T10:00Z` or `2026-11-27`) with `sig` | that instant |
 ///
 /// Parameter names are matched without regard to case; a URL carrying several forms expires at
-/// the earliest. A malformed value is no expiry (the server decides, as before).
+/// the earliest. A malformed value is no expiry (the server decides).
 public struct URLExpiry: Sendable, Hashable {
     public enum Form: String, Sendable, Hashable {
         case expiresKey = "expires key"

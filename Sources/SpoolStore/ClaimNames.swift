@@ -35,8 +35,8 @@ final class ClaimNames: @unchecked Sendable {
         return try body(folders)
     }
 
-    /// Whether `name` is claimed anywhere: directly in `active/` (the old layout) or in any
-    /// worker's folder. Call under the lock for an answer that stays true.
+    /// Whether `name` is claimed anywhere: directly in `active/` (the layout without worker
+    /// folders) or in any worker's folder. Call under the lock for an answer that stays true.
     func isTaken(_ name: String, folders: [String]) -> Bool {
         if active.exists(name) { return true }
         return folders.contains { active.exists($0 + "/" + name) }

@@ -100,9 +100,9 @@ extension SpoolStore {
 
     /// Requests whose worker is gone, now this worker's: every request in a worker folder whose
     /// `.lock` this worker can take (its owner is dead) — the folder is taken over whole, its lock
-    /// kept, and its requests stay where they are — and request files of the old layout lying
-    /// directly in `active/` that no one has `flock`ed, moved into this worker's folder under the
-    /// spool-wide claim lock. Two adopters never both take one: a folder's lock, or a loose file's
+    /// kept, and its requests stay where they are — and request files lying directly in `active/`
+    /// (the layout without worker folders) that no one has `flock`ed, moved into this worker's
+    /// folder under the spool-wide claim lock. Two adopters never both take one: a folder's lock, or a loose file's
     /// rename, goes to one of them. Only names are returned: `takeAdopted` reads each when the
     /// engine gets to it, so a worker is ready before it has read a million claims.
     public func adoptOrphans() -> [AdoptedClaim] {
@@ -166,8 +166,8 @@ extension SpoolStore {
     /// Why: a move out of a worker's folder is one `rename`, made durable by a sync of the
     /// target folder. On ext4 and XFS the rename's two halves are one journal transaction; on
     /// btrfs the sync logs the new name and a power cut can keep the old one too
-    /// (`scripts/power-cut-chaos --fs btrfs`: both names, one inode). Adopted as it is, the request
-    /// was worked on again, filed a second time as `R-1`, its hook could run twice.
+    /// (both names, one inode). Adopted as it is, the request would be worked on again and filed
+    /// a second time as `R-1`, and its hook could run twice.
     func filedCopy(of name: String, inode: UInt64) -> String? {
         for folder in [layout.done, layout.failed, layout.rejected] {
             // The names `file` passed over: taken by the file or by its `.error`.
@@ -204,8 +204,8 @@ extension SpoolStore {
         _ = unlinkat(layout.active.fd, folder, AT_REMOVEDIR)
     }
 
-    /// A request file of the old layout (`active/R`, `flock`ed by its worker): moved into
-    /// `worker`'s folder when no one holds its lock.
+    /// A request file lying directly in `active/` (`active/R`, the layout without worker folders,
+    /// `flock`ed by its worker): moved into `worker`'s folder when no one holds its lock.
     private func adoptLoose(_ name: String, into worker: WorkerFolder, folders: [String]) -> String? {
         let active = layout.active
         let fd = openat(active.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)

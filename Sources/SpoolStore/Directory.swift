@@ -236,10 +236,9 @@ public final class Directory: @unchecked Sendable {
 
     /// Removes every name (errors ignored, as `remove`). Many go from a few threads at once
     /// (`FewThreads`): where the filesystem discards a removed file's blocks before `unlinkat`
-    /// returns (ext4 mounted with `discard` and without a journal, as on the test machine), each
-    /// removal waits for the device, and those waits overlap. There a 2,000-file drain's end spent
-    /// 13.7 ms removing its 137 batch journals one after the other; 137 such files took 12 ms one
-    /// by one and 5.5 ms from 4 threads.
+    /// returns (ext4 mounted with `discard` and without a journal, for one), each
+    /// removal waits for the device, and from a few threads those waits overlap instead of adding
+    /// up at a group's end (Benchmarks/RESULTS.md has the measurement).
     public func removeAll(_ names: [String]) {
         if names.count < Self.removedAlone {
             for name in names { remove(name) }

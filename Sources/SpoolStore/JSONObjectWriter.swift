@@ -74,8 +74,8 @@ struct JSONObjectWriter {
     }
 
     /// Appends `s` as a JSON string. Runs of bytes that need no escape (nearly all of a URL, a
-    /// name or a digest) are copied at once: a byte-at-a-time append was the daemon's busiest
-    /// Swift function on many small files.
+    /// name or a digest) are copied at once: on many small files this runs for every marker, and
+    /// a byte-at-a-time append would be the daemon's busiest Swift function.
     static func appendString(_ s: String, to out: inout [UInt8]) {
         var s = s
         out.append(0x22)

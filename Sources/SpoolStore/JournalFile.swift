@@ -66,7 +66,7 @@ struct PublishedNames: Codable {
     /// (`dataInPlace`: whose data is in the final folder, its marker perhaps not yet). Only jobs
     /// that write a marker: under `markers: group` a consumer waits for the group marker, and by
     /// then the request has ended and its journals are gone, so the lines would protect nothing
-    /// (and they cost a group drain a few per cent in pairs).
+    /// (and would only cost a group drain time).
     static func of(_ results: [PublishResult], dataInPlace: Bool = false) -> [String: String] {
         var names: [String: String] = [:]
         for result in results where result.journal != nil && result.job.writesMarker {

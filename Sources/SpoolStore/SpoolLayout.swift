@@ -1,20 +1,7 @@
 import Foundation
 
-/// The spool's folders (README "The spool") and their open descriptors.
-///
-/// | folder | writer | meaning |
-/// |---|---|---|
-/// | incoming | producers | request files to claim |
-/// | tmp | producers | scratch space for write-then-rename |
-/// | outgoing | producers | files to upload, named by a request's `upload:` |
-/// | active | daemon | claimed requests, one folder per worker (`active/W/R`, see `WorkerFolder`) |
-/// | staging | daemon | partial downloads (`B.part`) and their state (`B.state`) |
-/// | final | daemon | published files, `NAME.done` markers, group markers (`--final-folder` moves it) |
-/// | done | daemon | finished requests |
-/// | failed | daemon | requests with a failed item + `R.error` |
-/// | rejected | daemon | unparsable or refused requests + `R.error` |
-/// | control | `spoolfetch cancel/pause/resume` | command files, answered with `.result` files |
-/// | status | daemon | one live status file per daemon (`HOST-PID.json`) |
+/// The spool's folders and their open descriptors. What each folder holds and who writes it is
+/// the README's table "The spool (the API)", its one copy; `folderNames` lists them.
 public final class SpoolLayout: Sendable {
     public static let folderNames = ["incoming", "tmp", "outgoing", "active", "staging", "final", "done", "failed", "rejected",
                                      "control", "status"]
@@ -28,7 +15,7 @@ public final class SpoolLayout: Sendable {
     public let staging: Directory
     /// The final folder: `final/` unless configured otherwise. Apart from `done/` by default so a
     /// request named `report` and a published file `report` never take each other's name;
-    /// `--final-folder SPOOL/done` gives the old shared layout.
+    /// `--final-folder SPOOL/done` puts files and request files in one folder.
     public let final: Directory
     public let done: Directory
     public let failed: Directory

@@ -146,7 +146,7 @@ public final class StagingFile: @unchecked Sendable {
 
 /// Writes the bytes the engine left unwritten (`StagingFile.unwritten`) on a thread of its own,
 /// soon after each transfer ends: on many small files the engine's thread and the publisher's
-/// were each busy enough that either would become the bottleneck with the writes on it. A write
+/// are each busy enough that either would become the bottleneck with the writes on it. A write
 /// that fails leaves the bytes in place; the publisher tries again, and reports the error.
 public final class PartWriter: Sendable {
     private let queue = DispatchQueue(label: "spoolfetch-part-writer")

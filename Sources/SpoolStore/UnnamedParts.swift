@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// Why: a named part costs a directory entry in `staging/` at its create and a two-folder rename
 /// when it is published (both folders locked, the entry looked up and removed in one, added in the
-/// other). For a batch of small files those two were the largest kernel costs of the daemon
-/// (`renameat2` 14 % and `openat` 13 % of its CPU, 2,000 × 16 KiB under `markers: group`). An
+/// other). For a batch of small files those two are the largest kernel costs of the daemon
+/// (Benchmarks/RESULTS.md has the profile). An
 /// unnamed part is created without an entry and published with one `linkat`, which adds the
 /// final name and fails with EEXIST rather than replace: the same guarantee as the no-replace
 /// rename. A consumer still never sees a partial file.

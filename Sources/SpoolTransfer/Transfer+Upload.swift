@@ -23,7 +23,8 @@ public struct UploadSource: Sendable {
 }
 
 /// What an upload has read and sent so far, and the response it keeps. (Its digest is the
-/// caller's, computed beside the transfer: hashing here kept the engine's thread from sending.)
+/// caller's, computed beside the transfer: hashing here would keep the engine's thread from
+/// sending.)
 struct UploadProgress {
     var sent: Int64 = 0
     var response: [UInt8] = []

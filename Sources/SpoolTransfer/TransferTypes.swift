@@ -73,7 +73,8 @@ public struct RateGroup: Sendable, Hashable {
 
 /// Session-wide settings.
 public struct TransferConfiguration: Sendable {
-    /// libcurl receive buffer. The 16 KiB default costs ~20 % on large bodies here.
+    /// libcurl receive buffer. Larger than libcurl's 16 KiB default: fewer, larger write callbacks
+    /// on large bodies.
     public var bufferSize: Int = 256 * 1024
     public var maxRedirects: Int = 20
     /// A transfer that receives no byte for this long is cut (and retried by the daemon).

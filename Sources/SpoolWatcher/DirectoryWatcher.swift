@@ -32,8 +32,8 @@ import Synchronization
 ///
 /// **Stopping** (`stop()`) removes the watches and closes the inotify descriptor on the watcher's
 /// own thread, then reports `stopped`. That close waits for the kernel to retire the watches (an
-/// SRCU grace period, 7–15 ms measured here); done at process exit instead, every `run --once`
-/// would pay it on its critical path. After `stopped` another watcher may be started, but its
+/// SRCU grace period); done at process exit instead, every `run --once` would pay it on its
+/// critical path. After `stopped` another watcher may be started, but its
 /// inotify descriptor must again be below 1024 (the daemon starts a rescan-only one instead).
 public final class DirectoryWatcher: Sendable {
     public let directory: String

@@ -127,8 +127,8 @@ extension ArgumentHelp {
     }
 
     /// Every setting's help, made once: the parser builds `Run` several times while it parses a
-    /// command line, and each row's text prints its default (about half a millisecond in all at
-    /// every start of the daemon when it was made for each flag each time).
+    /// command line, and each row's text prints its default, a cost every start of the daemon
+    /// would pay again for each flag.
     private static let settingHelps = Dictionary(uniqueKeysWithValues: ConfigurationKey.all.map {
         ($0.name, ArgumentHelp($0.help, valueName: $0.valueName))
     })

@@ -4,7 +4,7 @@ import SpoolTransfer
 import XCTest
 @testable import SpoolDaemon
 
-/// One test per row of `ItemLifecycle`'s transition table (and the README's copy of it).
+/// One test per row of `ItemLifecycle`'s transition table (and of its copy in docs/ARCHITECTURE.md).
 final class ItemLifecycleTests: XCTestCase {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
     let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
