@@ -43,7 +43,6 @@ struct Recovery {
             return startOver(record, attempts: attempts)
         case .resume(let bytes, let etag, let lastModified):
             let ranges = RecoveryPlanner.keptRanges(facts.facts)
-            record.keptRanges = ranges
             // After a power cut, past the synced prefix: cut off (not a segmented part's ranges).
             if ranges == nil, let part = facts.part, part.size > bytes {
                 do { try part.truncate(to: bytes) } catch {
@@ -52,10 +51,7 @@ struct Recovery {
                     return startOver(record, attempts: attempts)
                 }
             }
-            record.etag = etag
-            record.lastModified = lastModified
-            record.bytesOnDisk = bytes
-            record.hash = nil      // re-hashed before the transfer starts
+            record.partial.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
             // The refresh hook's URL, validated again as any URL read from the spool.
             record.refreshedURL = facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) }
             record.lifecycle.restoreAttempts(attempts)
@@ -87,7 +83,7 @@ struct Recovery {
             return .publish(job)
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
-            record.bytesOnDisk = part.size
+            record.partial.recoveredWhole(bytes: part.size)
             let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                                  replacesExisting: record.replacesExisting)
             record.lifecycle.recoveredForPublishing(job, attempts: attempts)

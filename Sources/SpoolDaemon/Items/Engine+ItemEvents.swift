@@ -89,7 +89,7 @@ extension Engine {
         case .leaveSpaceQueue:
             space.leave(record)
         case .discardPartial:
-            record.discardPartial()
+            record.partial.discard()
         case .saveResumeState:
             driver.saveResumeState(record, part: leaving.part)
         case .publish(let digest):

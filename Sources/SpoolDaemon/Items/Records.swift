@@ -80,15 +80,8 @@ final class ItemTransfer {
     var item: RequestItem?
     /// See `ItemRecord.hasStateFile`.
     var hasStateFile = false
-    /// Bytes in the part and their running hash.
-    var bytesOnDisk: Int64 = 0
-    /// A segmented part's ranges kept by a recovery in this boot (`ItemState.ranges`), for the
-    /// next start only.
-    var keptRanges: [[Int64]]?
-    var hash: HashState?
-    /// ETag (preferred) or Last-Modified of the partial's response: the If-Range validator.
-    var etag: String?
-    var lastModified: String?
+    /// What the part holds that a resume may build on (see `Partial`).
+    var partial = Partial()
     var startedAt: Date?
     var lastFailure: TransferFailure?
     var lastFacts: ResponseFacts?
@@ -202,7 +195,7 @@ final class ItemRecord {
             return
         }
         state.item = nil
-        state.hash = nil
+        state.partial = Partial()
         state.previousMarker = nil
         state.rateWindow = RateWindow()
         if !endedUnchanged { state.lastFacts = nil }
@@ -246,26 +239,16 @@ final class ItemRecord {
     /// `ItemLifecycle.State`). A waiting item holds none, so open files stay within
     /// `DescriptorBudget` however many items wait.
     var part: StagingFile? { lifecycle.state.part }
-    var keptRanges: [[Int64]]? {
-        get { transferState?.keptRanges }
-        set { if newValue != nil || transferState != nil { transfer.keptRanges = newValue } }
+    /// What the part holds that a resume may build on; changed only by `Partial`'s steps.
+    var partial: Partial {
+        get { transferState?.partial ?? Partial() }
+        set { if !newValue.isEmpty || transferState != nil { transfer.partial = newValue } }
     }
-    var bytesOnDisk: Int64 {
-        get { transferState?.bytesOnDisk ?? 0 }
-        set { if newValue != 0 || transferState != nil { transfer.bytesOnDisk = newValue } }
-    }
-    var hash: HashState? {
-        get { transferState?.hash }
-        set { if newValue != nil || transferState != nil { transfer.hash = newValue } }
-    }
-    var etag: String? {
-        get { transferState?.etag }
-        set { if newValue != nil || transferState != nil { transfer.etag = newValue } }
-    }
-    var lastModified: String? {
-        get { transferState?.lastModified }
-        set { if newValue != nil || transferState != nil { transfer.lastModified = newValue } }
-    }
+    var keptRanges: [[Int64]]? { transferState?.partial.keptRanges }
+    var bytesOnDisk: Int64 { transferState?.partial.bytes ?? 0 }
+    var hash: HashState? { transferState?.partial.hash }
+    var etag: String? { transferState?.partial.etag }
+    var lastModified: String? { transferState?.partial.lastModified }
     var startedAt: Date? {
         get { transferState?.startedAt }
         set { transfer.startedAt = newValue }
@@ -346,13 +329,6 @@ final class ItemRecord {
         return total > 0 ? Int(total.rounded()) : nil
     }
 
-    /// Forgets the partial's bytes: the next attempt starts from byte 0.
-    func discardPartial() {
-        bytesOnDisk = 0
-        hash = nil
-        etag = nil
-        lastModified = nil
-    }
 }
 
 /// Why an item's full description could not be read again from its claimed request file.

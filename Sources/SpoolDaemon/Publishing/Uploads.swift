@@ -64,7 +64,7 @@ extension TransferDriver {
         state.sha256 = nil
         state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
         record.upload = state
-        record.bytesOnDisk = 0
+        record.partial.sent(0)
         var request = TransferRequest(url: (record.currentURL ?? item.url).string,
                                       headers: Self.headers(item.headers, credentials: credentials).map(\.line),
                                       destination: -1)
@@ -100,9 +100,8 @@ extension TransferDriver {
         record.upload = state
         closeUpload(record)
         record.lastFacts = outcome.facts
-        record.bytesOnDisk = 0
+        record.partial.sent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
         if failure == nil, let digest {
-            record.bytesOnDisk = outcome.bytesOnDisk
             return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
         }
         let reason = failure ?? .curl(code: -1, text: "no result")

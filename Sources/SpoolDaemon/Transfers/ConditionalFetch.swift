@@ -29,7 +29,7 @@ extension TransferDriver {
     /// empty part is removed then (there is nothing to publish).
     func notModified(_ record: ItemRecord, _ outcome: TransferOutcome) -> UnchangedFile? {
         guard let previous = record.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
-        record.discardPartial()
+        record.partial.discard()
         store.removePart(record.base)
         record.publishedMarker = previous
         return UnchangedFile(file: previous.name, marker: store.markerPath(ofPublished: previous.name))

@@ -27,9 +27,7 @@ extension Engine {
         record.sources = rotation
         let source = item.sources[rotation.current]
         record.sourceHost = rotation.current == 0 ? nil : source.hostKey
-        let strongETag = record.etag.map { !$0.hasPrefix("W/") } ?? false
-        if record.bytesOnDisk > 0 && !strongETag { record.discardPartial() }
-        record.lastModified = nil      // If-Range by the ETag only: a date says nothing across servers
+        record.partial.movedToAnotherSource()
         // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
         if record.bytesOnDisk > 0 { driver.saveResumeState(record, part: part) }
         logger.info("moving on to another source", metadata: [

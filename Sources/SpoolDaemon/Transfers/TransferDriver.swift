@@ -75,8 +75,7 @@ final class TransferDriver {
                 // file: a named part of theirs may be on disk, and only a named create replaces it.
                 let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
                 record.lifecycle.holdPart(try store.openPart(record.base, fresh: true, unnamed: unnamed))
-                record.bytesOnDisk = 0
-                record.hash = nil
+                record.partial.emptied()
             }
         }
         guard let part = record.part else { preconditionFailure("the running phase holds the part just opened") }
@@ -86,7 +85,7 @@ final class TransferDriver {
         var resumeFrom: Int64 = 0
         if record.bytesOnDisk > 0, record.validator != nil {
             if record.hash == nil {
-                do { record.hash = try HashState.ofPrefix(fd: part.fd, length: record.bytesOnDisk) } catch {
+                do { record.partial.rehashed(try HashState.ofPrefix(fd: part.fd, length: record.bytesOnDisk)) } catch {
                     throw StoreError("pread", store.partPath(record.base), errno: error.errno)
                 }
             }
@@ -97,8 +96,7 @@ final class TransferDriver {
             _ = try part.syncedLength()
         } else if record.keptRanges == nil && (record.bytesOnDisk > 0 || part.size > 0) {
             try part.truncate(to: 0)
-            record.bytesOnDisk = 0
-            record.hash = nil
+            record.partial.emptied()
         }
         var request = TransferRequest(
             url: (record.currentURL ?? item.url).string,
@@ -124,7 +122,7 @@ final class TransferDriver {
                 segmented[record.key] = kept.count
             }
         }
-        record.keptRanges = nil
+        record.partial.rangesTaken()
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -195,11 +193,10 @@ final class TransferDriver {
             guard let record = running[started.key] else { continue }
             began.append((record, started.facts))
             if started.restartedFromZero {
-                record.bytesOnDisk = 0
                 logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
             }
-            record.etag = started.facts.etag
-            record.lastModified = started.facts.lastModified
+            record.partial.bodyBegan(etag: started.facts.etag, lastModified: started.facts.lastModified,
+                                     restartedFromZero: started.restartedFromZero)
             let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
             guard total >= Self.resumeStateThreshold, let part = record.part else { continue }
             // A large body gets its staging name now, resumable or not: a crash must not lose it
@@ -354,16 +351,12 @@ final class TransferDriver {
             // the next start cuts the part back to the prefix anyway.
             try? part.truncate(to: outcome.bytesOnDisk)
         }
-        record.bytesOnDisk = outcome.bytesOnDisk
-        record.hash = outcome.hashState
         // Only a response whose body went into the part names the part's version: an error
         // page's or a 416's validators must not become the next resume's If-Range (nor the
         // validator a 416 is checked against).
         let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
-        if ofThePart, outcome.facts.etag != nil || outcome.facts.lastModified != nil {
-            record.etag = outcome.facts.etag
-            record.lastModified = outcome.facts.lastModified
-        }
+        record.partial.kept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
+                            validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
     }
 }
 
