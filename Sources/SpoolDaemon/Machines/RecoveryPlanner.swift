@@ -70,7 +70,8 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
 /// | running, written in this boot | validator (a strong ETag or Last-Modified) and a non-empty part | resume from the part's end |
 /// | running, written in another boot (a power cut or reboot since) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
-/// | running, segmented (any boot) | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
+/// | running, segmented, written in this boot, its ranges in order after its prefix and within the part | validator | resume from the prefix, keeping each range's written bytes |
+/// | running, segmented, otherwise | validator, and a synced prefix of the part | resume from the synced prefix (the rest is cut off) |
 /// | running | otherwise | startOver |
 ///
 /// Attempts carry over in every plan but `startOver` of an item without a state.
