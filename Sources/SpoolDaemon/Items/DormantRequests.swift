@@ -7,10 +7,11 @@ import SpoolStore
 /// their dictionary entries.
 ///
 /// Why: a spool of a million single-URL request files is a million requests of one item each.
-/// As objects, each cost about 480 bytes (two objects, two dictionary entries, a one-element
-/// array); here it costs its slot, and the scheduler's entry. The records are made again
-/// (`ItemTable.item(_:)`, "waking" it) the moment anything needs one: its start, a control
-/// command, a status listing (a detached copy), a resource-timeout check.
+/// As objects, each would cost several times its slot (two objects, two dictionary entries, a
+/// one-element array); here it costs its slot, and the scheduler's entry. The records are made
+/// again (`ItemTable.wake`, "waking" it) the moment something is about to change it: its start,
+/// a control command, a resource-timeout check, a move to a mirror. A status listing reads a
+/// detached copy and leaves it asleep.
 ///
 /// The item's key says where it sleeps: `tag | serial << 32 | slot`. A slot is reused once
 /// freed; the serial (the table's key counter) makes the reused slot's key differ, so a stale

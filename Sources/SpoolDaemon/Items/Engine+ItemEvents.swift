@@ -7,8 +7,8 @@ import SpoolStore
 import SpoolTransfer
 
 /// Where item events go in and actions come out: each event goes to the item's lifecycle, and
-/// each action it returns is carried out by the part that owns it (scheduler, transfer driver,
-/// space gate, publish pipeline, item endings). The decisions are all in `ItemLifecycle`.
+/// each action it returns is carried out by the room that owns it (scheduler, transfer driver,
+/// space gate, publishing, item endings). The decisions are all in `ItemLifecycle`.
 extension Engine {
     /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
     @discardableResult

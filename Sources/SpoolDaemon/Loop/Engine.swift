@@ -15,8 +15,8 @@ import SpoolNetwork
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
 /// in-memory record, and sleeps in `curl_multi_poll` until a socket, a timer or the inbox needs
 /// it. Each turn of the loop routes the messages that arrived, hands each item's events to its
-/// lifecycle, carries out the actions that come back (`ItemActions.swift`), and sleeps until the
-/// earliest deadline. docs/ARCHITECTURE.md draws the parts and their threads.
+/// lifecycle, has the rooms carry out the actions that come back (`Engine.send`), and sleeps
+/// until the earliest deadline. docs/ARCHITECTURE.md draws the rooms and their threads.
 ///
 /// Other threads — the watcher, the I/O queue (publishing, group ends, rejections), the hook
 /// runner and the signal reader — never touch the engine's state; they post to the inbox.
