@@ -333,7 +333,7 @@ public final class Engine {
         }
         snapshot.running = driver.running.count
         snapshot.connections = scheduler.connectionsInUse
-        snapshot.outages = scheduler.hostOutages.map { ($0.hostKey, $0.since) }
+        snapshot.outages = status.lastOutages
         snapshot.oldestQueued = status.oldestQueued
         snapshot.maxRate = driver.rateInForce
         snapshot.hooksRunning = hooks.running

@@ -25,10 +25,12 @@ final class StatusReporter {
     /// Intake's warnings about URLs that expire before their items may start, newest last.
     private var expiryWarnings: [String] = []
     static let expiryWarningLimit = 20
-    /// The daemon's part of the last report, and when the longest-waiting item was first queued
-    /// then (for the metrics).
+    /// The daemon's part of the last report, when the longest-waiting item was first queued then,
+    /// and the hosts held then (for the metrics: the gauges of one metrics text all describe the
+    /// same moment, so a host shown unreachable never comes with a queue counted before it).
     private(set) var lastDaemon: DaemonStatus?
     private(set) var oldestQueued: Date?
+    private(set) var lastOutages: [(host: String, since: Date)] = []
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
         self.directory = directory
@@ -187,6 +189,7 @@ final class StatusReporter {
         }
         lastDaemon = daemon
         oldestQueued = scan.oldestQueued.map { Date(timeIntervalSinceReferenceDate: $0) }
+        lastOutages = outages.map { ($0.hostKey, $0.since) }
         let report = StatusReport(daemon: daemon, tasks: tasks, morePending: max(0, scan.waiting - scan.nextDue.count))
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))
