@@ -76,6 +76,23 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<ItemSummary>.stride, 48)
     }
 
+    /// An ended item keeps only what its group end reads; its full description is read again
+    /// from its own lines, also after it moved on to a mirror (whose host its URL does not have).
+    func testAnEndedItemThatMovedToAMirrorIsReadAgainFromItsOwnLines() throws {
+        let table = ItemTable()
+        let request = try claimAndAdd("mirrored", "https://a.example/f\nmirror: https://b.example/f\n", into: table)
+        let record = request.items[0]
+        _ = try record.load()
+        record.sourceHost = "b.example:443"
+        record.hasStateFile = true
+        XCTAssertEqual(record.hostKey, "b.example:443")
+        record.shed()
+        XCTAssertTrue(record.hasStateFile, "kept: the group end removes the state file")
+        XCTAssertNil(record.loaded)
+        XCTAssertEqual(record.hostKey, "a.example:443")
+        XCTAssertEqual(request.readItems([record])[0]?.url.string, "https://a.example/f")
+    }
+
     func testAnItemWhoseLinesChangedOnDiskCannotBeLoaded() throws {
         let table = ItemTable()
         let request = try claimAndAdd("r", "https://a.example/one\nhttps://a.example/two\n", into: table)

@@ -109,6 +109,18 @@ final class ItemTransfer {
     /// An upload item's file as intake (or its first start) found it, its open descriptor while
     /// it is sent, and the response's body: see `Uploads.swift`.
     var upload = UploadState()
+
+    /// What an ended item keeps, made afresh rather than cleared field by field: whether it left
+    /// a state file (the group end removes it), its facts for a `markers: group` marker, and, when
+    /// a 304 ended it, the response that says so. nil when it needs none of these.
+    func remainder(endedUnchanged: Bool) -> ItemTransfer? {
+        guard hasStateFile || publishedMarker != nil || endedUnchanged else { return nil }
+        let kept = ItemTransfer()
+        kept.hasStateFile = hasStateFile
+        kept.publishedMarker = publishedMarker
+        if endedUnchanged { kept.lastFacts = lastFacts }
+        return kept
+    }
 }
 
 /// One item of a claimed request: what the scheduler needs of it (`ItemSummary`: due time,
@@ -183,22 +195,13 @@ final class ItemRecord {
     /// Whether its transfer state is allocated (started, recovered, or ended keeping some).
     var holdsTransferState: Bool { transferState != nil }
 
-    /// The item has ended: forgets its transfer state but for what its group end still reads —
-    /// whether it left a state file to remove, its facts for a `markers: group` marker, and that
-    /// a 304 ended it. A list's ended items stay in memory until its last one ends; keeping each
-    /// one's whole state (response facts, hash, rate samples) would grow memory with the list's
-    /// length. The full description goes too (a group marker reads it again from the request file).
+    /// The item has ended: its transfer state gives way to what its group end still reads (see
+    /// `ItemTransfer.remainder`). A list's ended items stay in memory until its last one ends;
+    /// keeping each one's whole state (response facts, hash, rate samples) would grow memory with
+    /// the list's length. The full description goes too (a group marker reads it again from the
+    /// request file, by the item's own host: the mirror it ended on is forgotten).
     func shed() {
-        guard let state = transferState else { return }
-        if !state.hasStateFile && state.publishedMarker == nil && !endedUnchanged {
-            transferState = nil
-            return
-        }
-        state.item = nil
-        state.partial = Partial()
-        state.previousMarker = nil
-        state.rateWindow = RateWindow()
-        if !endedUnchanged { state.lastFacts = nil }
+        transferState = transferState?.remainder(endedUnchanged: endedUnchanged)
     }
 
     /// Parses the item's slice of its request file, open as `fd`.
