@@ -90,5 +90,8 @@ final class MirrorTests: SpoolTestCase {
         XCTAssertEqual(askedS.header("Range"), "bytes=\(512 << 10)-")
         XCTAssertEqual(askedS.header("If-Range"), "\"same\"")
         XCTAssertEqual(other.bodyBytesSent, second.count + same.count - (512 << 10))
+        // The group marker lists each item by its own URL, though both ended on the mirror.
+        let items = try XCTUnwrap(try json("final", "versions.group.done")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.map { $0["url"] as? String }, [server.url("/v.bin"), server.url("/s.bin")])
     }
 }
