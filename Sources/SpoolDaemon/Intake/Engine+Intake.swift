@@ -3,8 +3,7 @@ import Logging
 import SpoolRequest
 import SpoolStore
 
-/// The engine's side of intake: what a claimed request becomes — records in the item table,
-/// and each item queued, or (adopted) recovered from what the spool says about it.
+/// The engine's side of intake: the counts, and each accepted item's first event.
 extension Engine {
     /// Claims the request file `name` in `incoming/` and accepts it.
     func claim(_ name: String) {
@@ -29,59 +28,37 @@ extension Engine {
         status.markDirty()
     }
 
-    /// A claimed (or adopted) request: parsed whole, then each item queued — or, when adopted,
-    /// recovered from what the spool says about it.
+    /// A claimed (or adopted) request taken in: counted, and each item sent its first event in
+    /// file order — queued, ended (found so by a recovery), or handed to the publisher.
     func accept(_ claim: ClaimedRequest, adopted: Bool) {
-        let index: RequestIndex
-        var uploads: [Int: OutgoingIdentity] = [:]
-        switch intake.parse(claim, checkUploads: !adopted) {
-        case .indexed(let indexed, let found): index = indexed; uploads = found
+        let now = Date()
+        switch intake.accept(claim, adopted: adopted, now: now) {
         case .rejected:
             summary.rejected += 1
             metrics.metrics.requestRejected()
-            if adopted { ledger.adoptionDropped() }
-            return
         case .unreadable:
             summary.unclaimed += 1
-            if adopted { ledger.adoptionDropped() }
-            return
-        }
-        if !adopted { metrics.metrics.requestClaimed() }
-        let now = Date()
-        if !adopted { warnOfURLsExpiringBeforeStart(index, request: claim.name, now: now) }
-        let request = table.add(claim: claim, index: index) { _ in
-            ItemLifecycle(firstQueued: now)
-        }
-        if adopted { ledger.adopted(request) }
-        let recovery = intake.recovery
-        var confirmed: [ItemState] = []
-        for record in request.items {
-            if let identity = uploads[record.index] { record.upload.identity = identity }
-            guard adopted else { send(.submitted, to: record); continue }
-            if recoverUpload(record) { itemEnded(record); continue }
-            switch recovery.recover(record, deadStates: ledger.deadStates) {
-            case .schedule: send(.submitted, to: record)
-            case .ended(let confirm):
-                if let confirm { confirmed.append(confirm) }
-                itemEnded(record)
-            case .publish(let job):
-                table.note(record)
-                publishing.enqueue(job)
+        case .accepted(let accepted):
+            if !adopted {
+                metrics.metrics.requestClaimed()
+                warnOfURLsExpiringBeforeStart(accepted.index, request: claim.name, now: now)
             }
-        }
-        if !confirmed.isEmpty {
-            // Not synced: a power cut may lose it, and those items are then delivered again.
-            do {
-                let journal = try store.writeJournal(confirmed)
-                journal.closeDescriptor()
-                ledger.attach(journal, to: request)
-            } catch {
-                logger.warning("could not journal the items found published; a consumer taking them before a crash would get them again: \(error)",
-                               metadata: ["request": "\(claim.name)"])
+            let request = accepted.request
+            guard let recovered = accepted.recovered else {
+                for record in request.items { send(.submitted, to: record) }
+                table.sleepIfWaiting(request)
+                return
             }
+            for (record, first) in recovered {
+                switch first {
+                case .submit: send(.submitted, to: record)
+                case .ended: itemEnded(record)
+                case .publish:
+                    table.note(record)
+                    if case .publishing(let job?) = record.lifecycle.state { publishing.enqueue(job) }
+                }
+            }
+            if request.open == 0 { groupEnds.end(request) } else { table.sleepIfWaiting(request) }
         }
-        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
-                                                     "group": "\(request.group)"])
-        if request.open == 0 { groupEnds.end(request) } else { table.sleepIfWaiting(request) }
     }
 }

@@ -11,13 +11,16 @@ import SpoolWatcher
 /// request due now never waits behind requests due later. Listings and adoptions wait in its
 /// backlog, taken in a few milliseconds' worth per turn (`takeIn`).
 ///
-/// What it hands on — a claimed request, parsed — the engine turns into records and items
-/// (`Engine.accept`); an adopted one is recovered first (`recovery`).
+/// What it hands on is a request accepted into the item table (`accept`): its records, and what
+/// each item does first — queued, or, for an adopted request, recovered from what the spool says
+/// about it (queued to resume, ended already, or published again). The engine sends each item
+/// its first event.
 final class Intake {
     private let store: SpoolStore
     private let io: IOQueue
     private let logger: Logger
     private let ledger: JournalLedger
+    private let table: ItemTable
     private var limits: ParseLimits
     /// Listed and adopted request files not taken in yet (see `IntakeBacklog`).
     private var backlog = IntakeBacklog()
@@ -29,11 +32,13 @@ final class Intake {
     /// When to look for requests in `active/` whose worker died (nil: never again).
     private(set) var nextAdoptionScan: Date?
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, ledger: JournalLedger, maxItems: Int, maxRequestBytes: Int) {
+    init(store: SpoolStore, io: IOQueue, logger: Logger, ledger: JournalLedger, table: ItemTable,
+         maxItems: Int, maxRequestBytes: Int) {
         self.store = store
         self.io = io
         self.logger = logger
         self.ledger = ledger
+        self.table = table
         limits = ParseLimits(maxBytes: maxRequestBytes, maxItems: maxItems)
     }
 
@@ -41,7 +46,91 @@ final class Intake {
     var backlogIsEmpty: Bool { backlog.isEmpty }
 
     /// How an adopted item is recovered from what the spool says about it.
-    var recovery: Recovery { Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames) }
+    private var recovery: Recovery { Recovery(store: store, logger: logger, stagingNames: adoptedStagingNames) }
+
+    /// A request taken into the item table, and what each of its items does first.
+    struct Accepted {
+        let request: RequestRecord
+        let index: RequestIndex
+        /// For an adopted request, each item's first step, in file order; nil for a fresh one,
+        /// whose items are all queued (no list for a fresh list of 100,000 URLs).
+        var recovered: [(record: ItemRecord, first: FirstStep)]?
+    }
+
+    /// An adopted item's first step, as its recovery decided.
+    enum FirstStep {
+        /// Queue it: afresh, or to resume its part.
+        case submit
+        /// It had ended already (published or failed).
+        case ended
+        /// Its data is staged and verified, or published without its marker: its job, in its
+        /// phase (`ItemLifecycle.State.publishing`), goes to the publisher.
+        case publish
+    }
+
+    /// What became of a claimed request file.
+    enum Acceptance {
+        case accepted(Accepted)
+        /// Refused (filed in `rejected/` on the I/O queue).
+        case rejected
+        /// Could not be read; left claimed for the next run.
+        case unreadable
+    }
+
+    /// Parses the claimed (or adopted) request whole and records it and its items in the table;
+    /// an adopted request's items are recovered from what the spool says about them, and those
+    /// found published are journaled (see `Recovery.RecoveryStep.ended`).
+    func accept(_ claim: ClaimedRequest, adopted: Bool, now: Date) -> Acceptance {
+        let index: RequestIndex
+        var uploads: [Int: OutgoingIdentity] = [:]
+        switch parse(claim, checkUploads: !adopted) {
+        case .indexed(let indexed, let found): index = indexed; uploads = found
+        case .rejected:
+            if adopted { ledger.adoptionDropped() }
+            return .rejected
+        case .unreadable:
+            if adopted { ledger.adoptionDropped() }
+            return .unreadable
+        }
+        let request = table.add(claim: claim, index: index) { _ in ItemLifecycle(firstQueued: now) }
+        if !uploads.isEmpty {
+            for record in request.items { if let identity = uploads[record.index] { record.upload.identity = identity } }
+        }
+        guard adopted else {
+            logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
+                                                         "group": "\(request.group)"])
+            return .accepted(Accepted(request: request, index: index))
+        }
+        ledger.adopted(request)
+        let recovery = self.recovery
+        var steps: [(record: ItemRecord, first: FirstStep)] = []
+        steps.reserveCapacity(request.items.count)
+        var confirmed: [ItemState] = []
+        for record in request.items {
+            if recovery.recoverUpload(record) { steps.append((record, .ended)); continue }
+            switch recovery.recover(record, deadStates: ledger.deadStates) {
+            case .schedule: steps.append((record, .submit))
+            case .ended(let confirm):
+                if let confirm { confirmed.append(confirm) }
+                steps.append((record, .ended))
+            case .publish: steps.append((record, .publish))
+            }
+        }
+        if !confirmed.isEmpty {
+            // Not synced: a power cut may lose it, and those items are then delivered again.
+            do {
+                let journal = try store.writeJournal(confirmed)
+                journal.closeDescriptor()
+                ledger.attach(journal, to: request)
+            } catch {
+                logger.warning("could not journal the items found published; a consumer taking them before a crash would get them again: \(error)",
+                               metadata: ["request": "\(claim.name)"])
+            }
+        }
+        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
+                                                     "group": "\(request.group)"])
+        return .accepted(Accepted(request: request, index: index, recovered: steps))
+    }
 
     /// Names listed in `incoming/` (at start, after an inotify overflow, by a rescan): claimed
     /// from the backlog, oldest first. `initial`: the watcher's first listing.
@@ -206,7 +295,7 @@ final class Intake {
         }
     }
 
-    /// What became of a claimed request file.
+    /// What became of a claimed request file's parse.
     enum Parsed {
         /// Parsed; `uploads`: each upload item's file as intake found it (by item index).
         case indexed(RequestIndex, uploads: [Int: OutgoingIdentity])

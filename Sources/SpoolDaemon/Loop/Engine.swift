@@ -105,7 +105,7 @@ public final class Engine {
         }
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
         ledger = JournalLedger(staging: layout.staging)
-        intake = Intake(store: store, io: io, logger: logger, ledger: ledger, maxItems: configuration.maxItems,
+        intake = Intake(store: store, io: io, logger: logger, ledger: ledger, table: table, maxItems: configuration.maxItems,
                         maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         let counts = DaemonMetrics(worker: status.workerName, version: Daemon.version, startedAt: Date())

@@ -155,18 +155,4 @@ extension Engine {
         }
     }
 
-    /// An adopted upload item whose record this request wrote before the restart: it ended
-    /// uploaded, and is not sent again (its file moved into `done/` if the move was lost).
-    func recoverUpload(_ record: ItemRecord) -> Bool {
-        guard record.summary.isUpload, let name = record.details?.upload?.name,
-              let found = store.uploadRecord(name, request: record.request.name, inode: record.request.inode,
-                                             index: record.index) else { return false }
-        record.lifecycle.recovered(as: .published(file: name, marker: store.layout.final.path(of: name + ".uploaded")),
-                                   attempts: found.attempts)
-        do { try store.moveOutgoing(name, failed: false) } catch {
-            logger.warning("could not move an uploaded file into done/: \(error)", metadata: ["item": "\(record.id)"])
-        }
-        logger.info("upload already recorded before the restart; not sent again", metadata: ["item": "\(record.id)"])
-        return true
-    }
 }
