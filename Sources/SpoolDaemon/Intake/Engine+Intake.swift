@@ -44,20 +44,21 @@ extension Engine {
                 warnOfURLsExpiringBeforeStart(accepted.index, request: claim.name, now: now)
             }
             let request = accepted.request
-            guard let recovered = accepted.recovered else {
-                for record in request.items { send(.submitted, to: record) }
-                table.sleepIfWaiting(request)
-                return
-            }
-            for (record, first) in recovered {
-                switch first {
-                case .submit: send(.submitted, to: record)
-                case .ended: itemEnded(record)
-                case .publish:
-                    table.note(record)
-                    if case .publishing(let job?) = record.lifecycle.state { publishing.enqueue(job) }
+            if let recovered = accepted.recovered {
+                for (record, first) in recovered {
+                    switch first {
+                    case .submit: send(.submitted, to: record)
+                    case .ended: itemEnded(record)
+                    case .publish:
+                        table.note(record)
+                        if case .publishing(let job?) = record.lifecycle.state { publishing.enqueue(job) }
+                    }
                 }
+            } else {
+                for record in request.items { send(.submitted, to: record) }
             }
+            logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
+                                                         "group": "\(request.group)"])
             if request.open == 0 { groupEnds.end(request) } else { table.sleepIfWaiting(request) }
         }
     }

@@ -96,11 +96,7 @@ final class Intake {
         if !uploads.isEmpty {
             for record in request.items { if let identity = uploads[record.index] { record.upload.identity = identity } }
         }
-        guard adopted else {
-            logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
-                                                         "group": "\(request.group)"])
-            return .accepted(Accepted(request: request, index: index))
-        }
+        guard adopted else { return .accepted(Accepted(request: request, index: index)) }
         ledger.adopted(request)
         let recovery = self.recovery
         var steps: [(record: ItemRecord, first: FirstStep)] = []
@@ -127,8 +123,6 @@ final class Intake {
                                metadata: ["request": "\(claim.name)"])
             }
         }
-        logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
-                                                     "group": "\(request.group)"])
         return .accepted(Accepted(request: request, index: index, recovered: steps))
     }
 
