@@ -1,10 +1,18 @@
 import Foundation
+import Logging
+import SpoolRequest
+import SpoolScheduler
+import SpoolStore
+import SpoolWatcher
 
-/// The draining room's state (`run --once`, `run --due`): when the drain lets its watcher go
-/// (`DrainWatch`), what its last listings already took up, and what it last said it waits for.
-/// The decisions that read the rest of the engine (may the run exit? is only ending left?) are
-/// in `Engine+Draining.swift`.
-struct Drain {
+/// The draining room (`run --once`, `run --due`): when the drain lets its watcher go
+/// (`DrainWatch`), what its last listings already took up, whether a due drain is done, and what
+/// the drain last said it waits for. The loop asks it at the end of each turn
+/// (`Engine+Draining.swift`) and carries out what it says: stop the watcher, start rescans,
+/// take up what a last listing found, exit.
+final class Drain {
+    private let layout: SpoolLayout
+    private let logger: Logger
     /// When the drain's inotify watcher stops (see `DrainWatch`).
     var watch: DrainWatch
     /// Names the drain's last listings found (`incoming/NAME`, `control/NAME`): each is taken up
@@ -16,27 +24,93 @@ struct Drain {
     /// The deadline the drain last said it waits for.
     private var lastWait: Date?
 
-    init(enabled: Bool) {
+    init(enabled: Bool, layout: SpoolLayout, logger: Logger) {
         watch = DrainWatch(enabled: enabled)
+        self.layout = layout
+        self.logger = logger
     }
 
     var enabled: Bool { watch.enabled }
 
-    mutating func claimFailed(_ name: String) {
+    func claimFailed(_ name: String) {
         if enabled { unclaimable.insert(name) }
     }
 
-    /// Of the names a last listing found, those not taken up before (and, for requests, not
-    /// known to be unclaimable).
-    mutating func newNames(requests: [String], commands: [String]) -> (requests: [String], commands: [String]) {
-        (requests.filter { !unclaimable.contains($0) && lastListingSeen.insert("incoming/" + $0).inserted },
-         commands.filter { lastListingSeen.insert("control/" + $0).inserted })
+    /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
+    /// item is not due yet (a future earliest start, or discretionary outside the window). Those
+    /// stay claimed and are picked up by the next run. O(items), and only asked once all is quiet.
+    func dueDrainIsDone(table: ItemTable, scheduler: Scheduler, now: Date) -> Bool {
+        var left = 0
+        // Items of a host that cannot be reached are not fetchable now either: they wait for a
+        // later run rather than keep a nightly drain going for as long as the outage lasts.
+        let unreachable = Set(scheduler.hostOutages.map(\.hostKey))
+        let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
+        func isDue(_ earliestStart: Date?, discretionary: Bool, hostKey: @autoclosure () -> String) -> Bool {
+            let started = earliestStart.map { $0 <= now } ?? true
+            return started && (!discretionary || windowOpen) && !unreachable.contains(hostKey())
+        }
+        var anyDormantDue = false
+        table.dormant.forEachWaiting { _, summary, _ in
+            anyDormantDue = isDue(summary.earliestStart, discretionary: summary.discretionary, hostKey: table.hosts[summary.hostID])
+            return !anyDormantDue
+        }
+        if anyDormantDue { return false }
+        left += table.dormant.count
+        for record in table.items.values {
+            switch record.phase {
+            case .running, .retrying, .waitingForSpace, .publishing:
+                return false
+            case .queued:
+                if isDue(record.earliestStart, discretionary: record.discretionary, hostKey: record.hostKey) { return false }
+                left += 1
+            case .paused, .published, .failed:
+                continue
+            }
+        }
+        logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: [
+            "left": "\(left)", "unreachable-hosts": "\(unreachable.count)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"])
+        return true
     }
 
-    /// Whether `next` is a deadline the drain has not announced yet (and now has).
-    mutating func announceWait(until next: Date) -> Bool {
-        guard next != lastWait else { return false }
+    /// The drain's last look at `incoming/` and `control/` once no inotify watcher runs: the
+    /// request files and commands (for this process) that arrived since and were not taken up by
+    /// an earlier look; request files that could not be claimed never count.
+    func lastListing() -> (requests: [String], commands: [String]) {
+        let requests = (DirectoryWatcher.candidates(in: layout.incoming.path) ?? [])
+            .filter { !unclaimable.contains($0) && lastListingSeen.insert("incoming/" + $0).inserted }
+        let commands = (DirectoryWatcher.candidates(in: layout.control.path) ?? [])
+            .filter { ControlHandler.isCommandForThisProcess($0) && lastListingSeen.insert("control/" + $0).inserted }
+        if !requests.isEmpty || !commands.isEmpty {
+            logger.info("files arrived after the drain stopped watching; taking them up", metadata: [
+                "requests": "\(requests.count)", "commands": "\(commands.count)"])
+        }
+        return (requests, commands)
+    }
+
+    /// The watcher that replaces the stopped inotify one when the drain goes on: rescans every
+    /// `interval` seconds, with no listing at start (the last listing before exit covers what
+    /// lands meanwhile); nil, logged, when it cannot start.
+    func startRescans(interval: Double, post: @escaping @Sendable (WatcherEvent) -> Void) -> DirectoryWatcher? {
+        let rescans = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path,
+                                       rescanInterval: interval, usesInotify: false, listsAtStart: false, deliver: post)
+        do {
+            try rescans.start()
+            logger.debug("the drain stopped watching and goes on; incoming/ and control/ are rescanned until it ends",
+                         metadata: ["seconds": "\(interval)"])
+            return rescans
+        } catch {
+            logger.error("could not start rescans; a request file dropped now waits for the drain's last listing: \(error)")
+            return nil
+        }
+    }
+
+    /// A drain with nothing running and nothing to publish waits only for items that are not due
+    /// (earliest start, window, back-off): it says so once per new deadline `next`, so a drain
+    /// that does not end says why.
+    func waiting(until next: Date, items: Int) {
+        guard next != lastWait else { return }
         lastWait = next
-        return true
+        logger.notice("drain is waiting for items that are not due yet", metadata: [
+            "waiting": "\(items)", "next-due": "\(RFC3339.format(next))"])
     }
 }

@@ -52,7 +52,7 @@ public final class Engine {
     let space: SpaceGate
     let publishing: Publishing
     let groupEnds: GroupEnds
-    var drain: Drain
+    let drain: Drain
     let hooks: HookDispatch
 
     // What operators see and say.
@@ -85,7 +85,6 @@ public final class Engine {
         self.configuration = configuration
         self.logger = logger
         urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
-        drain = Drain(enabled: (configuration.once || configuration.due) && configuration.inotify)
         do {
             layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
         } catch {
@@ -121,6 +120,7 @@ public final class Engine {
                              refreshHook: configuration.refreshHook,
                              maxGroupHooks: configuration.maxHooks)
         control = ControlHandler(directory: layout.control, logger: logger)
+        drain = Drain(enabled: (configuration.once || configuration.due) && configuration.inotify, layout: layout, logger: logger)
         publishing = Publishing(store: store, io: io, logger: logger, urls: urls, metrics: counts)
         groupEnds = GroupEnds(store: store, io: io, logger: logger, urls: urls, table: table, ledger: ledger,
                               requestFile: requestFile, hooks: hooks)
