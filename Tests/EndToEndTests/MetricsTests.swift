@@ -74,6 +74,7 @@ final class MetricsTests: SpoolTestCase {
         let folder = spool.root + "/collector"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let path = folder + "/spoolfetch.prom"
+        let launched = Date()
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-file", path, "--metrics-interval", "1",
                                                "--adopt-interval", "0"])
         defer { daemon.terminate() }
@@ -90,7 +91,9 @@ final class MetricsTests: SpoolTestCase {
         XCTAssertEqual([published, failedItems.count, rejected], [3, 1, 1])
         let worker = "\(ProcessInfo.processInfo.hostName)-\(daemon.pid)"
 
-        // The metrics file catches up within its interval; waited for on its folder.
+        // The metrics file catches up within its interval; waited for on its folder. The outage's
+        // item is queued between its host's probes (during a probe it runs, and no item is
+        // queued): waited for too.
         var text = ""
         try DirectoryWaiter.wait(in: folder, timeout: 30, what: "the metrics file with the batch's counts") {
             text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
@@ -99,6 +102,7 @@ final class MetricsTests: SpoolTestCase {
                 && Self.value(s, "spoolfetch_items_ended_total", ["outcome": "failed"]) == 1
                 && Self.value(s, "spoolfetch_requests_rejected_total") == 1
                 && Self.value(s, "spoolfetch_hosts_unreachable") == 1
+                && (Self.value(s, "spoolfetch_oldest_queued_timestamp_seconds") ?? 0) > 0
         }
         let check = try Self.promtool(["check", "metrics"], stdin: text)
         XCTAssertEqual(check.status, 0, "promtool check metrics:\n\(check.output)\n\(text)")
@@ -134,7 +138,9 @@ final class MetricsTests: SpoolTestCase {
         let states = try XCTUnwrap(daemonStatus["states"] as? [String: Int])
         XCTAssertEqual(Self.value(s, "spoolfetch_items"), Double(states.values.reduce(0, +)))
         XCTAssertEqual(Self.value(s, "spoolfetch_items"), 1)
-        XCTAssertGreaterThan(try XCTUnwrap(Self.value(s, "spoolfetch_oldest_queued_timestamp_seconds")), 0)
+        let oldest = try XCTUnwrap(Self.value(s, "spoolfetch_oldest_queued_timestamp_seconds"))
+        XCTAssertGreaterThanOrEqual(oldest, launched.timeIntervalSince1970 - 1, "when the outage's item was first queued")
+        XCTAssertLessThanOrEqual(oldest, Date().timeIntervalSince1970)
 
         // `status --metrics` prints the same text (read from status/), once.
         let before = try String(contentsOfFile: path, encoding: .utf8)
@@ -156,6 +162,7 @@ final class MetricsTests: SpoolTestCase {
         let folder = spool.root + "/collector"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let path = folder + "/spoolfetch.prom"
+        let launched = Date()
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-file", path, "--metrics-interval", "1",
                                                "--adopt-interval", "0", "--log-level", "warning"])
         defer { daemon.terminate() }
