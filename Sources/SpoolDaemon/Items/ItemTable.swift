@@ -135,7 +135,13 @@ final class ItemTable {
             active[record.key] = record
             busy.insert(record.key)
         }
-        if record.phase == .publishing { publishing[record.base] = record } else { publishing.removeValue(forKey: record.base) }
+        // Publishing is left only for an ending, so only an ending looks the base up to remove
+        // it: the transitions of a large queue build no base names.
+        switch record.phase {
+        case .publishing: publishing[record.base] = record
+        case .published, .failed: if !publishing.isEmpty { publishing.removeValue(forKey: record.base) }
+        default: break
+        }
     }
 
     /// Items handed to the publisher and not yet back for good: each holds its part open.
