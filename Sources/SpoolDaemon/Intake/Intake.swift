@@ -79,7 +79,7 @@ final class Intake {
 
     /// Parses the claimed (or adopted) request whole and records it and its items in the table;
     /// an adopted request's items are recovered from what the spool says about them, and those
-    /// found published are journaled (see `Recovery.RecoveryStep.ended`).
+    /// found published are journaled (see `RecoveryStep.ended`).
     func accept(_ claim: ClaimedRequest, adopted: Bool, now: Date) -> Acceptance {
         let index: RequestIndex
         var uploads: [Int: OutgoingIdentity] = [:]
