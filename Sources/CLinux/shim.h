@@ -28,6 +28,12 @@ static inline int spoolfetch_renameat2(int olddirfd, const char *oldpath, int ne
 }
 
 /// Flushes the whole filesystem holding `fd`: one call commits a batch of files.
+/// pidfd_open(2): a descriptor that polls readable once the process `pid` has exited, also for a
+/// process that is not our child (waitpid cannot wait for those).
+static inline int spoolfetch_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
 static inline int spoolfetch_syncfs(int fd) {
     return (int)syscall(SYS_syncfs, fd);
 }

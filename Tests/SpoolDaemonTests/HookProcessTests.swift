@@ -1,5 +1,6 @@
 import Foundation
 import SpoolProcess
+import SpoolTestSupport
 import XCTest
 
 /// One hook process on its own: what keeps HookProcess rather than a process library that ends a
@@ -24,14 +25,6 @@ final class HookProcessTests: XCTestCase {
         let first = try XCTUnwrap(output.first { $0.contains("line=\"child=") || $0.contains("line=child=") }, log.lines.joined())
         let child = try XCTUnwrap(Int32(String(first.components(separatedBy: "child=").last?.prefix { $0.isNumber } ?? "")))
         // SIGTERM went to the group before the hook returned; the child's exit may still be under way.
-        let deadline = clock.now + .seconds(5)
-        var state = ""
-        repeat {
-            let stat = (try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8)) ?? ""
-            state = stat.split(separator: ")").last?.split(separator: " ").first.map(String.init) ?? "gone"
-            if state == "gone" || state == "Z" { break }
-            usleep(10_000)
-        } while clock.now < deadline
-        XCTAssertTrue(state == "gone" || state == "Z", "the hook's child \(child) still runs (state \(state))")
+        XCTAssertTrue(ProcessExit.wait(child, timeout: 5), "the hook's child \(child) still runs")
     }
 }
