@@ -3,6 +3,8 @@ import PackageDescription
 
 // One target per concern; the dependency arrows below are the architecture (docs/ARCHITECTURE.md):
 //   SpoolRequest, SpoolScheduler      pure, standard library + Foundation only
+//   SpoolCore                          the daemon's decisions (items' machines): pure, imports only the
+//                                      pure modules, reads no clock; driven by SpoolDaemon and the simulator
 //   SpoolStore, SpoolWatcher, SpoolTransfer, SpoolNetwork, SpoolProcess
 //                                      adapters; each may import SpoolRequest, never each other.
 //                                      SpoolStore holds every spool file format, the status and
@@ -45,6 +47,7 @@ let package = Package(
         .target(name: "SpoolRequest"),
         .target(name: "SpoolScheduler",
                 dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
+        .target(name: "SpoolCore", dependencies: ["SpoolScheduler"]),
 
         // Adapters.
         .target(name: "SpoolStore",
@@ -69,7 +72,7 @@ let package = Package(
 
         // The engine that wires them, the client beside it, and the thin executable.
         .target(name: "SpoolDaemon",
-                dependencies: ["SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
+                dependencies: ["SpoolCore", "SpoolRequest", "SpoolScheduler", "SpoolStore", "SpoolWatcher",
                                "SpoolTransfer", "SpoolNetwork", "SpoolProcess", "SpoolMetrics",
                                "SpoolConfiguration", "CLinux",
                                .product(name: "Logging", package: "swift-log")]),
@@ -89,10 +92,11 @@ let package = Package(
                 path: "Tests/SpoolTestSupport"),
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
+        .testTarget(name: "SpoolCoreTests", dependencies: ["SpoolCore", "SpoolScheduler"]),
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore", "CLinux",
                                                             .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SpoolDaemonTests",
-                    dependencies: ["SpoolDaemon", "SpoolConfiguration", "SpoolProcess", "SpoolStore", "SpoolTransfer",
+                    dependencies: ["SpoolDaemon", "SpoolCore", "SpoolConfiguration", "SpoolProcess", "SpoolStore", "SpoolTransfer",
                                    "SpoolTestSupport", "spoolfetch",
                                    .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SpoolConfigurationTests", dependencies: ["SpoolConfiguration"]),

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolStore
 import SpoolTransfer
 import XCTest
@@ -18,13 +19,13 @@ final class ItemLifecycleTests: XCTestCase {
     private func running() -> ItemLifecycle {
         var l = lifecycle()
         _ = l.handle(.submitted, policy: policy, context: context)
-        _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+        _ = l.handle(.slotGranted(space: .fits), policy: policy, context: context)
         XCTAssertEqual(l.phase, .running)
         return l
     }
 
     private func end(_ failure: TransferFailure?, sha256: String? = nil, retryAfter: Double? = nil,
-                     partial: Bool = false, whole: String? = nil, wanted: String? = nil, hint: String? = nil) -> ItemEvent {
+                     partial: Bool = false, whole: String? = nil, wanted: String? = nil, hint: String? = nil) -> SpoolDaemon.ItemEvent {
         .transferEnded(TransferEnd(failure: failure, sha256: sha256, retryAfter: retryAfter, hasPartial: partial,
                                    wholePartialSHA256: whole, wantedSHA256: wanted, tooLargeHint: hint))
     }
@@ -43,7 +44,7 @@ final class ItemLifecycleTests: XCTestCase {
     func testSlotWithoutSpaceWaitsForSpaceAndFreesTheSlot() {
         var l = lifecycle()
         _ = l.handle(.submitted, policy: policy, context: context)
-        let actions = l.handle(.slotGranted(spaceAvailable: false), policy: policy, context: context)
+        let actions = l.handle(.slotGranted(space: .later(reason: "not enough free space for its expected size")), policy: policy, context: context)
         XCTAssertEqual(actions.first, .releaseSlot)
         guard case .waitForSpace = actions.last else { return XCTFail("\(actions)") }
         XCTAssertEqual(l.phase, .waitingForSpace)
@@ -53,7 +54,7 @@ final class ItemLifecycleTests: XCTestCase {
     func testSlotWithSpaceStartsAndCountsAnAttempt() {
         var l = lifecycle()
         _ = l.handle(.submitted, policy: policy, context: context)
-        XCTAssertEqual(l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.startTransfer])
         XCTAssertEqual(l.phase, .running)
         XCTAssertEqual(l.attempts, 1)
     }
@@ -62,7 +63,7 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
         XCTAssertEqual(l.phase, .retrying)
-        XCTAssertEqual(l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.startTransfer])
         XCTAssertEqual(l.attempts, 2)
     }
 
@@ -235,7 +236,7 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         for _ in 1..<3 {
             _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
-            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+            _ = l.handle(.slotGranted(space: .fits), policy: policy, context: context)
         }
         XCTAssertEqual(l.attempts, 3)
         let actions = l.handle(end(.httpStatus(500)), policy: policy, context: context)
@@ -292,17 +293,17 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testPublishFailedWithThePartKeptIsTriedAgainLater() {
         var l = publishing()
-        XCTAssertEqual(l.handle(.publishFailed(partGone: false, permanent: false, message: "EIO"), policy: policy, context: context),
+        XCTAssertEqual(l.handle(.publishFailed(PublishFault(partGone: false, permanent: false, message: "EIO"), job: nil), policy: policy, context: context),
                        [.retryPublish(at: t0.addingTimeInterval(5))])
         XCTAssertEqual(l.phase, .publishing)
     }
 
     func testPublishFailedForGoodFails() {
         var gone = publishing()
-        XCTAssertEqual(failCode(gone.handle(.publishFailed(partGone: true, permanent: false, message: "x"),
+        XCTAssertEqual(failCode(gone.handle(.publishFailed(PublishFault(partGone: true, permanent: false, message: "x"), job: nil),
                                             policy: policy, context: context)), "publish")
         var permanent = publishing()
-        XCTAssertEqual(failCode(permanent.handle(.publishFailed(partGone: false, permanent: true, message: "EXDEV"),
+        XCTAssertEqual(failCode(permanent.handle(.publishFailed(PublishFault(partGone: false, permanent: true, message: "EXDEV"), job: nil),
                                                  policy: policy, context: context)), "publish")
     }
 
@@ -331,11 +332,120 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(failCode(actions), "cancelled")
     }
 
-    func testCancelWhilePublishingIsRefusedSoThePartIsNotPulledFromThePublisher() {
+    // Cancel while publishing: the job is withdrawn when no batch has it yet; a batch that has
+    // it decides (published stays published; a failed batch ends the item cancelled).
+
+    func testCancelWhilePublishingAsksToWithdrawTheJob() {
         var l = publishing()
-        XCTAssertEqual(l.handle(.operatorCommand(.cancel), policy: policy, context: context), [])
+        XCTAssertEqual(l.handle(.operatorCommand(.cancel), policy: policy, context: context), [.withdrawPublish])
         XCTAssertEqual(l.phase, .publishing)
         XCTAssertEqual(l.handle(.operatorCommand(.pause), policy: policy, context: context), [])
+        XCTAssertEqual(l.handle(.operatorCommand(.cancel), policy: policy, context: context), [], "asked once")
+    }
+
+    func testWithdrawnJobEndsTheItemCancelled() {
+        var l = publishing()
+        _ = l.handle(.operatorCommand(.cancel), policy: policy, context: context)
+        XCTAssertEqual(failCode(l.handle(.publishWithdrawn, policy: policy, context: context)), "cancelled")
+        XCTAssertTrue(l.phase.hasEnded)
+    }
+
+    func testWithdrawnWithoutACancelChangesNothing() {
+        var l = publishing()
+        XCTAssertEqual(l.handle(.publishWithdrawn, policy: policy, context: context), [])
+    }
+
+    func testBatchThatHadTheCancelledJobDecides() {
+        var published = publishing()
+        _ = published.handle(.operatorCommand(.cancel), policy: policy, context: context)
+        XCTAssertEqual(published.handle(.publishSucceeded(file: "f", marker: "m"), policy: policy, context: context), [.ended])
+        var failed = publishing()
+        _ = failed.handle(.operatorCommand(.cancel), policy: policy, context: context)
+        let actions = failed.handle(.publishFailed(PublishFault(message: "EIO"), job: nil), policy: policy, context: context)
+        XCTAssertEqual(failCode(actions), "cancelled")
+    }
+
+    func testSlotForABodyThatCanNeverFitFailsDiskFull() {
+        var l = lifecycle()
+        _ = l.handle(.submitted, policy: policy, context: context)
+        let actions = l.handle(.slotGranted(space: .never(reason: "3000000 bytes can never fit on /f")), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .releaseSlot)
+        XCTAssertEqual(failCode(actions), "disk-full")
+        guard case .failed(let f) = l.phase else { return XCTFail("\(l.phase)") }
+        XCTAssertEqual(f.message, "3000000 bytes can never fit on /f")
+        XCTAssertEqual(f.attempts, 0)
+    }
+
+    func testPublishOnAFullDiskWaitsForSpaceThenPublishesAgain() {
+        var l = publishing()
+        let actions = l.handle(.publishFailed(PublishFault(diskFull: true, message: "ENOSPC on /final"), job: nil),
+                               policy: policy, context: context)
+        XCTAssertEqual(actions, [.waitForSpace(reason: "ENOSPC on /final")])
+        XCTAssertEqual(l.phase, .waitingToPublish)
+        XCTAssertEqual(l.handle(.spaceAvailable, policy: policy, context: context), [.retryPublish(at: t0)])
+        XCTAssertEqual(l.phase, .publishing)
+    }
+
+    func testPublishOnAFilesystemTooSmallEverFailsDiskFull() {
+        var l = publishing()
+        let actions = l.handle(.publishFailed(PublishFault(diskFull: true, neverFits: true, message: "too small"), job: nil),
+                               policy: policy, context: context)
+        XCTAssertEqual(failCode(actions), "disk-full")
+    }
+
+    func testCancelAndRetryOfAnItemWaitingToPublish() {
+        var cancelled = publishing()
+        _ = cancelled.handle(.publishFailed(PublishFault(diskFull: true, message: "x"), job: nil), policy: policy, context: context)
+        let actions = cancelled.handle(.operatorCommand(.cancel), policy: policy, context: context)
+        XCTAssertEqual(actions.first, .leaveSpaceQueue)
+        XCTAssertEqual(failCode(actions), "cancelled")
+        var retried = publishing()
+        _ = retried.handle(.publishFailed(PublishFault(diskFull: true, message: "x"), job: nil), policy: policy, context: context)
+        XCTAssertEqual(retried.handle(.operatorCommand(.retry), policy: policy, context: context),
+                       [.leaveSpaceQueue, .retryPublish(at: t0)])
+        XCTAssertEqual(retried.phase, .publishing)
+    }
+
+    func testPublishFailingEveryTryFailsAfterItsLastTry() {
+        var l = publishing()
+        for _ in 1 ..< policy.maxPublishTries {
+            XCTAssertEqual(l.handle(.publishFailed(PublishFault(message: "EIO"), job: nil), policy: policy, context: context),
+                           [.retryPublish(at: t0.addingTimeInterval(policy.publishRetryDelay))])
+        }
+        XCTAssertEqual(failCode(l.handle(.publishFailed(PublishFault(message: "EIO"), job: nil), policy: policy, context: context)),
+                       "publish")
+    }
+
+    func testDeadlineEndsAnItemInEveryStateAsCancelDoes() {
+        var queued = lifecycle()
+        _ = queued.handle(.submitted, policy: policy, context: context)
+        XCTAssertEqual(queued.handle(.deadlinePassed, policy: policy, context: context),
+                       [.unschedule, .fail(code: "deadline", message: "its deadline passed before it ended")])
+        var run = running()
+        XCTAssertEqual(Array(run.handle(.deadlinePassed, policy: policy, context: context).prefix(2)), [.stopTransfer, .releaseSlot])
+        var pub = publishing()
+        XCTAssertEqual(pub.handle(.deadlinePassed, policy: policy, context: context), [.withdrawPublish])
+        XCTAssertEqual(failCode(pub.handle(.publishWithdrawn, policy: policy, context: context)), "deadline")
+    }
+
+    func testFailureRecordCarriesTheFactsTheShellGives() {
+        var l = running()
+        var c = context
+        c.failureFacts = { ItemFailureFacts(index: 3, url: "http://h/x", name: "x", httpStatus: 404) }
+        _ = l.handle(end(.httpStatus(404)), policy: policy, context: c)
+        guard case .failed(let f) = l.phase else { return XCTFail("\(l.phase)") }
+        XCTAssertEqual(f.facts, ItemFailureFacts(index: 3, url: "http://h/x", name: "x", httpStatus: 404))
+        XCTAssertEqual(f.code, "http-status")
+        XCTAssertEqual(f.attempts, 1)
+    }
+
+    func testRecoveredMachineStartsWhereThePlanPutIt() {
+        let l = ItemLifecycle(recovered: .published(file: "f", marker: "m"), firstQueued: t0, attempts: 2)
+        XCTAssertEqual(l.phase, .published(file: "f", marker: "m"))
+        XCTAssertEqual(l.attempts, 2)
+        let q = ItemLifecycle(recovered: .queued, firstQueued: t0, attempts: 1)
+        XCTAssertEqual(q.phase, .queued)
+        XCTAssertEqual(q.attempts, 1)
     }
 
     func testPauseOfQueuedRetryingWaitingAndRunningItems() {
@@ -396,14 +506,14 @@ final class ItemLifecycleTests: XCTestCase {
     func testEndedItemsIgnoreEverything() {
         var l = publishing()
         _ = l.handle(.publishSucceeded(file: "f", marker: "m"), policy: policy, context: context)
-        for event: ItemEvent in [.submitted, .slotGranted(spaceAvailable: true), .operatorCommand(.cancel), .stop,
+        for event: SpoolDaemon.ItemEvent in [.submitted, .slotGranted(space: .fits), .operatorCommand(.cancel), .stop,
                                  .operatorCommand(.retry), .spaceAvailable] {
             XCTAssertEqual(l.handle(event, policy: policy, context: context), [], "\(event)")
         }
         XCTAssertEqual(l.phase, .published(file: "f", marker: "m"))
     }
 
-    private func outage(_ failure: TransferFailure) -> ItemEvent {
+    private func outage(_ failure: TransferFailure) -> SpoolDaemon.ItemEvent {
         .transferEnded(TransferEnd(failure: failure, sha256: nil, retryAfter: nil, hasPartial: false, outage: true))
     }
 
@@ -415,7 +525,7 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(l.attempts, 0, "an outage uses up no attempt")
         // However many outages: never fails for running out of attempts.
         for _ in 0..<20 {
-            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+            _ = l.handle(.slotGranted(space: .fits), policy: policy, context: context)
             _ = l.handle(outage(.curl(code: 7, text: "x")), policy: policy, context: context)
         }
         XCTAssertEqual(l.phase, .queued)
@@ -495,7 +605,7 @@ final class SourceRotationTests: XCTestCase {
         func running() -> ItemLifecycle {
             var l = ItemLifecycle(firstQueued: t0)
             _ = l.handle(.submitted, policy: policy, context: context)
-            _ = l.handle(.slotGranted(spaceAvailable: true), policy: policy, context: context)
+            _ = l.handle(.slotGranted(space: .fits), policy: policy, context: context)
             return l
         }
         let gone = ItemEvent.transferEnded(TransferEnd(failure: .httpStatus(404), sha256: nil, retryAfter: nil, hasPartial: false))

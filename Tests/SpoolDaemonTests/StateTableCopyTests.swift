@@ -21,7 +21,7 @@ final class StateTableCopyTests: XCTestCase {
     }
 
     static let machines = [
-        Machine(file: "ItemLifecycle.swift", marker: "The transition table", heading: "## An item's lifecycle"),
+        Machine(file: "ItemMachine.swift", marker: "The transition table", heading: "## An item's lifecycle"),
         Machine(file: "RecoveryPlanner.swift", marker: "From plain facts to a recovery plan",
                 heading: "## Recovering an adopted item"),
         Machine(file: "DrainWatch.swift", marker: "When a drain (`run --once`, `run --due`) lets its inotify watcher go",

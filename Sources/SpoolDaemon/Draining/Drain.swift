@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolRequest
 import SpoolScheduler
@@ -58,7 +59,7 @@ final class Drain {
         left += table.dormant.count
         for record in table.items.values {
             switch record.phase {
-            case .running, .retrying, .waitingForSpace, .publishing:
+            case .running, .retrying, .waitingForSpace, .publishing, .waitingToPublish:
                 return false
             case .queued:
                 if isDue(record.earliestStart, discretionary: record.discretionary, hostKey: record.hostKey) { return false }

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolRequest
 import SpoolStore
@@ -69,7 +70,8 @@ final class GroupEnds {
                 // Without per-file markers the group marker carries each file's facts.
                 if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
                 groupItems.append(line)
-            case .failed(let failure):
+            case .failed(let failed):
+                let failure = ItemFailure(failed)
                 failures.append(failure)
                 groupItems.append(GroupItem(index: record.index, url: failure.url, outcome: "failed",
                                             code: failure.code, message: failure.message))

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolStore
 
 /// A publish batch's journal this worker wrote, kept while any request it mentions is still

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolRequest
 import SpoolStore
@@ -51,7 +52,7 @@ extension Engine {
                     case .ended: itemEnded(record)
                     case .publish:
                         table.note(record)
-                        if case .publishing(let job?) = record.lifecycle.state { publishing.enqueue(job) }
+                        if let job = record.lifecycle.state.job { publishing.enqueue(job) }
                     }
                 }
             } else {

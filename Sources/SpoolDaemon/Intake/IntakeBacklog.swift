@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolStore
 
 /// Request files known to the engine but not taken in yet: names from a listing of `incoming/`

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolRequest
 import SpoolStore
@@ -35,8 +36,7 @@ struct Recovery {
         guard record.summary.isUpload, let name = record.details?.upload?.name,
               let found = store.uploadRecord(name, request: record.request.name, inode: record.request.inode,
                                              index: record.index) else { return false }
-        record.lifecycle.recovered(as: .published(file: name, marker: store.layout.final.path(of: name + ".uploaded")),
-                                   attempts: found.attempts)
+        record.recover(.published(file: name, marker: store.layout.final.path(of: name + ".uploaded")), attempts: found.attempts)
         do { try store.moveOutgoing(name, failed: false) } catch {
             logger.warning("could not move an uploaded file into done/: \(error)", metadata: ["item": "\(record.id)"])
         }
@@ -69,10 +69,10 @@ struct Recovery {
             record.partial.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
             // The refresh hook's URL, validated again as any URL read from the spool.
             record.refreshedURL = facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) }
-            record.lifecycle.restoreAttempts(attempts)
+            record.recover(.queued, attempts: attempts)
             return .schedule
         case .failed(let failure):
-            record.lifecycle.recovered(as: .failed(failure), attempts: attempts)
+            record.recover(.failed(ItemFailed(failure)), attempts: attempts)
             return .ended(confirm: nil)
         case .published(let file):
             if !record.writesItemMarker, var facts = facts.facts.state?.marker {
@@ -80,7 +80,7 @@ struct Recovery {
                 record.publishedMarker = facts
             }
             let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
-            record.lifecycle.recovered(as: .published(file: file, marker: marker), attempts: attempts)
+            record.recover(.published(file: file, marker: marker), attempts: attempts)
             guard var confirmed = facts.facts.state, confirmed.phase != .published else { return .ended(confirm: nil) }
             confirmed.phase = .published
             confirmed.finalName = file
@@ -89,19 +89,19 @@ struct Recovery {
             // The job needs a staging file to carry; the data itself is already in place.
             guard let part = facts.part ?? (try? store.openPart(record.base, fresh: true)),
                   let state = facts.facts.state else {
-                record.lifecycle.restoreAttempts(attempts)
+                record.recover(.queued, attempts: attempts)
                 return .schedule
             }
             let job = PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
                                  writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting)
-            record.lifecycle.recoveredForPublishing(job, attempts: attempts)
+            record.recover(.publishing(job), attempts: attempts)
             return .publish(job)
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
             record.partial.recoveredWhole(bytes: part.size)
             let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                                  replacesExisting: record.replacesExisting)
-            record.lifecycle.recoveredForPublishing(job, attempts: attempts)
+            record.recover(.publishing(job), attempts: attempts)
             return .publish(job)
         }
     }
@@ -109,7 +109,7 @@ struct Recovery {
     /// Nothing usable: the item's staging files go and it is queued afresh, its attempts kept.
     private func startOver(_ record: ItemRecord, attempts: Int) -> RecoveryStep {
         store.removeStaging(record.base)
-        record.lifecycle.restoreAttempts(attempts)
+        record.recover(.queued, attempts: attempts)
         return .schedule
     }
 

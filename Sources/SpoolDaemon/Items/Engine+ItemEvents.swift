@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolMetrics
 import Logging
 import SpoolRequest
@@ -15,8 +16,9 @@ extension Engine {
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
         let now = Date()
         var context = LifecycleContext(now: now, stopping: stopping, jitter: jitter.next(),
-                                       canRefreshURL: hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
-                                           && record.sourceIndex == 0)
+                                       failureFacts: { [urls] in record.failureFacts(urls: urls, at: now) })
+        context.canRefreshURL = hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
+            && record.sourceIndex == 0
         if record.summary.hasMirrors {
             context.nextSource = record.sources?.hasNext ?? true
             context.hostDownLong = hostDownLong(record, now: now)
@@ -66,7 +68,7 @@ extension Engine {
                 return
             }
             do {
-                try driver.start(record, item, credentials: credentials)
+                try driver.start(record, item, credentials: credentials) { part in send(.partOpened(part), to: record) }
             } catch {
                 couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
             }
@@ -95,15 +97,19 @@ extension Engine {
         case .publish(let digest):
             if record.summary.isUpload {
                 publishing.recordUpload(record, digest: digest)
-            } else if let part = leaving.part {
-                publishing.publish(record, digest: digest, part: part)
+            } else if let part = leaving.part, let job = publishing.publish(record, digest: digest, part: part) {
+                send(.publishQueued(job), to: record)
             }
         case .retryPublish(let at):
-            guard case .publishing(let job?) = record.lifecycle.state else { return }
-            logger.warning("publishing failed; will try again at \(RFC3339.format(at))", metadata: ["item": "\(record.id)"])
+            guard let job = record.lifecycle.state.job else { return }
+            if at > Date() {
+                logger.info("publish will be tried again at \(RFC3339.format(at))", metadata: ["item": "\(record.id)"])
+            }
             publishing.retry(job, at: at)
+        case .withdrawPublish:
+            if publishing.withdraw(base: record.base) { send(.publishWithdrawn, to: record) }
         case .fail(let code, let message):
-            fail(record, code: code, message: message, wasPublishing: leaving.phase == .publishing)
+            fail(record, code: code, message: message, wasPublishing: leaving.phase == .publishing || leaving.phase == .waitingToPublish)
         case .ended:
             itemEnded(record)
         case .hostUnreachable(let error):
@@ -121,21 +127,12 @@ extension Engine {
 
     // MARK: Endings
 
-    /// The item failed for good: its failure record (with the last response's status, curl code
-    /// and final URL), its part removed, its state written, then the ending.
+    /// The item failed for good (its phase holds the whole record, made by the machine with the
+    /// facts `failureFacts` gave): its part removed, its state written, then the ending.
     private func fail(_ record: ItemRecord, code: String, message: String, wasPublishing: Bool) {
-        var curlCode: Int? = nil, curlText: String? = nil
-        if case .curl(let c, let t) = record.lastFailure { curlCode = c; curlText = t }
-        let status = record.lastFacts?.httpStatus
-        let finalURL = record.lastFacts?.finalURL
-        let item = record.details
-        let url = urls.shown(item?.url.string ?? "")
-        let failure = ItemFailure(index: record.index, url: url, name: item?.name ?? "",
-                                  code: code, message: message, attempts: record.attempts,
-                                  httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
-                                  finalURL: finalURL == item?.url.string ? nil : urls.shown(finalURL),
-                                  outageSeconds: record.outageSeconds(at: Date()))
-        record.lifecycle.recordFailure(failure)
+        guard case .failed(let failed) = record.phase else { preconditionFailure("fail effect without a failed phase") }
+        let failure = ItemFailure(failed)
+        let url = failure.url
         fileFailedUpload(record)
         if wasPublishing { publishing.drop(base: record.base) }
         store.removePart(record.base)
@@ -172,6 +169,21 @@ extension Engine {
 }
 
 extension ItemRecord {
+    /// What the failure record of this item says beside its code and message: its URL and name
+    /// (re-read from the request file if not loaded), the last response's status, curl code and
+    /// final URL, and the time it spent unable to reach its host.
+    func failureFacts(urls: URLPrivacy, at now: Date) -> ItemFailureFacts {
+        var curlCode: Int? = nil, curlText: String? = nil
+        if case .curl(let c, let t) = lastFailure { curlCode = c; curlText = t }
+        let status = lastFacts?.httpStatus
+        let finalURL = lastFacts?.finalURL
+        let item = details
+        return ItemFailureFacts(index: index, url: urls.shown(item?.url.string ?? ""), name: item?.name ?? "",
+                                httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
+                                finalURL: finalURL == item?.url.string ? nil : urls.shown(finalURL),
+                                outageSeconds: outageSeconds(at: now))
+    }
+
     /// `on-exists: replace`, and `skip-unchanged` when the resource changed: the new file takes
     /// the final name in place of the old one (never a `-N` name).
     var replacesExisting: Bool { (details?.onExists ?? request.settings.onExists) != .keepBoth }

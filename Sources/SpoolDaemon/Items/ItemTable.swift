@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolRequest
 import SpoolStore
 
@@ -128,7 +129,7 @@ final class ItemTable {
         case .queued, .published, .failed:
             active.removeValue(forKey: record.key)
             busy.remove(record.key)
-        case .publishing:
+        case .publishing, .waitingToPublish:
             active[record.key] = record
             busy.remove(record.key)
         case .running, .retrying, .waitingForSpace, .paused:
@@ -138,7 +139,7 @@ final class ItemTable {
         // Publishing is left only for an ending, so only an ending looks the base up to remove
         // it: the transitions of a large queue build no base names.
         switch record.phase {
-        case .publishing: publishing[record.base] = record
+        case .publishing, .waitingToPublish: publishing[record.base] = record
         case .published, .failed: if !publishing.isEmpty { publishing.removeValue(forKey: record.base) }
         default: break
         }
@@ -157,7 +158,7 @@ final class ItemTable {
             items.removeValue(forKey: record.key)
             active.removeValue(forKey: record.key)
             busy.remove(record.key)
-            if record.phase == .publishing { publishing.removeValue(forKey: record.base) }
+            if record.phase == .publishing || record.phase == .waitingToPublish { publishing.removeValue(forKey: record.base) }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolTransfer
 
 /// What an item's staging part holds, as far as a resume may build on it: its length, the

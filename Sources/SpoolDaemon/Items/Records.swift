@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolRequest
 import SpoolStore
 import SpoolTransfer
@@ -141,6 +142,12 @@ final class ItemRecord {
         self.request = request
         self.summary = summary
         self.lifecycle = lifecycle
+    }
+
+    /// An adopted item starts where its recovery plan put it: a machine made from that state
+    /// (the machine's one way in besides `handle`).
+    func recover(_ recovered: ItemLifecycle.Recovered, attempts: Int) {
+        lifecycle = ItemLifecycle(recovered: recovered, firstQueued: lifecycle.firstQueued, attempts: attempts)
     }
 
     /// Staging base name: `staging/BASE.part`, `staging/BASE.state`.

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 
 /// Whether stderr is connected to systemd's journal, and the priority prefix journald reads.

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 
 /// Values that become due at a time: publish retries, group-end retries. The engine sleeps until
 /// the earliest `next` and takes what is due on each turn.
@@ -21,6 +22,10 @@ struct DueTimers<Value> {
         let due = entries.filter { $0.at <= now }.map(\.value)
         entries.removeAll { $0.at <= now }
         return due
+    }
+
+    func contains(where matches: (Value) -> Bool) -> Bool {
+        entries.contains { matches($0.value) }
     }
 
     /// Drops the values that match (an item cancelled while its retry waits).

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolConfiguration
 import SpoolProcess
 import Synchronization
@@ -121,7 +122,7 @@ public final class Engine {
                              maxGroupHooks: configuration.maxHooks)
         control = ControlHandler(directory: layout.control, logger: logger)
         drain = Drain(enabled: (configuration.once || configuration.due) && configuration.inotify, layout: layout, logger: logger)
-        publishing = Publishing(store: store, io: io, logger: logger, urls: urls, metrics: counts)
+        publishing = Publishing(store: store, io: io, logger: logger, urls: urls, metrics: counts, space: space)
         groupEnds = GroupEnds(store: store, io: io, logger: logger, urls: urls, table: table, ledger: ledger,
                               requestFile: requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
@@ -146,7 +147,7 @@ public final class Engine {
             growSegments()
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
-                if !end.outage && end.failure != .cancelled { hostAnswered(record, outcome.facts) }
+                if !end.outage && end.fault?.cancelled != true { hostAnswered(record, outcome.facts) }
                 send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
@@ -200,11 +201,11 @@ public final class Engine {
             switch action {
             case .start(let key):
                 guard let record = table.wake(key) else { scheduler.finished(key); continue }
-                let fits = space.hasSpace(for: record, running: driver.running.values)
+                let fits = space.answer(for: record, running: driver.running.values)
                 if scheduler.isProbe(key) {
                     logger.info("probing an unreachable host", metadata: ["host": "\(record.hostKey)", "item": "\(record.id)"])
                 }
-                send(.slotGranted(spaceAvailable: fits), to: record)
+                send(.slotGranted(space: fits), to: record)
             case .pause(let key):
                 guard let record = table.item(key) else { continue }
                 send(.preempted, to: record)
@@ -247,7 +248,7 @@ public final class Engine {
             control.handle(name, request: table.wakeRequest(named:)) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { scheduler.releaseHold(record.hostKey) }
-                return !send(.operatorCommand(verb), to: record).isEmpty
+                return !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty
             }
             status.markDirty()
         case .watcher(.rescanned(let names)):

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 
 /// The one queue for slow file-system work (publishing, group ends, rejections): it runs off the
 /// engine thread, so one slow disk never stalls the transfers, and reports back through the inbox.

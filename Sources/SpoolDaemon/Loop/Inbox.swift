@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Synchronization
 import SpoolStore
 import SpoolWatcher

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 
 /// A transfer's receive rate over a moving window of byte-count samples (one per status
 /// report). Unlike a rate between two consecutive samples, it is never 0 while bytes advanced

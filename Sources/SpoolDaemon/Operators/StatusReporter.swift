@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolRequest
 import SpoolScheduler

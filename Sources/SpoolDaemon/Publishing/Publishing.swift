@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolMetrics
 import SpoolRequest
@@ -24,6 +25,8 @@ final class Publishing {
     private let logger: Logger
     private let urls: URLPrivacy
     private let metrics: DaemonMetrics
+    /// Says whether a body can ever fit into the final folder (a publish that hit a full disk).
+    private let space: SpaceGate
     private var queue: [PublishJob] = []
     private var retries = DueTimers<PublishJob>()
     /// A batch is on the I/O queue.
@@ -31,8 +34,9 @@ final class Publishing {
     /// Upload records waiting to be written (see `UploadRecordQueue`).
     private var uploadRecords = UploadRecordQueue()
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics) {
+    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics, space: SpaceGate) {
         publisher = Publisher(store: store)
+        self.space = space
         self.store = store
         self.io = io
         self.logger = logger
@@ -47,9 +51,9 @@ final class Publishing {
     // MARK: Into the queue
 
     /// The body of `record` is complete and verified (`digest`), in `part`: its job, with the
-    /// marker's facts, goes to the item's phase and to the queue.
-    func publish(_ record: ItemRecord, digest: String, part: StagingFile) {
-        guard let item = record.loaded else { return }
+    /// marker's facts, goes to the queue, and back to the caller for the item's phase.
+    func publish(_ record: ItemRecord, digest: String, part: StagingFile) -> PublishJob? {
+        guard let item = record.loaded else { return nil }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
         // The source that served it: a mirror's URL, else the request's (not a refreshed one,
@@ -72,8 +76,8 @@ final class Publishing {
                               marker: marker)
         let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                              replacesExisting: record.replacesExisting)
-        record.lifecycle.handOver(job)
         queue.append(job)
+        return job
     }
 
     /// A job a recovery made (an adopted item whose data was staged and verified, or published
@@ -87,6 +91,15 @@ final class Publishing {
     func drop(base: String) {
         queue.removeAll { $0.part.base == base }
         retries.removeAll { $0.part.base == base }
+    }
+
+    /// Takes a cancelled item's job out if no batch has it yet; false when a batch has it (its
+    /// result then says how the item ends).
+    func withdraw(base: String) -> Bool {
+        let waiting = queue.contains { $0.part.base == base } || retries.contains { $0.part.base == base }
+        guard waiting else { return false }
+        drop(base: base)
+        return true
     }
 
     /// Moves due retries to the queue and hands the queue to the publisher unless a batch is
@@ -128,7 +141,6 @@ final class Publishing {
         }
         var job = result.job
         job.alreadyPublishedAs = result.finalName
-        record.lifecycle.handOver(job)
         // An unnamed part cannot be gone: the job holds it open.
         let partGone = result.finalName == nil && job.part.isNamed && !store.partExists(record.base)
         let permanent = result.error?.isPermanent ?? false
@@ -139,7 +151,12 @@ final class Publishing {
                 logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
             }
         }
-        return .publishFailed(partGone: partGone, permanent: permanent, message: result.error.map { "\($0)" } ?? "unknown error")
+        let message = result.error.map { "\($0)" } ?? "unknown error"
+        let diskFull = result.error?.isDiskFull ?? false
+        logger.warning("publishing failed: \(message)", metadata: ["item": "\(record.id)", "final": "\(store.layout.final.path)"])
+        return .publishFailed(PublishFault(partGone: partGone, permanent: permanent, diskFull: diskFull,
+                                           neverFits: diskFull && space.neverFits(bytes: job.marker.bytes, in: store.layout.final),
+                                           message: message), job: job)
     }
 
     // MARK: Uploads
@@ -198,8 +215,9 @@ final class Publishing {
             if let marker = result.marker {
                 events.append((record, .publishSucceeded(file: result.file, marker: marker)))
             } else {
-                events.append((record, .publishFailed(partGone: true, permanent: true,
-                                                      message: "the server accepted the upload, but its record could not be written: \(result.error.map { "\($0)" } ?? "")")))
+                events.append((record, .publishFailed(PublishFault(partGone: true, permanent: true,
+                                                      message: "the server accepted the upload, but its record could not be written: \(result.error.map { "\($0)" } ?? "")"),
+                                                      job: nil)))
             }
         }
         writeUploadRecords()

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import SpoolRequest
 import SpoolStore
 import SpoolTransfer

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 
 /// How many items may hold a staging file open at once, from the process's open-file limit.
 ///

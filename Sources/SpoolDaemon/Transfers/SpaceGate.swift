@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolStore
 
@@ -95,20 +96,67 @@ final class SpaceGate {
         return nil
     }
 
+    /// What an item waiting to publish needs now: on the final folder's filesystem, its whole
+    /// body when the final folder is on another filesystem (a copy), else room for its marker and
+    /// the batch journal (the data only changes its name).
+    func publishShortage(for record: ItemRecord) -> Shortage? {
+        let folder = layout.final
+        let needed: Int64 = finalSharesStagingFilesystem ? Self.publishHeadroom : record.bytesOnDisk + Self.publishHeadroom
+        guard let free = folder.freeBytes() else { return nil }
+        let kept = minFree(on: folder)
+        guard free - kept < needed else { return nil }
+        return Shortage(folder: folder.path, filesystem: folder.filesystemDescription(), free: free, minFree: kept, needed: needed)
+    }
+
+    /// Room a publish needs beside the data: markers, journal lines.
+    static let publishHeadroom: Int64 = 64 << 10
+
+    /// Whether `record` fits: now, later (the filesystem that is short), or never (its body is
+    /// larger than a filesystem it must be on can hold at all, less what `min-free` keeps).
+    func answer(for record: ItemRecord, running: some Sequence<ItemRecord>) -> SpaceAnswer {
+        let needed = max(0, (record.expectedBytes ?? 0) - record.bytesOnDisk)
+        for folder in folders {
+            if let why = never(bytes: needed, on: folder) { return .never(reason: why) }
+        }
+        guard let short = shortage(for: record, running: running) else { return .fits }
+        return .later(reason: "not enough free space for its expected size: \(short)")
+    }
+
+    /// Why `bytes` can never fit on `folder`'s filesystem; nil when they can.
+    func never(bytes: Int64, on folder: Directory) -> String? {
+        guard bytes > 0, let capacity = folder.capacityBytes() else { return nil }
+        let kept = minFree(on: folder)
+        guard bytes > capacity - kept else { return nil }
+        return "\(bytes) bytes can never fit on \(folder.path) (\(folder.filesystemDescription())): "
+            + "\(capacity) bytes in all, \(kept) kept free (min-free)"
+    }
+
+    /// Whether a body of `bytes` can never be published into `folder` (a copy across
+    /// filesystems needs the whole body there).
+    func neverFits(bytes: Int64, in folder: Directory) -> Bool {
+        !finalSharesStagingFilesystem && never(bytes: bytes, on: folder) != nil
+    }
+
     func hasSpace(for record: ItemRecord, running: some Sequence<ItemRecord>) -> Bool {
-        shortage(for: record, running: running) == nil
+        if record.phase == .waitingToPublish { return publishShortage(for: record) == nil }
+        return shortage(for: record, running: running) == nil
     }
 
     func wait(_ record: ItemRecord, reason: String, running: some Sequence<ItemRecord>) {
         waiting.append(record)
         if checkAt == nil { checkAt = Date().addingTimeInterval(Self.checkInterval) }
         var metadata: Logger.Metadata = ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)", "reason": "\(reason)"]
-        if let short = shortage(for: record, running: running) {
+        if let short = record.phase == .waitingToPublish ? publishShortage(for: record) : shortage(for: record, running: running) {
             metadata["path"] = "\(short.folder)"
             metadata["filesystem"] = "\(short.filesystem)"
             metadata["free"] = "\(short.free)"
             metadata["min-free"] = "\(short.minFree)"
             metadata["needed"] = "\(short.needed)"
+        } else if record.phase == .waitingToPublish {
+            metadata["path"] = "\(layout.final.path)"
+            metadata["filesystem"] = "\(layout.final.filesystemDescription())"
+            metadata["free"] = "\(layout.final.freeBytes() ?? -1)"
+            metadata["min-free"] = "\(minFree(on: layout.final))"
         } else {
             // A write that hit ENOSPC: the staging filesystem, as it looks now.
             metadata["path"] = "\(layout.staging.path)"
@@ -116,7 +164,8 @@ final class SpaceGate {
             metadata["free"] = "\(layout.staging.freeBytes() ?? -1)"
             metadata["min-free"] = "\(minFree(on: layout.staging))"
         }
-        logger.warning("waiting for disk space; the partial is kept", metadata: metadata)
+        logger.warning(record.phase == .waitingToPublish ? "waiting for disk space to publish; the verified file is kept"
+                                                         : "waiting for disk space; the partial is kept", metadata: metadata)
     }
 
     func leave(_ record: ItemRecord) {

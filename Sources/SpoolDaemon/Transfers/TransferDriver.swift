@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 import Logging
 import SpoolConfiguration
 import SpoolRequest
@@ -59,7 +60,9 @@ final class TransferDriver {
     /// description (`ItemRecord.load()`).
     /// `credentials`: header lines from `--credentials-dir`, read for this start only; they take
     /// the place of the request's own headers of the same name.
-    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = []) throws(StoreError) {
+    /// `partOpened` hands a part it opened to the item's machine (the running phase holds it).
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [],
+               partOpened: (StagingFile) -> Void) throws(StoreError) {
         let firstStart = record.startedAt == nil
         if firstStart { record.startedAt = Date() }
         if record.part == nil {
@@ -68,13 +71,13 @@ final class TransferDriver {
             // disk may have left a few more — else the attempt starts from byte 0.
             if record.bytesOnDisk > 0, let kept = try store.openPartIfPresent(record.base), kept.size >= record.bytesOnDisk {
                 if kept.size > record.bytesOnDisk && record.keptRanges == nil { try kept.truncate(to: record.bytesOnDisk) }
-                record.lifecycle.holdPart(kept)
+                partOpened(kept)
             } else {
                 // A small body's first attempt: its part starts unnamed and is published without
                 // ever having a staging name. Not for a later attempt, nor an item with a state
                 // file: a named part of theirs may be on disk, and only a named create replaces it.
                 let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
-                record.lifecycle.holdPart(try store.openPart(record.base, fresh: true, unnamed: unnamed))
+                partOpened(try store.openPart(record.base, fresh: true, unnamed: unnamed))
                 record.partial.emptied()
             }
         }

@@ -1,0 +1,92 @@
+import Foundation
+import SpoolCore
+import SpoolStore
+import SpoolTransfer
+
+// The shell's side of the core's item machine: the machine holds the shell's open part and
+// publish job (it never looks into them), and takes its facts in the core's own plain types,
+// which these conversions make from what the adapters report.
+
+/// An item's machine over the shell's staging file and publish job.
+typealias ItemLifecycle = ItemMachine<StagingFile, PublishJob>
+typealias ItemEvent = SpoolCore.ItemEvent<StagingFile, PublishJob>
+typealias ItemAction = ItemEffect
+typealias LifecycleContext = ItemContext
+
+extension TransferFault {
+    /// The facts of a transfer layer's failure that the machine decides on.
+    init(_ failure: TransferFailure) {
+        var status: Int? = nil
+        var diskFull = false
+        var tooLarge = false
+        switch failure {
+        case .httpStatus(let s): status = s
+        case .write(let e): diskFull = e == ENOSPC || e == EDQUOT
+        case .tooLarge: tooLarge = true
+        default: break
+        }
+        self.init(code: failure.code, description: "\(failure)", httpStatus: status, isTransient: failure.isTransient,
+                  discardsPartial: failure.discardsPartial, movesToNextSource: failure.movesToNextSource,
+                  diskFull: diskFull, cancelled: failure == .cancelled, tooLarge: tooLarge)
+    }
+}
+
+extension TransferEnd {
+    /// How a transfer ended, from the transfer layer's failure (nil: the body is complete).
+    init(failure: TransferFailure?, sha256: String?, retryAfter: Double?, hasPartial: Bool,
+         wholePartialSHA256: String? = nil, wantedSHA256: String? = nil, tooLargeHint: String? = nil,
+         outage: Bool = false, notModified: UnchangedFile? = nil) {
+        self.init(fault: failure.map(TransferFault.init), sha256: sha256, retryAfter: retryAfter, hasPartial: hasPartial,
+                  wholePartialSHA256: wholePartialSHA256, wantedSHA256: wantedSHA256, tooLargeHint: tooLargeHint,
+                  outage: outage, notModified: notModified)
+    }
+}
+
+extension ItemFailure {
+    /// The error file's and state file's record of a failed item: one encoding of `ItemFailed`.
+    init(_ failed: ItemFailed) {
+        let f = failed.facts
+        self.init(index: f.index, url: f.url, name: f.name, code: failed.code, message: failed.message,
+                  attempts: failed.attempts, httpStatus: f.httpStatus, curlCode: f.curlCode, curlError: f.curlError,
+                  finalURL: f.finalURL, outageSeconds: f.outageSeconds)
+    }
+}
+
+extension ItemFailed {
+    /// A failure read back from a state file (an adopted item that had failed).
+    init(_ record: ItemFailure) {
+        self.init(code: record.code, message: record.message, attempts: record.attempts,
+                  facts: ItemFailureFacts(index: record.index, url: record.url, name: record.name,
+                                          httpStatus: record.httpStatus, curlCode: record.curlCode,
+                                          curlError: record.curlError, finalURL: record.finalURL,
+                                          outageSeconds: record.outageSeconds))
+    }
+}
+
+extension OperatorVerb {
+    init(_ verb: ControlCommand.Verb) {
+        switch verb {
+        case .cancel: self = .cancel
+        case .pause: self = .pause
+        case .resume: self = .resume
+        case .retry: self = .retry
+        }
+    }
+}
+
+/// The jitter of the engine's item contexts: SplitMix64, seeded once from the system
+/// generator. A back-off jitter needs spread, not secrecy, and every item event asks for one;
+/// the system generator costs a `getrandom` call each time. Engine thread only.
+struct JitterSource {
+    private var state = UInt64.random(in: 0 ... .max)
+
+    /// The next number in 0..<1.
+    mutating func next() -> Double {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return Double(z >> 11) / Double(UInt64(1) << 53)
+    }
+}
