@@ -95,6 +95,11 @@ public struct Scheduler: Sendable {
     private var hostHolds: [String: Double] = [:]
     /// Hosts that could not be reached (see `HostOutage.swift`).
     var outages: [String: HostOutage] = [:]
+    /// The host of every item the scheduler holds (queued, waiting for a time, or running), and
+    /// how many it holds per host: a host's outage record and hold go with its last item, so no
+    /// host is shown unreachable (and probed) for work that no longer exists.
+    private var liveHosts: [ItemKey: UInt32] = [:]
+    private var liveCounts: [UInt32: Int] = [:]
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does
     /// not match (the item was removed, or removed and submitted again) is stale and skipped
     /// when it surfaces: removal is O(1) and never searches a heap.
@@ -134,6 +139,12 @@ public struct Scheduler: Sendable {
 
     /// Queues an item. It starts when its earliest start has passed and a slot is free.
     public mutating func submit(_ item: ScheduledItem) {
+        let host = hostNumber(item.hostKey)
+        if let old = liveHosts.updateValue(host, forKey: item.key) {
+            if old != host { forgetHost(old) ; liveCounts[host, default: 0] += 1 }
+        } else {
+            liveCounts[host, default: 0] += 1
+        }
         arrivals += 1
         let entry = ReadyEntry(key: item.key, arrival: arrivals, start: item.earliestStart ?? 0,
                                host: hostNumber(item.hostKey), priority: item.priority, discretionary: item.discretionary)
@@ -163,12 +174,37 @@ public struct Scheduler: Sendable {
     public mutating func finished(_ key: ItemKey) {
         guard let entry = running.removeValue(forKey: key) else { return }
         releaseSlot(entry)
+        forget(key)
     }
 
     /// Removes a queued item (cancel). A running one is just released as `finished`.
     public mutating func remove(_ key: ItemKey) {
         if running[key] != nil { finished(key); return }
         queued.removeValue(forKey: key)
+        forget(key)
+    }
+
+    /// The item is no longer the scheduler's: its host's records go with the host's last item.
+    private mutating func forget(_ key: ItemKey) {
+        guard let host = liveHosts.removeValue(forKey: key) else { return }
+        forgetHost(host)
+    }
+
+    private mutating func forgetHost(_ host: UInt32) {
+        let left = (liveCounts[host] ?? 1) - 1
+        if left > 0 { liveCounts[host] = left; return }
+        liveCounts.removeValue(forKey: host)
+        let name = hostNames[Int(host)]
+        outages.removeValue(forKey: name)
+        hostHolds.removeValue(forKey: name)
+    }
+
+    /// Whether the scheduler holds the item (queued, waiting for a time, or running).
+    public func holds(_ key: ItemKey) -> Bool { liveHosts[key] != nil }
+
+    /// Items the scheduler holds for `hostKey`.
+    public func itemCount(ofHost hostKey: String) -> Int {
+        hostNumbers[hostKey].flatMap { liveCounts[$0] } ?? 0
     }
 
     /// What a response of the host came over, HTTP/2 (`multiplexes`) or HTTP/1.x, as soon as its

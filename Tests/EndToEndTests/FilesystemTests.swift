@@ -157,12 +157,13 @@ final class FilesystemTests: SpoolTestCase {
     }
 
     func testASpaceWaitNamesTheFilesystemItWaitsOn() throws {
-        // An item expected to be larger than the final folder's filesystem can hold waits, and
+        // An item that fits the final folder's filesystem only once space is freed waits, and
         // the log says where: the tmpfs, with its free space, not the staging disk's.
         let tmpfs = try TmpfsMount(at: spool.path("final-wait"), size: "8m")
         defer { tmpfs.unmount() }
+        XCTAssertTrue(FileManager.default.createFile(atPath: tmpfs.path + "/taken", contents: Data(count: 5 << 20)))
         server.serve("/big", body: TestBody.random(count: 1_000, seed: 5))
-        try spool.drop("too-big", "url: \(server.url("/big"))\nexpected-bytes: 20M\n")
+        try spool.drop("later", "url: \(server.url("/big"))\nexpected-bytes: 6M\n")
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--final-folder", tmpfs.path])
         defer { daemon.terminate() }
         try daemon.waitForStderr(containing: "waiting for disk space", timeout: 30)
@@ -170,6 +171,26 @@ final class FilesystemTests: SpoolTestCase {
         XCTAssertTrue(line.contains("path=\(tmpfs.path)"), String(line))
         XCTAssertTrue(line.contains("filesystem=\"tmpfs at \(tmpfs.path)\""), String(line))
         XCTAssertTrue(line.contains("min-free=419430"), "5 % of 8 MiB: \(line)")
+        XCTAssertEqual(server.requests(for: "/big").count, 0)
+        // The way out is its condition: space freed, the item runs and is published.
+        try FileManager.default.removeItem(atPath: tmpfs.path + "/taken")
+        try DirectoryWaiter.waitForFile("big.done", in: tmpfs.path, timeout: 30)
+        XCTAssertEqual(server.requests(for: "/big").count, 1)
+    }
+
+    func testABodyThatCanNeverFitItsFilesystemFailsAtOnceNamingIt() throws {
+        // Expected to be larger than the final folder's whole filesystem: no wait that could
+        // never end, and no request sent; the failure names the filesystem and the figures.
+        let tmpfs = try TmpfsMount(at: spool.path("final-small"), size: "8m")
+        defer { tmpfs.unmount() }
+        server.serve("/big", body: TestBody.random(count: 1_000, seed: 5))
+        try spool.drop("too-big", "url: \(server.url("/big"))\nexpected-bytes: 20M\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--final-folder", tmpfs.path], timeout: 60)
+        XCTAssertEqual(status, 1, stderr)
+        let error = try String(contentsOfFile: spool.path("failed/too-big.error"), encoding: .utf8)
+        XCTAssertTrue(error.contains("\"code\":\"disk-full\""), error)
+        XCTAssertTrue(error.contains("can never fit on \(tmpfs.path) (tmpfs at \(tmpfs.path))"), error)
+        XCTAssertTrue(error.contains("8388608 bytes in all"), error)
         XCTAssertEqual(server.requests(for: "/big").count, 0)
     }
 

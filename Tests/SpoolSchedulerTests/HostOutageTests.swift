@@ -120,4 +120,36 @@ final class HostOutageTests: XCTestCase {
         XCTAssertEqual(s.hostOutages.first?.failures, 1)
         XCTAssertEqual(s.runningCount, 1, "item 3 still runs; it may reach the host yet")
     }
+
+    func testAnOutageRecordGoesWithTheLastItemOfItsHost() {
+        var s = Scheduler(configuration: .init(concurrency: 16, perHost: 6), timeZone: utc)
+        for k in 0..<3 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        for k in starts(s.nextActions(now: t0)) { s.hostUnreachable("a:80", failedItem: k, now: t0, error: "refused", jitter: 1) }
+        XCTAssertEqual(s.hostOutages.count, 1)
+        s.holdHost("a:80", until: t0.addingTimeInterval(600))
+        s.remove(0)
+        s.remove(1)
+        XCTAssertEqual(s.hostOutages.count, 1, "an item still needs the host")
+        XCTAssertEqual(s.itemCount(ofHost: "a:80"), 1)
+        s.remove(2)
+        XCTAssertEqual(s.hostOutages, [], "no host is shown unreachable for work that no longer exists")
+        XCTAssertEqual(s.itemCount(ofHost: "a:80"), 0)
+        XCTAssertNil(s.nextWakeup(now: t0), "no probe, no hold timer")
+        // A new item of the host starts at once: no stale hold or outage.
+        s.submit(ScheduledItem(key: 9, hostKey: "a:80"))
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [9])
+    }
+
+    func testAFinishedItemReleasesItsHostButARunningOneKeepsIt() {
+        var s = Scheduler(configuration: .init(concurrency: 16, perHost: 6), timeZone: utc)
+        s.submit(ScheduledItem(key: 1, hostKey: "b:80"))
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [1])
+        XCTAssertTrue(s.holds(1))
+        s.retry(1, notBefore: t0.addingTimeInterval(5))
+        XCTAssertTrue(s.holds(1), "waiting for its retry it still needs the host")
+        XCTAssertEqual(starts(s.nextActions(now: t0.addingTimeInterval(5))), [1])
+        s.finished(1)
+        XCTAssertFalse(s.holds(1))
+        XCTAssertEqual(s.itemCount(ofHost: "b:80"), 0)
+    }
 }
