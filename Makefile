@@ -37,7 +37,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib --disable-build-manifest-cachi
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path)/spoolfetch
 DIST := .build/dist
 
-.PHONY: run test test-unit test-install build release dist deps test-deps install uninstall clean
+.PHONY: run test test-unit test-install simulate build release dist deps test-deps install uninstall clean
 
 run: deps build
 	$(SWIFT) run spoolfetch run --spool $(SPOOL)
@@ -58,6 +58,19 @@ test-unit: test-deps
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test-output.log || { \
 	  echo "== failed tests (from .build/test-output.log) =="; \
 	  grep -E ": error: |' failed \(" .build/test-output.log | cut -c1-600 | tail -40; exit 1; }
+
+# The deterministic simulation of the core over more seeds than `make test` runs:
+#   make simulate SEEDS=100000 [FIRST=1]   N seeds from FIRST; a failure prints its seed and trace
+#   make simulate SEED=8                    one seed, its whole trace printed
+SEEDS ?= 10000
+FIRST ?= 1
+simulate:
+	$(SWIFT) build --build-tests
+	@if [ -n "$(SEED)" ]; then \
+	  SPOOLFETCH_SIMULATION_SEED=$(SEED) $(SWIFT) test --skip-build --filter SimulationTests/testReplayOneSeed; \
+	else \
+	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
+	fi
 
 # Installs into a throw-away DESTDIR and runs the installed binary with /opt/swift (the
 # toolchain) hidden; see scripts/test-installed.

@@ -158,6 +158,7 @@ public enum ItemEffect: Sendable, Hashable {
 /// | running | transferEnded | complete, sha256 differs | failed | releaseSlot, fail(sha256-mismatch) |
 /// | running | transferEnded | 416, the partial is the whole file | publishing | releaseSlot, publish |
 /// | running | transferEnded | 416, it is not | retrying | discardPartial, retry(now) |
+/// | running | transferEnded | disk full, the body can never fit | failed | releaseSlot, fail(disk-full) |
 /// | running | transferEnded | disk full | waitingForSpace (attempt − 1) | releaseSlot, saveResumeState, waitForSpace |
 /// | running | transferEnded | outage, time left, not stopping | queued (attempt − 1) | hostUnreachable, saveResumeState |
 /// | queued, retrying | deadlineCheck | resource timeout passed | failed | unschedule, fail(timeout) |
@@ -433,6 +434,9 @@ public struct ItemMachine<Part, Job> {
             }
             state = .retrying
             return [.discardPartial, .retry(at: context.now, holdHost: false)]
+        }
+        if failure.diskFull, let why = end.neverFits {
+            return [.releaseSlot] + fail("disk-full", why, context)
         }
         if failure.diskFull {
             // A full disk is not the item's fault: keep the partial, wait, do not count the attempt.

@@ -96,6 +96,9 @@ public struct TransferEnd: Sendable, Hashable {
     /// A 304 to a conditional request (`on-exists: skip-unchanged`): the existing file, still
     /// current, and its marker's path. The item ends published with it; nothing is published.
     public var notModified: UnchangedFile?
+    /// With a full disk: why the body can never fit (its length is larger than the filesystem
+    /// can hold at all, less `min-free`), naming the filesystem and the figures.
+    public var neverFits: String?
 
     public init(fault: TransferFault?, sha256: String? = nil, retryAfter: Double? = nil, hasPartial: Bool,
                 wholePartialSHA256: String? = nil, wantedSHA256: String? = nil, tooLargeHint: String? = nil,

@@ -1,1 +1,699 @@
+import Foundation
 import SpoolCore
+import SpoolScheduler
+
+/// A deterministic simulation of the daemon's decisions, in the manner of FoundationDB's
+/// simulation testing and TigerBeetle's VOPR: the real core (`ItemMachine`) and the real
+/// scheduler (`Scheduler`) are driven from a seed, with a simulated clock, spool, network and
+/// disks standing in for the shell's adapters. Faults of every kind are injected — transfer
+/// outcomes (bytes, cuts, 4xx, 5xx, 429 with Retry-After, outages, changed resources, expired
+/// URLs), full disks on staging and the final folder at publish time, hosts going down and up,
+/// kills and restarts at any step (recovering from what the simulated spool holds), operator
+/// commands at any moment (twice), deadlines — and the contract's invariants are checked after
+/// every step. Once faults stop, everything must end within bounded simulated time.
+///
+/// The same seed gives the same trace. A failing seed throws `SimulationFailure` with the trace's
+/// last lines; it then belongs in `SimulationTests.regressionSeeds`.
+final class Simulation {
+    struct Settings {
+        var steps = 400
+        /// Steps with faults; after them the network and disks behave and paused items resume.
+        var faultSteps = 300
+        var maxRequests = 8
+        var maxItemsPerRequest = 4
+        var hosts = ["a:80", "b:80", "c:443"]
+        /// Simulated seconds allowed, after faults stop, for everything to end.
+        var settleSeconds: Double = 3 * 86_400
+    }
+
+    // MARK: The world: what survives a kill (the spool, the network, the disks)
+
+    struct ItemSpec {
+        let id: Int
+        let request: String
+        let index: Int
+        let host: String
+        let bytes: Int64
+        /// The request says how large it will be (`expected-bytes`).
+        let announced: Bool
+    }
+
+    enum RequestFolder: Equatable { case active, done, failed }
+
+    struct RequestFile {
+        let name: String
+        var items: [Int]
+        var folder: RequestFolder = .active
+        /// When its `deadline:` passes (nil: none).
+        let deadline: Date?
+        /// Times its group ended (must be at most one).
+        var endings = 0
+    }
+
+    /// What the spool says about an item: its verified part journaled, or ended.
+    enum ItemOnDisk { case nothing, staged, published, failed(ItemFailed) }
+
+    private(set) var trace: [String] = []
+    private var rng: SimRandom
+    private let settings: Settings
+    private(set) var now = Date(timeIntervalSince1970: 1_900_000_000)
+    private var faults = true
+    private var items: [Int: ItemSpec] = [:]
+    private(set) var requests: [String: RequestFile] = [:]
+    private var requestOrder: [String] = []
+    private var onDisk: [Int: ItemOnDisk] = [:]
+    private(set) var publishes: [Int: Int] = [:]
+    private var hostsDown: Set<String> = []
+    private let stagingCapacity: Int64 = 64 << 20
+    private let finalCapacity: Int64 = 48 << 20
+    private var stagingTaken: Int64 = 0
+    /// Bytes other programs hold on the final folder's filesystem (a fault fills it).
+    private var finalForeign: Int64 = 0
+    private var finalPublished: Int64 = 0
+    private let minFree: Int64 = 1 << 20
+    private var daemon: SimDaemon!
+    private var nextItemID = 0
+    private var kills = 0
+
+    init(seed: UInt64, settings: Settings = Settings()) {
+        rng = SimRandom(seed: seed)
+        self.settings = settings
+        daemon = SimDaemon(world: self)
+    }
+
+    func log(_ line: String) {
+        trace.append(String(format: "%9.1f ", now.timeIntervalSince1970 - 1_900_000_000) + line)
+    }
+
+    // MARK: Running
+
+    /// Runs the seed's steps, then lets everything settle; throws at the first broken invariant.
+    func run() throws {
+        for step in 0 ..< settings.steps {
+            if step == settings.faultSteps { stopFaults() }
+            try oneStep()
+            try checkInvariants()
+        }
+        if faults { stopFaults() }
+        daemon.resumeAllPaused()
+        daemon.turn()
+        let settleBy = now.addingTimeInterval(settings.settleSeconds)
+        var turns = 0
+        while !allEnded {
+            turns += 1
+            guard now < settleBy, turns < 100_000 else {
+                throw failure("not everything ended within \(Int(settings.settleSeconds)) s after faults stopped: "
+                              + daemon.describeOpen())
+            }
+            guard advanceToNextEvent() else {
+                throw failure("nothing left to happen, yet items have not ended (no exit): " + daemon.describeOpen())
+            }
+            try checkInvariants()
+        }
+    }
+
+    var allEnded: Bool { requests.values.allSatisfy { $0.folder != .active } }
+
+    private func stopFaults() {
+        faults = false
+        log("faults stop: hosts up, disks emptied of foreign files, paused items resumed")
+        hostsDown = []
+        finalForeign = 0
+        finalPublished = 0
+        daemon.networkChanged()
+        daemon.resumeAllPaused()
+    }
+
+    private func oneStep() throws {
+        let roll = rng.below(100)
+        switch roll {
+        case 0 ..< 12 where requestOrder.count < settings.maxRequests:
+            dropRequest()
+        case 12 ..< 22:
+            operatorCommand()
+        case 22 ..< 26 where faults:
+            let host = settings.hosts[rng.below(settings.hosts.count)]
+            if hostsDown.remove(host) == nil { hostsDown.insert(host); log("host \(host) goes down") }
+            else { log("host \(host) comes back"); daemon.networkChanged() }
+        case 26 ..< 29 where faults:
+            finalForeign = rng.chance(0.5) ? Int64(rng.below(Int(finalCapacity))) : 0
+            log("another program now holds \(finalForeign) bytes on the final folder's filesystem")
+        case 29 ..< 31 where faults:
+            kill()
+        case 31 ..< 36:
+            if finalPublished > 0 { log("a consumer takes the published files away") }
+            finalPublished = 0
+        default:
+            _ = advanceToNextEvent()
+        }
+        daemon.turn()
+    }
+
+    /// Moves the clock to the next thing that happens and lets it happen; false when nothing will.
+    @discardableResult
+    private func advanceToNextEvent() -> Bool {
+        guard let next = daemon.nextDeadline() else { return false }
+        if next > now { now = next }
+        daemon.turn()
+        return true
+    }
+
+    private func dropRequest() {
+        let name = "r\(requestOrder.count)"
+        let count = 1 + rng.below(settings.maxItemsPerRequest)
+        var ids: [Int] = []
+        for index in 0 ..< count {
+            let id = nextItemID
+            nextItemID += 1
+            // Mostly small bodies; now and then one larger than the final folder's filesystem.
+            let bytes: Int64 = rng.chance(0.05) ? (rng.chance(0.5) ? finalCapacity : stagingCapacity) + Int64(rng.below(1 << 20))
+                                                : Int64(1 + rng.below(4 << 20))
+            items[id] = ItemSpec(id: id, request: name, index: index, host: settings.hosts[rng.below(settings.hosts.count)],
+                                 bytes: bytes, announced: rng.chance(0.5))
+            onDisk[id] = .nothing
+            ids.append(id)
+        }
+        let deadline = rng.chance(0.15) ? now.addingTimeInterval(Double(60 + rng.below(7200))) : nil
+        requests[name] = RequestFile(name: name, items: ids, deadline: deadline)
+        requestOrder.append(name)
+        log("request \(name) dropped: items \(ids)" + (deadline.map { " deadline +\(Int($0.timeIntervalSince(now)))s" } ?? ""))
+        daemon.claim(name)
+    }
+
+    private func operatorCommand() {
+        guard !items.isEmpty else { return }
+        let id = rng.below(nextItemID)
+        let verb = OperatorVerb.allCases[rng.below(OperatorVerb.allCases.count)]
+        let times = rng.chance(0.3) ? 2 : 1
+        for _ in 0 ..< times {
+            log("operator: \(verb.rawValue) item \(id)")
+            daemon.operatorCommand(verb, item: id)
+        }
+    }
+
+    private func kill() {
+        kills += 1
+        log("kill -9 and restart (#\(kills))")
+        daemon = SimDaemon(world: self)
+        for name in requestOrder where requests[name]?.folder == .active { daemon.claim(name) }
+    }
+
+    // MARK: What the daemon's adapters see of the world
+
+    func spec(_ id: Int) -> ItemSpec { items[id]! }
+    func request(_ name: String) -> RequestFile { requests[name]! }
+    func disk(_ id: Int) -> ItemOnDisk { onDisk[id] ?? .nothing }
+    var random: SimRandom {
+        get { rng }
+        set { rng = newValue }
+    }
+    var faultsOn: Bool { faults }
+
+    func isDown(_ host: String) -> Bool { hostsDown.contains(host) }
+
+    /// The space gate's answer for item `id`'s body in staging (and the final folder, where it
+    /// must fit at all): its own part's space is already counted.
+    func stagingAnswer(_ id: Int) -> SpaceAnswer {
+        let bytes = spec(id).bytes
+        if bytes > stagingCapacity - minFree { return .never(reason: "\(bytes) bytes can never fit on staging") }
+        if bytes > finalCapacity - minFree { return .never(reason: "\(bytes) bytes can never fit on final") }
+        let needed = inStaging.contains(id) ? 0 : bytes
+        if stagingTaken + needed > stagingCapacity - minFree {
+            return .later(reason: "staging: \(stagingCapacity - stagingTaken) free, \(needed) needed")
+        }
+        return .fits
+    }
+
+    /// The shell's fact for a full disk: the body's length is larger than staging can ever hold.
+    func neverFitsStaging(_ id: Int) -> String? {
+        spec(id).bytes > stagingCapacity - minFree ? "\(spec(id).bytes) bytes can never fit on staging" : nil
+    }
+
+    var finalFree: Int64 { finalCapacity - finalForeign - finalPublished }
+
+    /// Items whose part holds staging space (from their first start until they end).
+    private var inStaging: Set<Int> = []
+
+    /// The part takes its body's space in staging; false (and nothing taken) when it does not
+    /// fit: its writes will hit ENOSPC.
+    func reserveStaging(_ id: Int) -> Bool {
+        if inStaging.contains(id) { return true }
+        guard stagingTaken + spec(id).bytes <= stagingCapacity else { return false }
+        inStaging.insert(id)
+        stagingTaken += spec(id).bytes
+        return true
+    }
+
+    func releaseStaging(_ id: Int) {
+        if inStaging.remove(id) != nil { stagingTaken -= spec(id).bytes }
+    }
+
+    func stage(_ id: Int) { onDisk[id] = .staged }
+
+    /// A publish into the final folder, as the publisher does it: the bytes must fit.
+    func publish(_ id: Int) -> PublishFault? {
+        let bytes = spec(id).bytes
+        if finalFree - minFree < bytes {
+            let never = bytes > finalCapacity - minFree
+            return PublishFault(diskFull: true, neverFits: never, message: "ENOSPC on final: \(finalFree) free, \(bytes) needed")
+        }
+        if faults && rng.chance(0.05) { return PublishFault(message: "EIO on final") }
+        if faults { finalPublished += bytes }
+        publishes[id, default: 0] += 1
+        onDisk[id] = .published
+        return nil
+    }
+
+    func recordFailure(_ id: Int, _ failed: ItemFailed) { onDisk[id] = .failed(failed) }
+
+    func groupEnded(_ name: String, allPublished: Bool) {
+        requests[name]!.endings += 1
+        requests[name]!.folder = allPublished ? .done : .failed
+        log("group \(name) ended: \(allPublished ? "done" : "failed")")
+    }
+
+    // MARK: Invariants
+
+    struct SimulationFailure: Error, CustomStringConvertible {
+        let seed: UInt64
+        let what: String
+        let trace: [String]
+        var description: String {
+            "seed \(seed): \(what)\nlast \(min(trace.count, 60)) trace lines:\n" + trace.suffix(60).joined(separator: "\n")
+        }
+    }
+
+    private func failure(_ what: String) -> SimulationFailure {
+        SimulationFailure(seed: rng.seed, what: what, trace: trace)
+    }
+
+    private func checkInvariants() throws {
+        for (id, count) in publishes where count > 1 {
+            throw failure("item \(id) was published \(count) times")
+        }
+        for request in requests.values {
+            if request.endings > 1 { throw failure("request \(request.name) ended \(request.endings) times") }
+            if request.folder != .active {
+                let ended = request.items.allSatisfy { id in
+                    switch disk(id) { case .published, .failed: return true; default: return false }
+                }
+                if !ended { throw failure("request \(request.name) was filed before all its items ended") }
+            }
+        }
+        if let violation = daemon.violation { throw failure(violation) }
+        do { try daemon.checkExits() } catch { throw failure("\(error)") }
+    }
+}
+
+/// The part of the simulation that a kill loses: the daemon's memory. Its effects stand for the
+/// shell's rooms (scheduler, transfer driver, space gate, publishing, item endings, group ends).
+final class SimDaemon {
+    typealias Machine = ItemMachine<SimPart, SimJob>
+
+    unowned let world: Simulation
+    private var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
+                                                                            probeBackoff: Backoff(base: 2, cap: 120)),
+                                      timeZone: TimeZone(identifier: "UTC")!)
+    private let policy: RetryPolicy = {
+        var p = RetryPolicy(maxAttempts: 6, resourceTimeout: 86_400, backoff: Backoff(base: 1, cap: 60))
+        p.maxPublishTries = 8
+        return p
+    }()
+    private var machines: [Int: Machine] = [:]
+    private var open: [String: Int] = [:]
+    /// Transfers in flight: when each reports.
+    private var transfers: [Int: Date] = [:]
+    private var spaceWaiters: [Int] = []
+    private var spaceCheckAt: Date?
+    private var publishQueue: [SimJob] = []
+    private var publishRetries: [(at: Date, job: SimJob)] = []
+    private var batch: (at: Date, jobs: [SimJob])?
+    /// Items told to cancel while a batch held their job: they must end when it reports.
+    private var cancelledInBatch: Set<Int> = []
+    /// Deadlines not yet passed, per request.
+    private var deadlines: [String: Date] = [:]
+    private(set) var violation: String?
+    private var refreshes: [Int: Date] = [:]
+    /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
+    private var noRoom: Set<Int> = []
+
+    init(world: Simulation) {
+        self.world = world
+    }
+
+    // MARK: Events in
+
+    func claim(_ name: String) {
+        let request = world.request(name)
+        var left = 0
+        if let deadline = request.deadline { deadlines[name] = deadline }
+        for id in request.items {
+            switch world.disk(id) {
+            case .published:
+                machines[id] = Machine(recovered: .published(file: "f\(id)", marker: "f\(id).done"), firstQueued: world.now, attempts: 1)
+            case .failed(let failed):
+                machines[id] = Machine(recovered: .failed(failed), firstQueued: world.now, attempts: failed.attempts)
+            case .staged:
+                let job = SimJob(item: id)
+                machines[id] = Machine(recovered: .publishing(job), firstQueued: world.now, attempts: 1)
+                publishQueue.append(job)
+                left += 1
+            case .nothing:
+                machines[id] = Machine(firstQueued: world.now)
+                left += 1
+            }
+        }
+        open[name] = left
+        if left == 0 { endGroup(name) }
+        for id in request.items where machines[id]!.phase == .queued { send(.submitted, to: id) }
+    }
+
+    func operatorCommand(_ verb: OperatorVerb, item id: Int) {
+        guard machines[id] != nil else { return }
+        let was = machines[id]!.phase
+        if verb == .retry, was == .retrying { scheduler.releaseHold(world.spec(id).host) }
+        let effects = send(.operatorCommand(verb), to: id)
+        guard verb == .cancel, !was.hasEnded else { return }
+        let ended = machines[id]?.phase.hasEnded ?? true
+        let inBatch = batch?.jobs.contains { $0.item == id } ?? false
+        if !ended && !(machines[id]?.phase == .publishing && inBatch) {
+            violation = "cancel did not end item \(id) in phase \(was.label) (effects \(effects))"
+        }
+        if !ended { cancelledInBatch.insert(id) }
+    }
+
+    func resumeAllPaused() {
+        for (id, machine) in machines.sorted(by: { $0.key < $1.key }) where machine.phase == .paused {
+            send(.operatorCommand(.resume), to: id)
+        }
+    }
+
+    func networkChanged() { _ = scheduler.probeNow(world.now) }
+
+    /// Everything due now: transfer and batch reports, retries, space checks, deadlines, starts.
+    func turn() {
+        let now = world.now
+        for (name, at) in deadlines.sorted(by: { $0.key < $1.key }) where at <= now {
+            deadlines.removeValue(forKey: name)
+            world.log("deadline of \(name) passed")
+            for id in world.request(name).items { send(.deadlinePassed, to: id) }
+        }
+        for (id, at) in refreshes.sorted(by: { $0.key < $1.key }) where at <= now {
+            refreshes.removeValue(forKey: id)
+            send(world.random.chanceMut(0.7) ? .urlRefreshed : .refreshFailed(message: "the hook gave no URL"), to: id)
+        }
+        for (id, at) in transfers.sorted(by: { $0.key < $1.key }) where at <= now {
+            transfers.removeValue(forKey: id)
+            transferReports(id)
+        }
+        if let b = batch, b.at <= now {
+            batch = nil
+            for job in b.jobs { batchReports(job) }
+        }
+        let due = publishRetries.filter { $0.at <= now }
+        publishRetries.removeAll { $0.at <= now }
+        publishQueue.append(contentsOf: due.map(\.job))
+        if batch == nil, !publishQueue.isEmpty {
+            batch = (now.addingTimeInterval(0.05), publishQueue)
+            publishQueue = []
+        }
+        if let at = spaceCheckAt, at <= now {
+            spaceCheckAt = nil
+            var still: [Int] = []
+            for id in spaceWaiters {
+                if fits(id) { send(.spaceAvailable, to: id) } else { still.append(id) }
+            }
+            spaceWaiters = still.filter { !(machines[$0]?.phase.hasEnded ?? true) && spaceWaiters.contains($0) }
+            if !spaceWaiters.isEmpty { spaceCheckAt = now.addingTimeInterval(2) }
+        }
+        for action in scheduler.nextActions(now: now) {
+            switch action {
+            case .start(let key):
+                let spec = world.spec(key)
+                send(.slotGranted(space: spec.announced ? world.stagingAnswer(key) : .fits), to: key)
+            case .pause(let key):
+                send(.preempted, to: key)
+            }
+        }
+    }
+
+    private func fits(_ id: Int) -> Bool {
+        let spec = world.spec(id)
+        if machines[id]?.phase == .waitingToPublish { return world.finalFree - (1 << 20) >= spec.bytes }
+        // The gate knows only the expected size: without one, it lets the item try again.
+        guard spec.announced else { return true }
+        if case .fits = world.stagingAnswer(id) { return true }
+        return false
+    }
+
+    func nextDeadline() -> Date? {
+        var all: [Date] = Array(transfers.values) + Array(refreshes.values) + Array(deadlines.values) + publishRetries.map(\.at)
+        if let b = batch { all.append(b.at) }
+        if let s = spaceCheckAt { all.append(s) }
+        if batch == nil && !publishQueue.isEmpty { all.append(world.now) }
+        if let w = scheduler.nextWakeup(now: world.now) { all.append(w) }
+        return all.min()
+    }
+
+    // MARK: The machine's entry and the effects
+
+    @discardableResult
+    func send(_ event: ItemEvent<SimPart, SimJob>, to id: Int) -> [ItemEffect] {
+        guard var machine = machines[id] else { return [] }
+        let spec = world.spec(id)
+        var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),
+                                  failureFacts: { ItemFailureFacts(index: spec.index, url: "http://\(spec.host)/\(spec.id)", name: "f\(spec.id)") })
+        context.canRefreshURL = world.random.chanceMut(0.3)
+        let wasEnded = machine.phase.hasEnded
+        let leaving = machine.state
+        let effects = machine.handle(event, policy: policy, context: context)
+        machines[id] = machine
+        if !effects.isEmpty { world.log("item \(id): \(eventName(event)) -> \(machine.phase.label) \(effects.map(effectName))") }
+        for effect in effects { perform(effect, id, leaving: leaving) }
+        if !wasEnded && machine.phase.hasEnded { itemEnded(id) }
+        return effects
+    }
+
+    private func perform(_ effect: ItemEffect, _ id: Int, leaving: Machine.State) {
+        let spec = world.spec(id)
+        switch effect {
+        case .schedule:
+            scheduler.submit(ScheduledItem(key: id, hostKey: spec.host))
+        case .unschedule:
+            scheduler.remove(id)
+        case .releaseSlot:
+            scheduler.finished(id)
+        case .startTransfer:
+            if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
+            if !world.reserveStaging(id) { noRoom.insert(id) }
+            send(.partOpened(SimPart(item: id)), to: id)
+            transfers[id] = world.now.addingTimeInterval(0.1 + Double(world.random.belowMut(600)) / 10)
+        case .stopTransfer:
+            transfers.removeValue(forKey: id)
+            refreshes.removeValue(forKey: id)
+        case .retry(let at, let holdHost):
+            if holdHost { scheduler.holdHost(spec.host, until: at) }
+            scheduler.retry(id, notBefore: at)
+        case .waitForSpace:
+            if !spaceWaiters.contains(id) { spaceWaiters.append(id) }
+            if spaceCheckAt == nil { spaceCheckAt = world.now.addingTimeInterval(2) }
+        case .leaveSpaceQueue:
+            spaceWaiters.removeAll { $0 == id }
+        case .discardPartial, .saveResumeState, .nextSource:
+            break
+        case .publish:
+            world.stage(id)
+            let job = SimJob(item: id)
+            publishQueue.append(job)
+            send(.publishQueued(job), to: id)
+        case .retryPublish(let at):
+            publishRetries.append((at, SimJob(item: id)))
+        case .withdrawPublish:
+            let queued = publishQueue.contains { $0.item == id } || publishRetries.contains { $0.job.item == id }
+            if queued {
+                publishQueue.removeAll { $0.item == id }
+                publishRetries.removeAll { $0.job.item == id }
+                send(.publishWithdrawn, to: id)
+            }
+        case .fail:
+            transfers.removeValue(forKey: id)
+            refreshes.removeValue(forKey: id)
+            world.releaseStaging(id)
+            guard case .failed(let failed) = machines[id]!.phase else {
+                violation = "item \(id): fail effect without a failed phase"
+                return
+            }
+            world.recordFailure(id, failed)
+        case .ended:
+            world.releaseStaging(id)
+        case .hostUnreachable(let error):
+            scheduler.hostUnreachable(spec.host, failedItem: id, now: world.now, error: error, jitter: world.random.unitMut())
+        case .refreshURL:
+            refreshes[id] = world.now.addingTimeInterval(1)
+        }
+    }
+
+    private func itemEnded(_ id: Int) {
+        spaceWaiters.removeAll { $0 == id }
+        cancelledInBatch.remove(id)
+        let name = world.spec(id).request
+        open[name, default: 1] -= 1
+        if open[name] == 0 { endGroup(name) }
+    }
+
+    private func endGroup(_ name: String) {
+        open.removeValue(forKey: name)
+        deadlines.removeValue(forKey: name)
+        let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
+        world.groupEnded(name, allPublished: all)
+        for id in world.request(name).items { machines.removeValue(forKey: id) }
+    }
+
+    /// A transfer reports: its outcome drawn from the seed, faults or not.
+    private func transferReports(_ id: Int) {
+        let spec = world.spec(id)
+        if world.isDown(spec.host) {
+            send(.transferEnded(TransferEnd(fault: TransferFault(code: "connect", description: "connection refused", isTransient: true),
+                                            hasPartial: false, outage: true)), to: id)
+            return
+        }
+        scheduler.hostReachable(spec.host)
+        if noRoom.remove(id) != nil {
+            var end = TransferEnd(fault: TransferFault(code: "disk-full", description: "ENOSPC in staging", isTransient: true,
+                                                       diskFull: true), hasPartial: true)
+            end.neverFits = world.neverFitsStaging(id)
+            send(.transferEnded(end), to: id)
+            return
+        }
+        let digest = "sha-\(id)"
+        guard world.faultsOn else {
+            send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true)), to: id)
+            return
+        }
+        let fault: TransferFault?
+        var retryAfter: Double? = nil
+        switch world.random.belowMut(20) {
+        case 0: fault = TransferFault(code: "http-status", description: "HTTP status 500", httpStatus: 500, isTransient: true)
+        case 1: fault = TransferFault(code: "http-status", description: "HTTP status 404", httpStatus: 404, movesToNextSource: true)
+        case 2:
+            fault = TransferFault(code: "http-status", description: "HTTP status 429", httpStatus: 429, isTransient: true)
+            retryAfter = Double(world.random.belowMut(30))
+        case 3: fault = TransferFault(code: "transfer", description: "connection cut", isTransient: true)
+        case 4: fault = TransferFault(code: "disk-full", description: "ENOSPC", isTransient: true, diskFull: true)
+        case 5: fault = TransferFault(code: "resource-changed", description: "the resource changed", isTransient: true, discardsPartial: true)
+        case 6: fault = TransferFault(code: "http-status", description: "HTTP status 410", httpStatus: 410)
+        default: fault = nil
+        }
+        send(.transferEnded(TransferEnd(fault: fault, sha256: fault == nil ? digest : nil, retryAfter: retryAfter,
+                                        hasPartial: world.random.chanceMut(0.5))), to: id)
+    }
+
+    private func batchReports(_ job: SimJob) {
+        let id = job.item
+        guard machines[id]?.phase == .publishing else { return }
+        if let fault = world.publish(id) {
+            send(.publishFailed(fault, job: job), to: id)
+        } else {
+            send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done"), to: id)
+        }
+        if cancelledInBatch.contains(id), !(machines[id]?.phase.hasEnded ?? true) {
+            violation = "item \(id) was cancelled while a batch held its job, and did not end when the batch reported"
+        }
+    }
+
+    // MARK: Invariants of the daemon's memory
+
+    /// Every item not ended has an exit: a timer, an effect in flight, or a condition (space, a
+    /// host, a start time) that its state names; no host or space record outlives its items.
+    func checkExits() throws {
+        for (id, machine) in machines.sorted(by: { $0.key < $1.key }) {
+            let ok: Bool
+            switch machine.phase {
+            case .queued, .retrying: ok = scheduler.holds(id)
+            case .running: ok = transfers[id] != nil || refreshes[id] != nil
+            case .waitingForSpace, .waitingToPublish: ok = spaceWaiters.contains(id) && spaceCheckAt != nil
+            case .paused: ok = true   // the operator's `resume` or `cancel`, named by status
+            case .publishing:
+                ok = publishQueue.contains { $0.item == id } || publishRetries.contains { $0.job.item == id }
+                    || (batch?.jobs.contains { $0.item == id } ?? false)
+            case .published, .failed: ok = true
+            }
+            if !ok { throw SimulationError("item \(id) in phase \(machine.phase.label) has no exit") }
+        }
+        for outage in scheduler.hostOutages where scheduler.itemCount(ofHost: outage.hostKey) == 0 {
+            throw SimulationError("host \(outage.hostKey) is held unreachable with no item that needs it")
+        }
+        for id in spaceWaiters {
+            let phase = machines[id]?.phase
+            if phase != .waitingForSpace && phase != .waitingToPublish {
+                throw SimulationError("item \(id) is in the space queue in phase \(phase?.label ?? "gone")")
+            }
+        }
+        for (name, count) in open where count <= 0 {
+            throw SimulationError("request \(name) has a group record with no open item")
+        }
+    }
+
+    func describeOpen() -> String {
+        machines.filter { !$0.value.phase.hasEnded }.sorted { $0.key < $1.key }
+            .map { "\($0.key):\($0.value.phase.label)" }.joined(separator: " ")
+    }
+
+    private func eventName(_ e: ItemEvent<SimPart, SimJob>) -> String {
+        switch e {
+        case .transferEnded(let end): return "transferEnded(\(end.fault?.description ?? "complete")\(end.outage ? ", outage" : ""))"
+        case .publishFailed(let f, _): return "publishFailed(\(f.message))"
+        case .partOpened: return "partOpened"
+        case .publishQueued: return "publishQueued"
+        default: return "\(e)"
+        }
+    }
+
+    private func effectName(_ e: ItemEffect) -> String {
+        switch e {
+        case .retry(let at, let hold): return "retry(+\(Int(at.timeIntervalSince(world.now)))s\(hold ? ", hold" : ""))"
+        case .retryPublish(let at): return "retryPublish(+\(Int(at.timeIntervalSince(world.now)))s)"
+        case .fail(let code, _): return "fail(\(code))"
+        default: return "\(e)"
+        }
+    }
+}
+
+struct SimulationError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+struct SimPart: Hashable { let item: Int }
+struct SimJob: Hashable { let item: Int }
+
+/// SplitMix64: a fixed sequence per seed, so a seed replays its trace exactly.
+struct SimRandom {
+    let seed: UInt64
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        self.seed = seed
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
+    mutating func chance(_ p: Double) -> Bool { unit() < p }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(UInt64(1) << 53) }
+}
+
+extension SimRandom {
+    // Names the daemon uses through `world.random` (a computed property: a mutating call on it
+    // reads, draws and writes back).
+    mutating func chanceMut(_ p: Double) -> Bool { chance(p) }
+    mutating func unitMut() -> Double { unit() }
+    mutating func belowMut(_ n: Int) -> Int { below(n) }
+}

@@ -146,7 +146,10 @@ public final class Engine {
             driver.checkpointsReached()
             growSegments()
             for outcome in ended {
-                guard let (record, end) = driver.ended(outcome) else { continue }
+                guard var (record, end) = driver.ended(outcome) else { continue }
+                if end.fault?.diskFull == true {
+                    end.neverFits = space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
+                }
                 if !end.outage && end.fault?.cancelled != true { hostAnswered(record, outcome.facts) }
                 send(.transferEnded(end), to: record)
             }

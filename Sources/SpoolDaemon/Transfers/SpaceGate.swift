@@ -131,6 +131,15 @@ final class SpaceGate {
             + "\(capacity) bytes in all, \(kept) kept free (min-free)"
     }
 
+    /// Why a body of `total` bytes (the response's length) can never fit a filesystem it must be
+    /// written to: staging, and the final folder when it is another filesystem. nil: it can, or
+    /// its length is unknown.
+    func never(body total: Int64?) -> String? {
+        guard let total else { return nil }
+        for folder in folders { if let why = never(bytes: total, on: folder) { return why } }
+        return nil
+    }
+
     /// Whether a body of `bytes` can never be published into `folder` (a copy across
     /// filesystems needs the whole body there).
     func neverFits(bytes: Int64, in folder: Directory) -> Bool {

@@ -1,0 +1,63 @@
+import Foundation
+import XCTest
+
+/// Runs the simulation (`Simulation`) over a fixed set of seeds in `make test`, and over as many
+/// as `SPOOLFETCH_SIMULATION_SEEDS` says in `make simulate SEEDS=N`.
+final class SimulationTests: XCTestCase {
+    /// Seeds that once failed (each is replayed first, forever).
+    static let regressionSeeds: [UInt64] = []
+
+    /// How many seeds `make test` runs: enough to walk every path many times in seconds.
+    static let fixedSeedCount: UInt64 = 300
+
+    /// The regression seeds, then `fixedSeedCount` seeds from 1 — or, under `make simulate
+    /// SEEDS=N [FIRST=F]`, N seeds from F (`SPOOLFETCH_SIMULATION_SEEDS`, `_FIRST`).
+    func testSeedsKeepEveryInvariant() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let count = environment["SPOOLFETCH_SIMULATION_SEEDS"].flatMap { UInt64($0) } ?? Self.fixedSeedCount
+        let first = environment["SPOOLFETCH_SIMULATION_FIRST"].flatMap { UInt64($0) } ?? 1
+        for seed in Self.regressionSeeds + Array(first ..< first + count) {
+            do { try Simulation(seed: seed).run() } catch {
+                XCTFail("\(error)")
+                return
+            }
+        }
+    }
+
+    /// `make simulate SEED=N`: one seed, its whole trace printed (to replay a failure).
+    func testReplayOneSeed() throws {
+        guard let text = ProcessInfo.processInfo.environment["SPOOLFETCH_SIMULATION_SEED"], let seed = UInt64(text) else { return }
+        let simulation = Simulation(seed: seed)
+        defer { print(simulation.trace.joined(separator: "\n")) }
+        try simulation.run()
+    }
+
+    func testTheSameSeedGivesTheSameTrace() throws {
+        let a = Simulation(seed: 42), b = Simulation(seed: 42)
+        try a.run()
+        try b.run()
+        XCTAssertEqual(a.trace, b.trace)
+        XCTAssertGreaterThan(a.trace.count, 100)
+        XCTAssertNotEqual(a.trace, try { let c = Simulation(seed: 43); try c.run(); return c.trace }())
+    }
+
+    /// The simulation really walks the paths: over the fixed seeds, requests end both ways, items
+    /// are published, and kills, cancels and full disks happen.
+    func testTheSeedsWalkThePathsOperatorsWalk() throws {
+        var text = ""
+        var done = 0, failed = 0
+        for seed in UInt64(1) ... 40 {
+            let s = Simulation(seed: seed)
+            try s.run()
+            text += s.trace.joined(separator: "\n")
+            done += s.requests.values.filter { $0.folder == .done }.count
+            failed += s.requests.values.filter { $0.folder == .failed }.count
+        }
+        XCTAssertGreaterThan(done, 20)
+        XCTAssertGreaterThan(failed, 20)
+        for path in ["kill -9", "cancel", "pause", "retry", "publishFailed(ENOSPC", "waiting-space", "fail(disk-full)",
+                     "fail(deadline)", "outage", "hostUnreachable", "withdrawPublish", "fail(cancelled)", "refreshURL"] {
+            XCTAssertTrue(text.contains(path), "no seed walked \(path)")
+        }
+    }
+}
