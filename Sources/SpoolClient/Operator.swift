@@ -145,7 +145,13 @@ public enum ControlClient {
     }
 
     /// A request in `failed/`: its failed items go back into the queue as a new request file
-    /// `R-retry-STAMP` (same group name, same options); `failed/R` and its `.error` stay as the record.
+    /// `R-retry-STAMP` — the request as its producer wrote it (every file-level key, and each
+    /// failed item's own lines), so a retry keeps `on-exists`, headers, credentials, markers and
+    /// the group. `failed/R` and its `.error` stay as the record.
+    ///
+    /// Never twice: `failed/R.retried` (a whole request) or `failed/R.retried-INDEX` (one item),
+    /// created exclusively, names the request that queued them again; an item already queued by
+    /// either is left out of a later retry, which answers "already queued" when nothing is left.
     static func retryFailed(request: String, id: String, spool: String) throws(OperatorError) -> ControlResult {
         let failedDir = spool + "/failed/"
         guard let bytes = FileManager.default.contents(atPath: failedDir + request),
@@ -156,48 +162,45 @@ public enum ControlClient {
         let file: RequestFile
         do { file = try RequestParser.parse(fileName: request, bytes: [UInt8](bytes)) } catch { throw .io("\(error)") }
         var indices = Set((record.items ?? []).map(\.index))
-        if let one = (try? ControlID(parsing: id))?.index {
+        let one = (try? ControlID(parsing: id))?.index
+        if let one {
             guard indices.contains(one) else { throw .refused("item \(id) did not fail; nothing to retry") }
             indices = [one]
         }
+        func earlier(_ note: String) -> String {
+            FileManager.default.contents(atPath: note).map { String(decoding: $0, as: UTF8.self) }?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+        }
+        func already(_ note: String) -> ControlResult {
+            ControlResult(ok: true, message: "\(id) was already queued again as \(earlier(note)); not queued twice",
+                          items: [], state: "retried")
+        }
+        let whole = failedDir + request + ".retried"
+        if FileManager.default.fileExists(atPath: whole) { return already(whole) }
+        let itemNote = { (index: Int) in failedDir + request + ".retried-\(index)" }
+        let queuedBefore = indices.filter { FileManager.default.fileExists(atPath: itemNote($0)) }
+        indices.subtract(queuedBefore)
+        guard !indices.isEmpty else {
+            if let first = queuedBefore.min() { return already(itemNote(first)) }
+            throw .refused("\(request) has no failed item to retry")
+        }
         let items = file.items.filter { indices.contains($0.index) }
         guard !items.isEmpty else { throw .refused("\(request) has no failed item to retry") }
-        // Idempotent: `failed/R.retried` (or `.retried-INDEX` for one item), created exclusively,
-        // names the request that queued them again; a second retry answers with it instead of
-        // fetching everything twice.
-        let one = (try? ControlID(parsing: id))?.index
-        let note = failedDir + request + (one.map { ".retried-\($0)" } ?? ".retried")
+        let note = one.map(itemNote) ?? whole
         let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         if noteFD < 0 {
             guard errno == EEXIST else { throw .io("cannot write \(note): \(String(cString: strerror(errno)))") }
-            let earlier = FileManager.default.contents(atPath: note).map { String(decoding: $0, as: UTF8.self) }?
-                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
-            return ControlResult(ok: true, message: "\(id) was already queued again as \(earlier); not queued twice",
-                                 items: [], state: "retried")
+            return already(note)
         }
-        var lines = ["# retry of failed/\(request)", "group: \(file.group)"]
-        for item in items {
-            lines.append("url: \(item.url.string)")
-            for mirror in item.mirrors { lines.append("mirror: \(mirror.string)") }
-            lines.append("name: \(item.name)")
-            if let v = item.expectedBytes { lines.append("expected-bytes: \(v)") }
-            if let v = item.maxBytes { lines.append("max-bytes: \(v)") }
-            if let v = item.sha256 { lines.append("sha256: \(v)") }
-            if let v = item.expires { lines.append("expires: \(RFC3339.format(v))") }
-            if let v = item.refreshKey { lines.append("refresh-key: \(v)") }
-            if let v = item.credentials { lines.append("credentials: \(v)") }
-            lines.append("priority: \(item.priority.rawValue)")
-            if item.discretionary { lines.append("discretionary: yes") }
-            for header in item.headers { lines.append("header: \(header.line)") }
-        }
+        let text = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices)
         let stamp = RFC3339.format(Date()).filter { $0.isNumber }
         let name = "\(request)-retry-\(stamp)"
         do {
             let layout = try SpoolLayout(root: spool)
-            try layout.tmp.writeAtomically(name, Array((lines.joined(separator: "\n") + "\n").utf8), sync: true)
+            try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
             try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
-            let text = Array("incoming/\(name)\n".utf8)
-            _ = text.withUnsafeBytes { write(noteFD, $0.baseAddress, $0.count) }
+            let line = Array("incoming/\(name)\n".utf8)
+            _ = line.withUnsafeBytes { write(noteFD, $0.baseAddress, $0.count) }
             _ = fsync(noteFD)
             close(noteFD)
         } catch {
@@ -205,8 +208,35 @@ public enum ControlClient {
             unlink(note)
             throw .io("cannot queue the retry: \(error)")
         }
-        return ControlResult(ok: true, message: "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)",
-                             items: items.map { "\(request)#\($0.index)" })
+        var message = "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)"
+        if !queuedBefore.isEmpty {
+            message += "; item(s) \(queuedBefore.sorted().map { "#\($0)" }.joined(separator: ", ")) were already queued again"
+        }
+        return ControlResult(ok: true, message: message, items: items.map { "\(request)#\($0.index)" })
+    }
+
+    /// The retry's request file: the failed request's own text before its first item (its
+    /// file-level keys, comments included), then the lines of each item kept, as written. The
+    /// group stays the failed request's (its name, when it named none).
+    static func retryText(of bytes: [UInt8], file: RequestFile, request: String, keeping indices: Set<Int>) -> String {
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
+        let starts = file.items.map { $0.line - 1 }
+        let firstItem = starts.min() ?? lines.count
+        var out = ["# retry of failed/\(request)"]
+        let header = Array(lines[0 ..< firstItem])
+        let namesGroup = header.contains { line in
+            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
+            return key.lowercased().trimmingCharacters(in: .whitespaces) == "group"
+        }
+        if !namesGroup { out.append("group: \(file.group)") }
+        out += header
+        let sorted = file.items.sorted { $0.line < $1.line }
+        for (n, item) in sorted.enumerated() where indices.contains(item.index) {
+            let end = n + 1 < sorted.count ? sorted[n + 1].line - 1 : lines.count
+            out += lines[(item.line - 1) ..< end]
+        }
+        return out.joined(separator: "\n") + "\n"
     }
 }
 

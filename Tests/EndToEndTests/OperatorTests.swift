@@ -266,4 +266,42 @@ final class OperatorTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/gone").count, 2, "the failed item was fetched once more, not twice more")
         XCTAssertFalse(spool.files(in: "final").contains("gone-1.txt"))
     }
+
+    /// `retry` re-runs the request as written — here its `on-exists: replace` — and a retry of
+    /// the whole request after one of its items never queues that item twice.
+    func testRetryReRunsTheRequestAsWrittenAndNeverQueuesAnItemTwice() throws {
+        server.serve("/old", body: Array("old".utf8))
+        server.serve("/new", body: Array("new".utf8), script: [.status(404), .normal])
+        server.serve("/other", body: Array("other".utf8), script: [.status(404), .normal])
+        try spool.drop("first", "url: \(server.url("/old"))\nname: keep.bin\n")
+        var (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "keep.bin"), Array("old".utf8))
+
+        try spool.drop("again", "on-exists: replace\nurl: \(server.url("/new"))\nname: keep.bin\nurl: \(server.url("/other"))\nname: other.bin\n")
+        (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1, stderr)
+
+        let one = try cli(["retry", "again#0", "--spool", spool.root])
+        XCTAssertEqual(one.status, 0, one.err)
+        XCTAssertTrue(one.out.contains("queued 1 failed item"), one.out)
+        let whole = try cli(["retry", "again", "--spool", spool.root])
+        XCTAssertEqual(whole.status, 0, whole.err)
+        XCTAssertTrue(whole.out.contains("queued 1 failed item"), "only the item not queued yet: \(whole.out)")
+        XCTAssertTrue(whole.out.contains("#0 were already queued again"), whole.out)
+        let third = try cli(["retry", "again", "--spool", spool.root])
+        XCTAssertTrue((third.out + third.err).contains("not queued twice"), third.out + third.err)
+        let fourth = try cli(["retry", "again#0", "--spool", spool.root])
+        XCTAssertTrue((fourth.out + fourth.err).contains("not queued twice"), fourth.out + fourth.err)
+
+        (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "keep.bin"), Array("new".utf8), "on-exists: replace held in the retry")
+        XCTAssertEqual(try spool.read("final", "other.bin"), Array("other".utf8))
+        let final = spool.files(in: "final")
+        XCTAssertFalse(final.contains("keep-1.bin"), "\(final)")
+        XCTAssertFalse(final.contains("other-1.bin"), "\(final)")
+        XCTAssertEqual(server.requests(for: "/new").count, 2, "the failed item was fetched once more, not twice more")
+        XCTAssertEqual(server.requests(for: "/other").count, 2)
+    }
 }
