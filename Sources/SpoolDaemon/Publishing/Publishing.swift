@@ -151,11 +151,13 @@ final class Publishing {
                 logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
             }
         }
-        let message = result.error.map { "\($0)" } ?? "unknown error"
+        var message = result.error.map { "\($0)" } ?? "unknown error"
         let diskFull = result.error?.isDiskFull ?? false
+        let never = diskFull ? space.neverPublished(bytes: job.marker.bytes, in: store.layout.final) : nil
+        if let never { message += "; " + never }
         logger.warning("publishing failed: \(message)", metadata: ["item": "\(record.id)", "final": "\(store.layout.final.path)"])
         return .publishFailed(PublishFault(partGone: partGone, permanent: permanent, diskFull: diskFull,
-                                           neverFits: diskFull && space.neverFits(bytes: job.marker.bytes, in: store.layout.final),
+                                           neverFits: never != nil,
                                            message: message), job: job)
     }
 

@@ -140,10 +140,10 @@ final class SpaceGate {
         return nil
     }
 
-    /// Whether a body of `bytes` can never be published into `folder` (a copy across
-    /// filesystems needs the whole body there).
-    func neverFits(bytes: Int64, in folder: Directory) -> Bool {
-        !finalSharesStagingFilesystem && never(bytes: bytes, on: folder) != nil
+    /// Why a body of `bytes` can never be published into `folder` (a copy across filesystems
+    /// needs the whole body there); nil when it can.
+    func neverPublished(bytes: Int64, in folder: Directory) -> String? {
+        finalSharesStagingFilesystem ? nil : never(bytes: bytes, on: folder)
     }
 
     func hasSpace(for record: ItemRecord, running: some Sequence<ItemRecord>) -> Bool {
