@@ -14,6 +14,9 @@ public enum Daemon {
         public static let someFailed: Int32 = 1
         /// Could not start: bad configuration, unusable spool, inotify or libcurl set-up failed.
         public static let cannotStart: Int32 = 3
+        /// A drain left items because a host could not be reached or space was short
+        /// (`EX_TEMPFAIL`): nothing failed, and the next run may fetch them.
+        public static let tryAgainLater: Int32 = 75
     }
 
     public static let version = "0.1.0"

@@ -78,3 +78,69 @@ final class OutageTests: SpoolTestCase {
         }
     }
 }
+
+/// The operator's paths around a host that stays down: cancel lets its record go, and a cron
+/// drain says at warning level, and by its exit status, that it left items for it.
+final class DownHostPathTests: SpoolTestCase {
+    private func closedPortURL() throws -> (port: Int, url: String) {
+        let gone = try TestHTTPServer.start()
+        let port = gone.port
+        try gone.shutdown()
+        return (port, "http://127.0.0.1:\(port)/x")
+    }
+
+    private func statusReports() -> [[String: Any]] {
+        spool.files(in: "status").filter { $0.hasSuffix(".json") }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data(spool.read("status", $0)))) as? [String: Any]
+        }
+    }
+
+    private func unreachableHosts() -> [String] {
+        statusReports().flatMap { report -> [String] in
+            let daemon = report["daemon"] as? [String: Any]
+            return (daemon?["unreachableHosts"] as? [[String: Any]])?.compactMap { $0["host"] as? String } ?? []
+        }
+    }
+
+    /// The value of `spoolfetch_hosts_unreachable` in the worker's metrics text.
+    private func unreachableGauge() -> String? {
+        for name in spool.files(in: "status") where name.hasSuffix(".prom") {
+            let text = (try? String(contentsOfFile: spool.path("status", name), encoding: .utf8)) ?? ""
+            for line in text.split(separator: "\n") where line.hasPrefix("spoolfetch_hosts_unreachable{") {
+                return line.split(separator: " ").last.map(String.init)
+            }
+        }
+        return nil
+    }
+
+    func testCancellingTheLastItemOfADownHostLetsItsOutageRecordGo() throws {
+        let (port, url) = try closedPortURL()
+        try spool.drop("down", "url: \(url)\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-interval", "0.2"])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "the host shown unreachable") {
+            self.unreachableHosts() == ["127.0.0.1:\(port)"] && self.unreachableGauge() == "1.0"
+        }
+        let cancel = try DaemonProcess.launch(["cancel", "down", "--spool", spool.root])
+        XCTAssertEqual(try cancel.waitForExit(timeout: 30), 0, cancel.stderrText)
+        try DirectoryWaiter.waitForFile("down", in: spool.path("failed"), timeout: 30)
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "no host shown unreachable") {
+            !self.statusReports().isEmpty && self.unreachableHosts().isEmpty
+        }
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "the metrics without the host") {
+            self.unreachableGauge() == "0.0"
+        }
+    }
+
+    func testADueDrainThatLeftItemsForADownHostExits75AndSaysSoAtWarning() throws {
+        let (_, url) = try closedPortURL()
+        server.serve("/ok", body: Array("ok".utf8))
+        try spool.drop("nightly", "url: \(url)\nurl: \(server.url("/ok"))\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--log-level", "warning"], mode: "--due", timeout: 60)
+        XCTAssertEqual(status, 75, stderr)
+        XCTAssertTrue(stderr.contains("items left for unreachable hosts"), stderr)
+        XCTAssertTrue(stderr.contains("left-for-hosts=1"), stderr)
+        XCTAssertEqual(try spool.read("final", "ok"), Array("ok".utf8))
+        XCTAssertEqual(spool.files(in: "failed"), [], "nothing failed: the next run tries again")
+    }
+}

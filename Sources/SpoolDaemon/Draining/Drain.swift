@@ -40,27 +40,33 @@ final class Drain {
     /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
     /// item is not due yet (a future earliest start, or discretionary outside the window). Those
     /// stay claimed and are picked up by the next run. O(items), and only asked once all is quiet.
-    func dueDrainIsDone(table: ItemTable, scheduler: Scheduler, now: Date) -> Bool {
-        var left = 0
+    func dueDrainIsDone(table: ItemTable, scheduler: Scheduler, now: Date, summary: inout RunSummary) -> Bool {
+        var left = 0, forHosts = 0, forSpace = 0
         // Items of a host that cannot be reached are not fetchable now either: they wait for a
         // later run rather than keep a nightly drain going for as long as the outage lasts.
         let unreachable = Set(scheduler.hostOutages.map(\.hostKey))
         let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
         func isDue(_ earliestStart: Date?, discretionary: Bool, hostKey: @autoclosure () -> String) -> Bool {
             let started = earliestStart.map { $0 <= now } ?? true
-            return started && (!discretionary || windowOpen) && !unreachable.contains(hostKey())
+            guard started && (!discretionary || windowOpen) else { return false }
+            if unreachable.contains(hostKey()) { forHosts += 1; return false }
+            return true
         }
         var anyDormantDue = false
-        table.dormant.forEachWaiting { _, summary, _ in
-            anyDormantDue = isDue(summary.earliestStart, discretionary: summary.discretionary, hostKey: table.hosts[summary.hostID])
+        table.dormant.forEachWaiting { _, item, _ in
+            anyDormantDue = isDue(item.earliestStart, discretionary: item.discretionary, hostKey: table.hosts[item.hostID])
             return !anyDormantDue
         }
         if anyDormantDue { return false }
         left += table.dormant.count
         for record in table.items.values {
             switch record.phase {
-            case .running, .retrying, .waitingForSpace, .publishing, .waitingToPublish:
+            case .running, .retrying, .publishing:
                 return false
+            case .waitingForSpace, .waitingToPublish:
+                // Space is not there now: the next run tries again, as cron's next night would.
+                forSpace += 1
+                left += 1
             case .queued:
                 if isDue(record.earliestStart, discretionary: record.discretionary, hostKey: record.hostKey) { return false }
                 left += 1
@@ -68,8 +74,19 @@ final class Drain {
                 continue
             }
         }
-        logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: [
-            "left": "\(left)", "unreachable-hosts": "\(unreachable.count)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"])
+        let metadata: Logger.Metadata = [
+            "left": "\(left)", "unreachable-hosts": "\(unreachable.count)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"]
+        summary.leftForHosts = forHosts
+        summary.leftForSpace = forSpace
+        if forHosts > 0 || forSpace > 0 {
+            var m = metadata
+            m["left-for-hosts"] = "\(forHosts)"
+            m["left-for-space"] = "\(forSpace)"
+            m["hosts"] = "\(unreachable.sorted().joined(separator: ","))"
+            logger.warning("due drain done; items left for unreachable hosts or for space stay queued for the next run (exit 75)", metadata: m)
+        } else {
+            logger.notice("due drain done; items that are not due yet stay queued for a later run", metadata: metadata)
+        }
         return true
     }
 

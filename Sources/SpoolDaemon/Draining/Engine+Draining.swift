@@ -16,7 +16,7 @@ extension Engine {
         guard configuration.once || configuration.due, intake.initialScanDone, intake.backlogIsEmpty,
               quiet, publishing.isIdle else { return false }
         guard table.isEmpty || (configuration.due && !configuration.once
-                                && drain.dueDrainIsDone(table: table, scheduler: scheduler, now: Date())) else { return false }
+                                && drain.dueDrainIsDone(table: table, scheduler: scheduler, now: Date(), summary: &summary)) else { return false }
         if drain.watch.blocksExit { return false }
         return !(drain.watch.needsLastListing && lastListingFoundWork())
     }

@@ -19,8 +19,18 @@ public struct RunSummary: Sendable, Hashable {
     /// Requests whose group could not be ended for good (`run --once`, a permanent error): they
     /// stay in `active/` for the next run.
     public var unended = 0
-    /// Every item published, or an item failed or a request was rejected.
-    public var exitCode: Int32 { failed > 0 || rejected > 0 || unclaimed > 0 || unended > 0 || watcherFailed ? Daemon.ExitStatus.someFailed : Daemon.ExitStatus.success }
+    /// Items a due drain left because their host could not be reached, or for want of space:
+    /// the next run may fetch them (`EX_TEMPFAIL`).
+    public var leftForHosts = 0
+    public var leftForSpace = 0
+    /// Every item published (0); an item failed or a request was rejected (1); else items left for
+    /// an unreachable host or for space (75, `EX_TEMPFAIL` of sysexits.h, as Postfix and
+    /// sendmail use it: try again later).
+    public var exitCode: Int32 {
+        if failed > 0 || rejected > 0 || unclaimed > 0 || unended > 0 || watcherFailed { return Daemon.ExitStatus.someFailed }
+        if leftForHosts > 0 || leftForSpace > 0 { return Daemon.ExitStatus.tryAgainLater }
+        return Daemon.ExitStatus.success
+    }
 }
 
 /// The transfer session's waker, set once the session exists (the watcher starts first and may
