@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolRequest
 import SpoolScheduler
 
 extension ConfigurationKey {
@@ -25,6 +26,10 @@ extension ConfigurationKey {
                           ? "must look like 22:00-06:00 (HH:MM-HH:MM, start and end differ), got '\($0)'" : nil }),
         .int("stall-timeout", \.stallTimeout, atLeast: 1, value: "seconds", reload: false, example: "30",
              "Seconds without a byte before a transfer is cut and retried"),
+        .optionalText("deadline", \.deadline, value: "TIME|DURATION", reload: true, example: "6h",
+                      "Default deadline of every item whose request gives none: an RFC 3339 time, or a time from the claim (90m, 6h, 2d); an item not ended by then fails with code deadline",
+                      rule: { RequestDeadline(parsing: $0) == nil
+                          ? "must be an RFC 3339 time or a duration such as 90m, 6h or 2d, got '\($0)'" : nil }),
         .seconds("resource-timeout", \.resourceTimeout, positive: true, reload: true, example: "86400",
                  "Seconds after an item was queued when it is not retried any more"),
         .seconds("retry-base", \.retryBase, positive: true, reload: true, example: "2",

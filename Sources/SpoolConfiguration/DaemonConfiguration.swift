@@ -26,6 +26,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var maxSegments: Int = 16
     /// `HH:MM-HH:MM`, local time; discretionary items run only inside it.
     public var window: String?
+    /// `--deadline`: every request's `deadline:` unless it gives its own (an RFC 3339 time or a
+    /// time from the claim such as `6h`); nil: none.
+    public var deadline: String?
     /// Seconds without a byte before a transfer is cut and retried.
     public var stallTimeout: Int = 60
     /// Seconds after an item was first claimed after which it is not retried any more (7 days).

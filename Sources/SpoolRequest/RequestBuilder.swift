@@ -247,7 +247,8 @@ struct FullItemSink: RequestItemSink {
                 Upload(name: $0, method: own.method ?? defaults.method ?? .put,
                        contentType: own.contentType ?? defaults.contentType ?? Upload.defaultContentType)
             },
-            segments: own.segments ?? defaults.segments)
+            segments: own.segments ?? defaults.segments,
+            deadline: own.deadline ?? defaults.deadline)
     }
 }
 

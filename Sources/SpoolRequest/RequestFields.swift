@@ -5,7 +5,7 @@ enum RequestKey: String, CaseIterable {
     case url, earliestStart = "earliest-start", expectedBytes = "expected-bytes", name, sha256, priority,
          discretionary, group, header, maxBytes = "max-bytes", markers, onExists = "on-exists",
          expires, refreshKey = "refresh-key", credentials, mirror, upload, method, contentType = "content-type",
-         maxRate = "max-rate", segments
+         maxRate = "max-rate", segments, deadline
 
     /// Keys that describe a download's result, meaningless for an item that sends a file.
     static let downloadOnly: [RequestKey] = [.name, .sha256, .maxBytes, .expectedBytes, .onExists, .mirror, .segments]
@@ -45,6 +45,8 @@ struct RequestFields: Sendable, Hashable {
     var uploadOnlyLine: Int?
     /// Connections a large body may use at once (`segments:`; 1: one stream).
     var segments: Int?
+    /// `deadline:`: when the item fails `deadline` if it has not ended.
+    var deadline: RequestDeadline?
     var seen: UInt32 = 0
 
     /// Validates `value` for `key` and records it. `group` and `url` are the builder's.
@@ -151,6 +153,12 @@ struct RequestFields: Sendable, Hashable {
                              + Suggestion.didYouMean(value, among: OnExists.allCases.map(\.rawValue)))
             }
             onExists = v
+        case .deadline:
+            guard let d = RequestDeadline(parsing: value) else {
+                throw reject(line, "bad-deadline", "deadline must be an RFC 3339 time such as 2026-11-23T06:00:00Z, "
+                             + "or a time from the claim such as 90m, 6h or 2d")
+            }
+            deadline = d
         case .url, .group, .markers, .maxRate:
             break
         }

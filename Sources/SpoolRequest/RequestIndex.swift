@@ -89,6 +89,9 @@ public struct RequestFileSettings: Sendable {
     /// `max-rate:`: bytes per second for all the file's items together; nil: only the daemon's cap.
     public var maxRate: Int64? { defaultsStorage.first?.maxRate }
 
+    /// `deadline:` given before the first url: every item's, unless it gives its own.
+    public var deadline: RequestDeadline? { defaultsStorage.first?.deadline }
+
     /// Nothing but the file's name, markers and on-exists: the group is the file's own and no
     /// defaults were given (most single-URL files). Such settings are rebuilt by
     /// `plain(fileName:markers:onExists:)`, so a waiting request need not keep them whole.
@@ -118,6 +121,8 @@ public struct RequestIndex: Sendable {
     public var expiryNotes = ExpiryNotes()
     /// The upload items, for intake's check of their files in `outgoing/`.
     public var uploads: [UploadEntry] = []
+    /// Items with a `deadline:` of their own, by index (few: most files give one for all, or none).
+    public var itemDeadlines: [Int: RequestDeadline] = [:]
 
     /// The request file's name (R).
     public var fileName: String { settings.fileName }
@@ -144,6 +149,7 @@ struct SummarySink: RequestItemSink {
     var hostIDs: [String: UInt32] = [:]
     var expiryNotes = ExpiryNotes()
     var uploads: [UploadEntry] = []
+    var itemDeadlines: [Int: RequestDeadline] = [:]
 
     mutating func add(_ draft: ItemDraft, end: Int, defaults: RequestFields,
                       reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) {
@@ -159,6 +165,7 @@ struct SummarySink: RequestItemSink {
         let summary = try Self.summary(of: draft, end: end, defaults: defaults, hostID: hostID, reject: reject)
         items.append(summary)
         if let name = draft.fields.upload { uploads.append(UploadEntry(index: draft.index, line: draft.line, name: name)) }
+        if let deadline = draft.fields.deadline { itemDeadlines[draft.index] = deadline }
         // Only an item that waits on purpose can outwait its URL; the others start at once.
         if summary.earliestStart != nil || summary.discretionary {
             let given = draft.fields.expires ?? defaults.expires

@@ -42,8 +42,10 @@ public enum RequestParser {
         if items.capacity > items.count + items.count / 16 { items = items.withUnsafeBufferPointer { Array($0) } }  // drop the growth slack
         let settings = RequestFileSettings(fileName: fileName, group: builder.groupName, markers: builder.markers ?? .item,
                                            onExists: builder.defaults.onExists ?? .keepBoth, defaults: builder.defaults)
-        return RequestIndex(settings: settings, items: items, hosts: builder.sink.hosts, fileSize: Int64(total),
-                            expiryNotes: builder.sink.expiryNotes, uploads: builder.sink.uploads)
+        var index = RequestIndex(settings: settings, items: items, hosts: builder.sink.hosts, fileSize: Int64(total),
+                                 expiryNotes: builder.sink.expiryNotes, uploads: builder.sink.uploads)
+        index.itemDeadlines = builder.sink.itemDeadlines
+        return index
     }
 
     /// Validates the request file open as `fd` (read with `pread` from offset 0; the

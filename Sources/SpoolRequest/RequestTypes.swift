@@ -91,6 +91,8 @@ public struct RequestItem: Sendable, Hashable {
     public let upload: Upload?
     /// Connections its body may use at once when large (`segments:`); nil: `--max-segments`.
     public let segments: Int?
+    /// The item's own `deadline`, else the file's default; nil: the daemon's `--deadline`.
+    public var deadline: RequestDeadline? = nil
 
     /// The item's sources: its `url`, then its mirrors (source 0, 1, …).
     public var sources: [RequestURL] { [url] + mirrors }

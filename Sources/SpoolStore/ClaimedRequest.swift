@@ -18,6 +18,14 @@ public final class ClaimedRequest: Sendable {
     /// Where to read the request file again.
     public var path: String { folder.path(of: name) }
 
+    /// When the file last changed state: its claim (the rename into the worker's folder sets
+    /// it; an adoption moves the folder, not the file), so a deadline counted from the claim
+    /// survives a restart. nil when the file cannot be looked at.
+    public func changeTime() -> Date? {
+        guard let st = folder.status(of: name) else { return nil }
+        return Date(timeIntervalSince1970: Double(st.st_ctim.tv_sec) + Double(st.st_ctim.tv_nsec) / 1e9)
+    }
+
     /// The claim of `name` with this inode in `folder` (a worker folder): a holder that keeps
     /// the three facts in its own record, not this object, makes it again when it needs it.
     public init(name: String, inode: UInt64, folder: Directory) {

@@ -45,6 +45,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("max-segments"), help: .setting("max-segments")) var maxSegments: String?
     @Option(help: .setting("window")) var window: String?
     @Option(name: .customLong("stall-timeout"), help: .setting("stall-timeout")) var stallTimeout: String?
+    @Option(help: .setting("deadline")) var deadline: String?
     @Option(name: .customLong("resource-timeout"), help: .setting("resource-timeout")) var resourceTimeout: String?
     @Option(name: .customLong("retry-base"), help: .setting("retry-base")) var retryBase: String?
     @Option(name: .customLong("retry-cap"), help: .setting("retry-cap")) var retryCap: String?

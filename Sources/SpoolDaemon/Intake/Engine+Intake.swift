@@ -60,6 +60,7 @@ extension Engine {
             }
             logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                          "group": "\(request.group)"])
+            if request.open > 0 { deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
             if request.open == 0 { groupEnds.end(request) } else { table.sleepIfWaiting(request) }
         }
     }

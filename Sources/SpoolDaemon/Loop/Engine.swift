@@ -46,6 +46,8 @@ public final class Engine {
     let requestFile = RequestFileSlot()
     /// Publish-batch journals and what dead workers' journals say (see `JournalLedger`).
     let ledger: JournalLedger
+    /// When requests' `deadline:` passes (see `RequestDeadlines`).
+    let deadlines: RequestDeadlines
 
     // The rooms, each owning its state.
     let intake: Intake
@@ -105,6 +107,7 @@ public final class Engine {
         }
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
         ledger = JournalLedger(staging: layout.staging)
+        deadlines = RequestDeadlines(byDefault: configuration.deadline.flatMap(RequestDeadline.init(parsing:)))
         intake = Intake(store: store, io: io, logger: logger, ledger: ledger, table: table, maxItems: configuration.maxItems,
                         maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
@@ -187,6 +190,12 @@ public final class Engine {
         publishing.kick(now: now)
         groupEnds.retryDue(now: now)
         if stopping { return }
+        for due in deadlines.takeDue(now: now) {
+            guard let request = table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
+            logger.warning("deadline passed; items not ended fail", metadata: ["request": "\(request.name)",
+                                                                              "deadline": "\(RFC3339.format(due.at))"])
+            for record in request.items where due.covers(record.index) { send(.deadlinePassed, to: record) }
+        }
         for record in space.release(now: now, running: Array(driver.running.values)) {
             send(.spaceAvailable, to: record)
         }
@@ -230,7 +239,7 @@ public final class Engine {
         if !intake.backlogIsEmpty && !stopping { return 0 }
         let now = Date()
         let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
-                         publishing.nextRetry, groupEnds.nextRetry, space.checkAt,
+                         publishing.nextRetry, groupEnds.nextRetry, space.checkAt, deadlines.next,
                          intake.nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
                          metrics.nextWrite]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
