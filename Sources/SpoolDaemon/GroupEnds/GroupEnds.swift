@@ -119,7 +119,7 @@ final class GroupEnds {
     /// The I/O queue's answer for the request `name`: ended (the request is forgotten, its group
     /// hook run), to be tried again, or let go (a drain: it stays in `active/`).
     func ended(_ name: String, markerPath: String?, journal: HeldLock?, error: StoreError?, drain: Bool) -> Result {
-        guard let request = table.request(named: name) else { io.completed(); return .ended }
+        guard let request = table.request(named: name) else { return .ended }
         let result = ended(request, error: error, drain: drain)
         switch result {
         case .ended: forget(request, markerPath: markerPath, journal: journal)
@@ -147,7 +147,6 @@ final class GroupEnds {
     }
 
     private func ended(_ request: RequestRecord, error: StoreError?, drain: Bool) -> Result {
-        io.completed()
         guard let error else { return .ended }
         if drain && error.isPermanent {
             logger.error("could not end the group, and retrying cannot help; the request stays in active/ for the next run: \(error)",

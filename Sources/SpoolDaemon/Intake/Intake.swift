@@ -325,7 +325,6 @@ final class Intake {
 
     /// The I/O queue filed a rejected request (or could not).
     func rejectionFiled(_ request: String, error: StoreError?) {
-        io.completed()
         if let error { logger.error("could not file a rejected request: \(error)", metadata: ["request": "\(request)"]) }
     }
 }

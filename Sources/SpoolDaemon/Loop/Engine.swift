@@ -251,6 +251,8 @@ public final class Engine {
 
     func route(_ message: EngineMessage) {
         switch message {
+        case .ioDone(let answer):
+            route(io.answer(answer))
         case .watcher(.arrived(let name)):
             claim(name)
         case .watcher(.listing(let names, let initial)):
@@ -293,7 +295,6 @@ public final class Engine {
         case .uploadsRecorded(let results):
             for (record, event) in publishing.uploadsRecorded(results, item: table.item) { send(event, to: record) }
         case .outgoingFiled(let name, let error):
-            io.completed()
             if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)

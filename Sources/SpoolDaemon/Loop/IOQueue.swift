@@ -4,7 +4,9 @@ import SpoolCore
 /// The one queue for slow file-system work (publishing, group ends, rejections): it runs off the
 /// engine thread, so one slow disk never stalls the transfers, and reports back through the inbox.
 ///
-/// The engine counts the jobs whose answer has not come back: a drain or a stop waits for them.
+/// It counts the jobs whose answer has not come back, in one place: `submit` counts a job in,
+/// and its answer comes back wrapped (`EngineMessage.ioDone`), which the loop counts out before it
+/// routes the answer — no room balances the count by hand. A drain or a stop waits for them.
 final class IOQueue {
     private let queue = DispatchQueue(label: "spoolfetch-io")
     private let inbox: Inbox
@@ -17,9 +19,12 @@ final class IOQueue {
     func submit(_ work: @escaping @Sendable () -> EngineMessage) {
         outstanding += 1
         let inbox = self.inbox
-        queue.async { inbox.post(work()) }
+        queue.async { inbox.post(.ioDone(work())) }
     }
 
-    /// The engine handled the result of one job.
-    func completed() { outstanding -= 1 }
+    /// The answer of a job `submit` ran, as the loop receives it: counted out, then routed.
+    func answer(_ message: EngineMessage) -> EngineMessage {
+        outstanding -= 1
+        return message
+    }
 }

@@ -5,7 +5,9 @@ import SpoolStore
 import SpoolWatcher
 
 /// A message to the engine thread from another thread.
-enum EngineMessage: Sendable {
+indirect enum EngineMessage: Sendable {
+    /// The answer of a job the I/O queue ran (see `IOQueue`).
+    case ioDone(EngineMessage)
     case watcher(WatcherEvent)
     case published([PublishResult])
     case groupEnded(request: String, markerPath: String?, journal: HeldLock?, error: StoreError?)

@@ -121,7 +121,6 @@ final class Publishing {
     /// done (`alreadyPublishedAs`).
     func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
         inFlight = false
-        io.completed()
         return results.compactMap { result in item(result.base).map { ($0, event(for: result, of: $0)) } }
     }
 
@@ -206,7 +205,6 @@ final class Publishing {
     /// the event its lifecycle takes. An upload whose record could not be written fails: the
     /// server has the file, but without a durable record a restart would send it again.
     func uploadsRecorded(_ results: [UploadRecorded], item: (Int) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
-        io.completed()
         uploadRecords.inFlight = false
         var events: [(ItemRecord, ItemEvent)] = []
         for result in results {
