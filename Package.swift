@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "SpoolRequest"),
         .target(name: "SpoolScheduler",
                 dependencies: [.product(name: "HeapModule", package: "swift-collections")]),
-        .target(name: "SpoolCore", dependencies: ["SpoolScheduler"]),
+        .target(name: "SpoolCore", dependencies: ["SpoolRequest", "SpoolScheduler"]),
 
         // Adapters.
         .target(name: "SpoolStore",

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolRequest
 
 /// Where an item is in its life: the in-memory side of the spool's state table.
 public enum ItemPhase: Sendable, Hashable {
@@ -46,17 +47,15 @@ public enum ItemEvent<Part, Job> {
     case submitted
     /// The scheduler gave it a slot; `space` is the space gate's answer for its expected size.
     case slotGranted(space: SpaceAnswer)
+    /// The shell prepared the attempt's start: what it found (see `StartCheck`).
+    case startChecked(StartCheck)
     /// The shell opened the part the running attempt writes.
     case partOpened(Part)
     /// The request file or the staging file could not be opened for the attempt.
     case couldNotStart(StartProblem, message: String)
-    /// At its turn the item cannot be asked for (its URL's known expiry has passed and no
-    /// refresh is possible: `url-expired`; its credentials file is unusable: `credentials`): no
+    /// At its turn the upload's file cannot be sent (gone, changed: `upload-changed`): no
     /// request is sent and no attempt used.
     case refusedBeforeRequest(code: String, message: String)
-    /// At its turn its URL has expired or expires within `--refresh-margin`, and a refresh hook
-    /// may give a new one (`reason`: `expired` or `expiring`).
-    case urlNeedsRefresh(reason: String)
     /// The refresh hook gave a new URL (now the item's).
     case urlRefreshed
     /// The refresh hook gave no usable URL.
@@ -93,8 +92,12 @@ public enum ItemEffect: Sendable, Hashable {
     case unschedule
     /// The scheduler's running slot is free again.
     case releaseSlot
-    /// Open the part and start the transfer (resuming when the part and validators allow).
-    case startTransfer
+    /// Read the item's description, its URL's expiry and its credentials for this attempt
+    /// (answered by `startChecked`).
+    case prepareStart
+    /// Open the part and start the transfer (resuming when the part and validators allow), with
+    /// the credentials' header lines read for it.
+    case startTransfer(credentials: [RequestHeader])
     /// Take the transfer out of the session, keeping the partial.
     case stopTransfer
     /// Back to the scheduler's timer heap until `at`; `holdHost`: the whole host waits too
@@ -140,15 +143,19 @@ public enum ItemEffect: Sendable, Hashable {
 /// | new | submitted | | queued | schedule |
 /// | queued, retrying | slotGranted | space never fits | failed | releaseSlot, fail(disk-full) |
 /// | queued, retrying | slotGranted | no space now | waitingForSpace | releaseSlot, waitForSpace |
-/// | queued, retrying | slotGranted | space | running (attempt + 1) | startTransfer |
+/// | queued, retrying | slotGranted | space | running (attempt + 1) | prepareStart |
+/// | running | startChecked | its description unreadable | as couldNotStart | as couldNotStart |
+/// | running | startChecked | its URL expired or expires within `--refresh-margin`, a refresh hook not yet asked in this attempt | running | refreshURL |
+/// | running | startChecked | its URL expired | failed (attempt − 1) | releaseSlot, fail(url-expired) |
+/// | running | startChecked | its credentials file unusable | failed (attempt − 1) | releaseSlot, fail(credentials) |
+/// | running | startChecked | otherwise | running | startTransfer |
 /// | running | partOpened | | running (holding the part) | — |
 /// | running | couldNotStart | disk full | waitingForSpace (attempt − 1) | releaseSlot, waitForSpace |
 /// | running | couldNotStart | out of descriptors or memory | retrying (attempt − 1) | retry(+2 s) |
 /// | running | couldNotStart | other | failed | releaseSlot, fail(staging) |
-/// | running | refusedBeforeRequest | (its URL expired: `url-expired`; its credentials unusable: `credentials`) | failed (attempt − 1) | releaseSlot, fail(code) |
-/// | running | urlNeedsRefresh | | running | refreshURL |
+/// | running | refusedBeforeRequest | (an upload's file gone or changed: `upload-changed`) | failed (attempt − 1) | releaseSlot, fail(code) |
 /// | running | transferEnded | 401, 403 or 410, a refresh hook not yet asked in this attempt, not stopping | running | refreshURL |
-/// | running | urlRefreshed | | running | startTransfer (same attempt; a partial resumes) |
+/// | running | urlRefreshed | | running | prepareStart (same attempt; a partial resumes) |
 /// | running | refreshFailed | | failed | releaseSlot, fail(refresh-failed) |
 /// | running | transferEnded | 404, 410, DNS, TLS verification, or an outage past `--mirror-after`; a source not failed in this round; not stopping | queued (an outage: attempt − 1) | releaseSlot, nextSource, schedule |
 /// | queued, retrying | sourceUnreachable | a source not failed in this round | queued | unschedule, nextSource, schedule |
@@ -299,36 +306,38 @@ public struct ItemMachine<Part, Job> {
             case .fits:
                 state = .running(part: nil)
                 attempts += 1
-                return [.startTransfer]
+                return [.prepareStart]
             }
+
+        case (.running, .startChecked(let check)):
+            if let problem = check.loadProblem { return couldNotStart(problem, check.loadMessage, policy: policy, context: context) }
+            if let expires = check.expiresAt, expires <= context.now.addingTimeInterval(policy.refreshMargin) {
+                if context.canRefreshURL { return [.refreshURL(reason: expires <= context.now ? "expired" : "expiring")] }
+                if expires <= context.now {
+                    attempts -= 1
+                    return [.releaseSlot] + fail("url-expired", "the URL expired at \(RFC3339.format(expires)) (\(check.expirySource)) "
+                                                 + "before the item's turn; no request was sent", context)
+                }
+            }
+            if let why = check.credentialsRefused {
+                attempts -= 1
+                return [.releaseSlot] + fail("credentials", why, context)
+            }
+            return [.startTransfer(credentials: check.credentials)]
 
         case (.running, .partOpened(let part)):
             state = .running(part: part)
             return []
 
         case (.running, .couldNotStart(let problem, let message)):
-            switch problem {
-            case .diskFull:
-                attempts -= 1
-                state = .waitingForSpace
-                return [.releaseSlot, .waitForSpace(reason: message)]
-            case .shortOfResources:
-                attempts -= 1
-                state = .retrying
-                return [.retry(at: context.now.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)]
-            case .other:
-                return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)", context)
-            }
+            return couldNotStart(problem, message, policy: policy, context: context)
 
         case (.running, .refusedBeforeRequest(let code, let message)):
             attempts -= 1
             return [.releaseSlot] + fail(code, message, context)
 
-        case (.running, .urlNeedsRefresh(let reason)):
-            return [.refreshURL(reason: reason)]
-
         case (.running, .urlRefreshed):
-            return [.startTransfer]
+            return [.prepareStart]
 
         case (.running, .refreshFailed(let message)):
             return [.releaseSlot] + fail("refresh-failed", message, context)
@@ -405,6 +414,22 @@ public struct ItemMachine<Part, Job> {
     }
 
     static var deadlineMessage: String { "its deadline passed before it ended" }
+
+    private mutating func couldNotStart(_ problem: StartProblem, _ message: String, policy: RetryPolicy,
+                                        context: ItemContext) -> [ItemEffect] {
+        switch problem {
+        case .diskFull:
+            attempts -= 1
+            state = .waitingForSpace
+            return [.releaseSlot, .waitForSpace(reason: message)]
+        case .shortOfResources:
+            attempts -= 1
+            state = .retrying
+            return [.retry(at: context.now.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)]
+        case .other:
+            return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)", context)
+        }
+    }
 
     private mutating func transferEnded(_ end: TransferEnd, policy: RetryPolicy, context: ItemContext) -> [ItemEffect] {
         if let unchanged = end.notModified {

@@ -1,4 +1,5 @@
 import Foundation
+import SpoolRequest
 import SpoolScheduler
 
 // The item machine's inputs and outputs: the policy and context it decides with, the events it
@@ -21,6 +22,9 @@ public struct RetryPolicy: Sendable, Hashable {
     public var maxPublishTries: Int = 10
     /// How long an item that could not open its files (EMFILE, ENOMEM) waits before it tries again.
     public var shortageRetryDelay: Double = 2
+    /// A URL that expires within this many seconds of an item's start is refreshed first
+    /// (`--refresh-margin`), when a refresh hook may be asked.
+    public var refreshMargin: Double = 60
 
     public init(maxAttempts: Int, resourceTimeout: Double, backoff: Backoff) {
         self.maxAttempts = maxAttempts
@@ -114,6 +118,29 @@ public struct UnchangedFile: Sendable, Hashable {
     public var file: String
     public var marker: String
     public init(file: String, marker: String) { self.file = file; self.marker = marker }
+}
+
+/// What the shell found when it prepared an attempt's start (the item's description read again,
+/// its URL's expiry, its credentials file): the machine decides from these whether the transfer
+/// starts, its URL is refreshed first, or the item ends without a request.
+public struct StartCheck: Sendable, Hashable {
+    /// The request file (or the item's lines in it) could not be read: the errno's kind.
+    public var loadProblem: StartProblem?
+    public var loadMessage: String
+    /// When the URL the attempt would ask stops working, if known.
+    public var expiresAt: Date?
+    /// How that is known (`expires-key`, `s3-sigv4`, … and which URL: a mirror's, the hook's).
+    public var expirySource: String
+    /// The header lines of the item's credentials file, read for this start only.
+    public var credentials: [RequestHeader]
+    /// Why the item's credentials file cannot be used (missing, readable by others, …).
+    public var credentialsRefused: String?
+
+    public init(loadProblem: StartProblem? = nil, loadMessage: String = "", expiresAt: Date? = nil, expirySource: String = "",
+                credentials: [RequestHeader] = [], credentialsRefused: String? = nil) {
+        self.loadProblem = loadProblem; self.loadMessage = loadMessage; self.expiresAt = expiresAt
+        self.expirySource = expirySource; self.credentials = credentials; self.credentialsRefused = credentialsRefused
+    }
 }
 
 /// Why a publish failed, as the publisher reported it.

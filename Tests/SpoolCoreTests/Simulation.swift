@@ -483,6 +483,19 @@ final class SimDaemon {
             scheduler.remove(id)
         case .releaseSlot:
             scheduler.finished(id)
+        case .prepareStart:
+            var check = StartCheck()
+            if world.faultsOn {
+                switch world.random.belowMut(50) {
+                case 0: check.expiresAt = world.now.addingTimeInterval(-10); check.expirySource = "expires-key"
+                case 1: check.expiresAt = world.now.addingTimeInterval(10); check.expirySource = "s3-sigv4"
+                case 2: check.credentialsRefused = "credentials file readable by others"
+                case 3: check.loadProblem = .shortOfResources; check.loadMessage = "EMFILE"
+                case 4: check.loadProblem = .diskFull; check.loadMessage = "ENOSPC"
+                default: break
+                }
+            }
+            send(.startChecked(check), to: id)
         case .startTransfer:
             if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
             if !world.reserveStaging(id) { noRoom.insert(id) }

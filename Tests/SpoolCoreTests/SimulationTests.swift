@@ -46,7 +46,7 @@ final class SimulationTests: XCTestCase {
     func testTheSeedsWalkThePathsOperatorsWalk() throws {
         var text = ""
         var done = 0, failed = 0
-        for seed in UInt64(1) ... 40 {
+        for seed in UInt64(1) ... 150 {
             let s = Simulation(seed: seed)
             try s.run()
             text += s.trace.joined(separator: "\n")

@@ -1,5 +1,6 @@
 import Foundation
 import SpoolCore
+import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 import XCTest
@@ -54,16 +55,17 @@ final class ItemLifecycleTests: XCTestCase {
     func testSlotWithSpaceStartsAndCountsAnAttempt() {
         var l = lifecycle()
         _ = l.handle(.submitted, policy: policy, context: context)
-        XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.prepareStart])
         XCTAssertEqual(l.phase, .running)
         XCTAssertEqual(l.attempts, 1)
+        XCTAssertEqual(l.handle(.startChecked(StartCheck()), policy: policy, context: context), [.startTransfer(credentials: [])])
     }
 
     func testRetryingItemStartsWhenItsSlotComes() {
         var l = running()
         _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
         XCTAssertEqual(l.phase, .retrying)
-        XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.prepareStart])
         XCTAssertEqual(l.attempts, 2)
     }
 
@@ -101,7 +103,8 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testAnExpiredURLFailsWithoutUsingAnAttempt() {
         var l = running()
-        let actions = l.handle(.refusedBeforeRequest(code: "url-expired", message: "the URL expired"), policy: policy, context: context)
+        let actions = l.handle(.startChecked(StartCheck(expiresAt: t0.addingTimeInterval(-1), expirySource: "expires-key")),
+                               policy: policy, context: context)
         XCTAssertEqual(actions.first, .releaseSlot)
         XCTAssertEqual(failCode(actions), "url-expired")
         XCTAssertTrue(l.phase.hasEnded)
@@ -109,11 +112,40 @@ final class ItemLifecycleTests: XCTestCase {
     }
 
     func testAURLNeedingRefreshAsksTheHookKeepingTheSlot() {
-        var l = running()
-        XCTAssertEqual(l.handle(.urlNeedsRefresh(reason: "expiring"), policy: policy, context: context),
+        var refreshable = context
+        refreshable.canRefreshURL = true
+        var expiring = running()
+        XCTAssertEqual(expiring.handle(.startChecked(StartCheck(expiresAt: t0.addingTimeInterval(30))), policy: policy, context: refreshable),
                        [.refreshURL(reason: "expiring")])
-        XCTAssertEqual(l.phase, .running)
-        XCTAssertEqual(l.attempts, 1)
+        XCTAssertEqual(expiring.phase, .running)
+        XCTAssertEqual(expiring.attempts, 1)
+        var expired = running()
+        XCTAssertEqual(expired.handle(.startChecked(StartCheck(expiresAt: t0)), policy: policy, context: refreshable),
+                       [.refreshURL(reason: "expired")])
+        var later = running()
+        XCTAssertEqual(later.handle(.startChecked(StartCheck(expiresAt: t0.addingTimeInterval(3600))), policy: policy, context: refreshable),
+                       [.startTransfer(credentials: [])], "outside --refresh-margin: the URL is used as it is")
+        var noHook = running()
+        XCTAssertEqual(noHook.handle(.startChecked(StartCheck(expiresAt: t0.addingTimeInterval(30))), policy: policy, context: context),
+                       [.startTransfer(credentials: [])], "expiring but no hook to ask: the URL still works now")
+    }
+
+    func testUnusableCredentialsFailWithoutUsingAnAttemptAndUsableOnesGoWithTheStart() {
+        var l = running()
+        let actions = l.handle(.startChecked(StartCheck(credentialsRefused: "readable by others")), policy: policy, context: context)
+        XCTAssertEqual(failCode(actions), "credentials")
+        XCTAssertEqual(l.attempts, 0)
+        var ok = running()
+        let header = RequestHeader(name: "Authorization", value: "Bearer x")
+        XCTAssertEqual(ok.handle(.startChecked(StartCheck(credentials: [header])), policy: policy, context: context),
+                       [.startTransfer(credentials: [header])])
+    }
+
+    func testAnUnreadableDescriptionIsACouldNotStart() {
+        var l = running()
+        XCTAssertEqual(l.handle(.startChecked(StartCheck(loadProblem: .shortOfResources, loadMessage: "EMFILE")), policy: policy, context: context),
+                       [.retry(at: t0.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)])
+        XCTAssertEqual(l.attempts, 0)
     }
 
     func testARefusalWithAHookNotYetAskedRefreshesTheURL() {
@@ -139,7 +171,7 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testARefreshedURLStartsTheTransferAgainInTheSameAttempt() {
         var l = running()
-        XCTAssertEqual(l.handle(.urlRefreshed, policy: policy, context: context), [.startTransfer])
+        XCTAssertEqual(l.handle(.urlRefreshed, policy: policy, context: context), [.prepareStart])
         XCTAssertEqual(l.attempts, 1)
         XCTAssertEqual(l.phase, .running)
     }

@@ -45,24 +45,10 @@ extension Engine {
             scheduler.remove(record.key)
         case .releaseSlot:
             scheduler.finished(record.key)
-        case .startTransfer:
-            // The item's URL, name and headers come back from the request file only now.
-            let item: RequestItem
-            do { item = try record.load(keepingOpenIn: requestFile) } catch {
-                couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
-                return
-            }
-            if holdForURLExpiry(record, item, now: Date()) { return }
-            // Read at each start (a rotated secret is used at once) and never kept.
-            var credentials: [RequestHeader] = []
-            if let name = item.credentials {
-                do throws(PrivateFile.Refused) {
-                    credentials = try PrivateFile.credentialHeaders(directory: configuration.credentialsDir, name: name)
-                } catch {
-                    send(.refusedBeforeRequest(code: "credentials", message: error.description), to: record)
-                    return
-                }
-            }
+        case .prepareStart:
+            send(.startChecked(startCheck(record, now: Date())), to: record)
+        case .startTransfer(let credentials):
+            guard let item = record.loaded else { preconditionFailure("startTransfer before prepareStart loaded the item") }
             if let upload = item.upload {
                 startUpload(record, item, upload, credentials: credentials)
                 return

@@ -30,11 +30,8 @@ extension Engine {
         let next = result.configuration
         configuration = next
         logger.logLevel = next.loggerLevel
-        policy = RetryPolicy(maxAttempts: next.maxAttempts, resourceTimeout: next.resourceTimeout,
-                             backoff: Backoff(base: next.retryBase, cap: next.retryCap))
-        scheduler.reconfigure(SchedulerConfiguration(
-            concurrency: next.concurrency, perHost: next.perHost, maxStreams: next.maxStreams,
-            window: next.window.flatMap(DailyWindow.init(parsing:))))
+        policy = RetryPolicy(next)
+        scheduler.reconfigure(SchedulerConfiguration(next))
         driver.update(next)
         if let problem = SpaceGate.impossibleMinFree(next.minFree, layout: layout) {
             logger.error("SIGHUP: \(problem); min-free stays \(space.minFree.map { "\($0)" } ?? "auto")")

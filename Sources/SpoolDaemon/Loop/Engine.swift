@@ -94,11 +94,8 @@ public final class Engine {
             throw .spool(error)
         }
         store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
-        scheduler = Scheduler(configuration: SchedulerConfiguration(
-            concurrency: configuration.concurrency, perHost: configuration.perHost, maxStreams: configuration.maxStreams,
-            window: configuration.window.flatMap(DailyWindow.init(parsing:))))
-        policy = RetryPolicy(maxAttempts: configuration.maxAttempts, resourceTimeout: configuration.resourceTimeout,
-                             backoff: Backoff(base: configuration.retryBase, cap: configuration.retryCap))
+        scheduler = Scheduler(configuration: SchedulerConfiguration(configuration))
+        policy = RetryPolicy(configuration)
         let target = wakeTarget
         inbox = Inbox(wake: { target.wake() })
         io = IOQueue(inbox: inbox)

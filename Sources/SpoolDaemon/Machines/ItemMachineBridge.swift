@@ -1,5 +1,7 @@
 import Foundation
+import SpoolConfiguration
 import SpoolCore
+import SpoolScheduler
 import SpoolStore
 import SpoolTransfer
 
@@ -88,5 +90,23 @@ struct JitterSource {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         z ^= z >> 31
         return Double(z >> 11) / Double(UInt64(1) << 53)
+    }
+}
+
+// What the configuration says for the core's and the scheduler's decisions: one mapping each,
+// for the start and for every reload.
+
+extension RetryPolicy {
+    init(_ c: DaemonConfiguration) {
+        self.init(maxAttempts: c.maxAttempts, resourceTimeout: c.resourceTimeout,
+                  backoff: Backoff(base: c.retryBase, cap: c.retryCap))
+        refreshMargin = c.refreshMargin
+    }
+}
+
+extension SchedulerConfiguration {
+    init(_ c: DaemonConfiguration) {
+        self.init(concurrency: c.concurrency, perHost: c.perHost, maxStreams: c.maxStreams,
+                  window: c.window.flatMap(DailyWindow.init(parsing:)))
     }
 }

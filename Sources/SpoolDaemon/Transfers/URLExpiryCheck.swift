@@ -4,28 +4,41 @@ import SpoolRequest
 import SpoolScheduler
 
 /// Signed URLs that expire while their items wait: checked at intake (a warning when an item
-/// may not start before its URL expires and no refresh hook is configured), at the item's turn
-/// (a fresh URL from the refresh hook, or `url-expired` instead of asking the server with a URL
-/// that no longer works), and when a server refuses the URL (`URLRefresh.swift`).
+/// may not start before its URL expires and no refresh hook is configured), read at the item's
+/// turn for its machine to decide (a fresh URL from the refresh hook, or `url-expired` instead
+/// of asking the server with a URL that no longer works), and when a server refuses the URL
+/// (`URLRefresh.swift`).
 extension Engine {
-    /// At the item's turn, before any request: a URL that has expired, or expires within
-    /// `--refresh-margin`, is refreshed when a hook may still be asked in this attempt; an
-    /// expired one otherwise ends the item. Returns whether the transfer must not start now.
-    func holdForURLExpiry(_ record: ItemRecord, _ item: RequestItem, now: Date) -> Bool {
-        // `expires:` describes the request's URL, not a mirror's or one the refresh hook gave.
+    /// What an attempt's start depends on, read at the item's turn (the item's machine decides):
+    /// the item's full description (from the request file), when the URL it would ask expires
+    /// (`expires:` describes the request's URL, not a mirror's or one the refresh hook gave), and
+    /// its credentials' header lines — read at each start, so a rotated secret is used at once,
+    /// and never kept.
+    func startCheck(_ record: ItemRecord, now: Date) -> StartCheck {
+        let item: RequestItem
+        do { item = try record.load(keepingOpenIn: requestFile) } catch {
+            if StartProblem(errno: error.errno) == .shortOfResources {
+                logger.warning("could not open the item's files (out of descriptors or memory); it waits and tries again",
+                               metadata: ["item": "\(record.id)", "error": "\(error)"])
+            }
+            return StartCheck(loadProblem: StartProblem(errno: error.errno), loadMessage: "\(error)")
+        }
+        var check = StartCheck()
         let expiry = record.sourceIndex > 0 || record.refreshedURL != nil
             ? record.currentURL.flatMap { URLExpiry.read(from: $0.string) } : item.expiry
-        guard let expiry, expiry.date <= now.addingTimeInterval(configuration.refreshMargin) else { return false }
-        if hooks.refreshHook != nil, record.refreshedInAttempt != record.attempts, record.sourceIndex == 0 {
-            send(.urlNeedsRefresh(reason: expiry.date <= now ? "expired" : "expiring"), to: record)
-            return true
+        if let expiry {
+            check.expiresAt = expiry.date
+            check.expirySource = expiry.form.rawValue + (record.sourceIndex > 0 ? " of mirror \(record.sourceIndex)"
+                : record.refreshedURL == nil ? "" : " of the refresh hook's URL")
         }
-        guard expiry.date <= now else { return false }
-        let source = expiry.form.rawValue + (record.sourceIndex > 0 ? " of mirror \(record.sourceIndex)"
-            : record.refreshedURL == nil ? "" : " of the refresh hook's URL")
-        send(.refusedBeforeRequest(code: "url-expired", message: "the URL expired at \(RFC3339.format(expiry.date)) (\(source)) before the item's turn; "
-                         + "no request was sent"), to: record)
-        return true
+        if let name = item.credentials {
+            do throws(PrivateFile.Refused) {
+                check.credentials = try PrivateFile.credentialHeaders(directory: configuration.credentialsDir, name: name)
+            } catch {
+                check.credentialsRefused = error.description
+            }
+        }
+        return check
     }
 
     /// At intake: logs a warning (and keeps a note for `status`) when items of the request wait
