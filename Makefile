@@ -67,7 +67,7 @@ FIRST ?= 1
 simulate:
 	$(SWIFT) build --build-tests
 	@if [ -n "$(SEED)" ]; then \
-	  SPOOLFETCH_SIMULATION_SEED=$(SEED) $(SWIFT) test --skip-build --filter SimulationTests/testReplayOneSeed; \
+	  SPOOLFETCH_SIMULATION_SEED=$(SEED) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	else \
 	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	fi

@@ -71,15 +71,22 @@ final class Simulation {
     private var finalForeign: Int64 = 0
     private var finalPublished: Int64 = 0
     private let minFree: Int64 = 1 << 20
-    private var daemon: SimDaemon!
+    /// Two workers on the one spool, each with its own memory (machines, scheduler, queues).
+    private var workers: [SimDaemon] = []
+    /// Which worker holds each claimed request (a claim is one rename: exactly one).
+    private var owner: [String: Int] = [:]
+    private var reloads = 0
     private var nextItemID = 0
     private var kills = 0
 
     init(seed: UInt64, settings: Settings = Settings()) {
         rng = SimRandom(seed: seed)
         self.settings = settings
-        daemon = SimDaemon(world: self)
+        workers = [SimDaemon(world: self, name: "w0"), SimDaemon(world: self, name: "w1")]
     }
+
+    private func eachWorker(_ body: (SimDaemon) -> Void) { for w in workers { body(w) } }
+    private var describeOpen: String { workers.map { "\($0.name): \($0.describeOpen())" }.joined(separator: "; ") }
 
     func log(_ line: String) {
         trace.append(String(format: "%9.1f ", now.timeIntervalSince1970 - 1_900_000_000) + line)
@@ -95,18 +102,18 @@ final class Simulation {
             try checkInvariants()
         }
         if faults { stopFaults() }
-        daemon.resumeAllPaused()
-        daemon.turn()
+        eachWorker { $0.resumeAllPaused() }
+        eachWorker { $0.turn() }
         let settleBy = now.addingTimeInterval(settings.settleSeconds)
         var turns = 0
         while !allEnded {
             turns += 1
             guard now < settleBy, turns < 100_000 else {
                 throw failure("not everything ended within \(Int(settings.settleSeconds)) s after faults stopped: "
-                              + daemon.describeOpen())
+                              + describeOpen)
             }
             guard advanceToNextEvent() else {
-                throw failure("nothing left to happen, yet items have not ended (no exit): " + daemon.describeOpen())
+                throw failure("nothing left to happen, yet items have not ended (no exit): " + describeOpen)
             }
             try checkInvariants()
         }
@@ -120,8 +127,8 @@ final class Simulation {
         hostsDown = []
         finalForeign = 0
         finalPublished = 0
-        daemon.networkChanged()
-        daemon.resumeAllPaused()
+        eachWorker { $0.networkChanged() }
+        eachWorker { $0.resumeAllPaused() }
     }
 
     private func oneStep() throws {
@@ -134,27 +141,29 @@ final class Simulation {
         case 22 ..< 26 where faults:
             let host = settings.hosts[rng.below(settings.hosts.count)]
             if hostsDown.remove(host) == nil { hostsDown.insert(host); log("host \(host) goes down") }
-            else { log("host \(host) comes back"); daemon.networkChanged() }
+            else { log("host \(host) comes back"); eachWorker { $0.networkChanged() } }
         case 26 ..< 29 where faults:
             finalForeign = rng.chance(0.5) ? Int64(rng.below(Int(finalCapacity))) : 0
             log("another program now holds \(finalForeign) bytes on the final folder's filesystem")
         case 29 ..< 31 where faults:
             kill()
+        case 36 ..< 38:
+            reload()
         case 31 ..< 36:
             if finalPublished > 0 { log("a consumer takes the published files away") }
             finalPublished = 0
         default:
             _ = advanceToNextEvent()
         }
-        daemon.turn()
+        eachWorker { $0.turn() }
     }
 
     /// Moves the clock to the next thing that happens and lets it happen; false when nothing will.
     @discardableResult
     private func advanceToNextEvent() -> Bool {
-        guard let next = daemon.nextDeadline() else { return false }
+        guard let next = workers.compactMap({ $0.nextDeadline() }).min() else { return false }
         if next > now { now = next }
-        daemon.turn()
+        eachWorker { $0.turn() }
         return true
     }
 
@@ -176,8 +185,11 @@ final class Simulation {
         let deadline = rng.chance(0.15) ? now.addingTimeInterval(Double(60 + rng.below(7200))) : nil
         requests[name] = RequestFile(name: name, items: ids, deadline: deadline)
         requestOrder.append(name)
-        log("request \(name) dropped: items \(ids)" + (deadline.map { " deadline +\(Int($0.timeIntervalSince(now)))s" } ?? ""))
-        daemon.claim(name)
+        let w = rng.below(workers.count)
+        owner[name] = w
+        log("request \(name) dropped: items \(ids)" + (deadline.map { " deadline +\(Int($0.timeIntervalSince(now)))s" } ?? "")
+            + ", claimed by \(workers[w].name)")
+        workers[w].claim(name)
     }
 
     private func operatorCommand() {
@@ -185,17 +197,34 @@ final class Simulation {
         let id = rng.below(nextItemID)
         let verb = OperatorVerb.allCases[rng.below(OperatorVerb.allCases.count)]
         let times = rng.chance(0.3) ? 2 : 1
+        guard let w = owner[items[id]!.request] else { return }
         for _ in 0 ..< times {
             log("operator: \(verb.rawValue) item \(id)")
-            daemon.operatorCommand(verb, item: id)
+            workers[w].operatorCommand(verb, item: id)
         }
     }
 
+    /// One worker is killed and starts again; its claims pass whole to one adopter (itself
+    /// restarted, or the other worker), which recovers each request from what the spool holds.
     private func kill() {
         kills += 1
-        log("kill -9 and restart (#\(kills))")
-        daemon = SimDaemon(world: self)
-        for name in requestOrder where requests[name]?.folder == .active { daemon.claim(name) }
+        let dead = rng.below(workers.count)
+        let adopter = rng.below(workers.count)
+        let name = workers[dead].name
+        workers[dead] = SimDaemon(world: self, name: name)
+        log("kill -9 of \(name) and restart (#\(kills)); \(workers[adopter].name) adopts its requests")
+        for request in requestOrder where requests[request]?.folder == .active && owner[request] == dead {
+            owner[request] = adopter
+            workers[adopter].claim(request)
+        }
+    }
+
+    /// A configuration reload (SIGHUP): new limits and retry policy for every worker.
+    private func reload() {
+        reloads += 1
+        let concurrency = 1 + rng.below(6), perHost = 1 + rng.below(3), attempts = 2 + rng.below(8)
+        log("reload (#\(reloads)): concurrency \(concurrency), per-host \(perHost), max-attempts \(attempts)")
+        eachWorker { $0.reload(concurrency: concurrency, perHost: perHost, maxAttempts: attempts) }
     }
 
     // MARK: What the daemon's adapters see of the world
@@ -300,8 +329,10 @@ final class Simulation {
                 if !ended { throw failure("request \(request.name) was filed before all its items ended") }
             }
         }
-        if let violation = daemon.violation { throw failure(violation) }
-        do { try daemon.checkExits() } catch { throw failure("\(error)") }
+        for worker in workers {
+            if let violation = worker.violation { throw failure("\(worker.name): \(violation)") }
+            do { try worker.checkExits() } catch { throw failure("\(worker.name): \(error)") }
+        }
     }
 }
 
@@ -311,10 +342,11 @@ final class SimDaemon {
     typealias Machine = ItemMachine<SimPart, SimJob>
 
     unowned let world: Simulation
+    let name: String
     private var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
                                                                             probeBackoff: Backoff(base: 2, cap: 120)),
                                       timeZone: TimeZone(identifier: "UTC")!)
-    private let policy: RetryPolicy = {
+    private var policy: RetryPolicy = {
         var p = RetryPolicy(maxAttempts: 6, resourceTimeout: 86_400, backoff: Backoff(base: 1, cap: 60))
         p.maxPublishTries = 8
         return p
@@ -337,8 +369,15 @@ final class SimDaemon {
     /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
     private var noRoom: Set<Int> = []
 
-    init(world: Simulation) {
+    init(world: Simulation, name: String) {
         self.world = world
+        self.name = name
+    }
+
+    func reload(concurrency: Int, perHost: Int, maxAttempts: Int) {
+        scheduler.reconfigure(SchedulerConfiguration(concurrency: concurrency, perHost: perHost,
+                                                     probeBackoff: Backoff(base: 2, cap: 120)))
+        policy.maxAttempts = maxAttempts
     }
 
     // MARK: Events in

@@ -12,8 +12,15 @@ final class SimulationTests: XCTestCase {
 
     /// The regression seeds, then `fixedSeedCount` seeds from 1 — or, under `make simulate
     /// SEEDS=N [FIRST=F]`, N seeds from F (`SPOOLFETCH_SIMULATION_SEEDS`, `_FIRST`).
+    /// `make simulate SEED=N` (`SPOOLFETCH_SIMULATION_SEED`): that one seed, its whole trace printed.
     func testSeedsKeepEveryInvariant() throws {
         let environment = ProcessInfo.processInfo.environment
+        if let one = environment["SPOOLFETCH_SIMULATION_SEED"].flatMap({ UInt64($0) }) {
+            let simulation = Simulation(seed: one)
+            defer { print(simulation.trace.joined(separator: "\n")) }
+            try simulation.run()
+            return
+        }
         let count = environment["SPOOLFETCH_SIMULATION_SEEDS"].flatMap { UInt64($0) } ?? Self.fixedSeedCount
         let first = environment["SPOOLFETCH_SIMULATION_FIRST"].flatMap { UInt64($0) } ?? 1
         for seed in Self.regressionSeeds + Array(first ..< first + count) {
@@ -22,14 +29,6 @@ final class SimulationTests: XCTestCase {
                 return
             }
         }
-    }
-
-    /// `make simulate SEED=N`: one seed, its whole trace printed (to replay a failure).
-    func testReplayOneSeed() throws {
-        guard let text = ProcessInfo.processInfo.environment["SPOOLFETCH_SIMULATION_SEED"], let seed = UInt64(text) else { return }
-        let simulation = Simulation(seed: seed)
-        defer { print(simulation.trace.joined(separator: "\n")) }
-        try simulation.run()
     }
 
     func testTheSameSeedGivesTheSameTrace() throws {
