@@ -165,16 +165,18 @@ final class WorkerLease: @unchecked Sendable {
 /// start-up), so each worker's lease is read once per look.
 ///
 /// A folder in `active/` is `W` (worker W's own) or `O~W` (worker W's requests, taken over by
-/// worker O). Its owner is the part before `~`. An owner is alive while:
-/// - its own folder `active/O` is there, and
-/// - it has not left a `.released` mark (a clean exit with requests left), and
-/// - on a filesystem of this kernel (ext4, xfs, btrfs, tmpfs), its `.lock` is held: the kernel's
-///   own lock is the truth there, and a free one says "dead" at once (the fast path for a restart
-///   on one machine); elsewhere
-/// - its lease is no older than the timeout, judged against `probe` (see `LeaseJudge`). A folder
-///   with neither lease nor lock is a worker starting, alive for an hour.
-/// A worker of the version before leases (a `.lock`, no `.lease`) is judged by its lock as
-/// before: run one version across machines.
+/// worker O). Its owner is the part before `~`. An owner is dead when
+/// - its own folder `active/O` is gone, or it left a `.released` mark (a clean exit with
+///   requests left); or
+/// - its lease is older than the timeout, judged against `probe` (see `LeaseJudge`); or
+/// - (the fast path, for a restart on one machine) the spool is on a filesystem of this kernel
+///   (ext4, xfs, btrfs, tmpfs), O's `.lock` is free *and* O's name says it ran on this host as a
+///   process that no longer exists. Two witnesses: a lock alone may lie (a worker on another
+///   machine reaching this disk over NFS holds its lock as a POSIX lock, which `flock` here does
+///   not see), a pid alone may belong to another pid namespace.
+/// Otherwise it is alive. A folder with neither lease nor lock is a worker starting, alive for
+/// an hour. A worker of the version before leases (a `.lock`, no `.lease`) is judged by its lock
+/// as that version was: run one version across machines.
 struct SpoolLiveness {
     let active: Directory
     let settings: LeaseSettings
@@ -209,21 +211,16 @@ struct SpoolLiveness {
     private func judge(_ owner: String) -> Bool {
         guard folders.contains(owner) else { return false }
         if active.exists(owner + "/" + WorkerLease.releasedName) { return false }
-        if active.isLocal {
-            let fd = openat(active.fd, owner + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-            if fd >= 0 {
-                defer { close(fd) }
-                return flock(fd, LOCK_EX | LOCK_NB) != 0
-            }
-        }
         // Opened, not just looked up: close-to-open consistency gives the attributes as the
         // server has them now (an NFS client may otherwise answer from its attribute cache).
         let fd = openat(active.fd, owner + "/" + WorkerLease.fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         if fd >= 0 {
             defer { close(fd) }
             var st = stat()
-            guard fstat(fd, &st) == 0 else { return true }
-            return !LeaseJudge.isExpired(lease: st.st_mtim, probe: probe, timeout: settings.timeout)
+            if fstat(fd, &st) == 0, LeaseJudge.isExpired(lease: st.st_mtim, probe: probe, timeout: settings.timeout) {
+                return false
+            }
+            return !(active.isLocal && lockIsFree(owner) && Self.processIsGone(owner))
         }
         // No lease: a worker of the version before leases (judged by its lock), or one starting.
         let lock = openat(active.fd, owner + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
@@ -233,5 +230,23 @@ struct SpoolLiveness {
         }
         guard let st = active.status(of: owner) else { return false }
         return !LeaseJudge.isExpired(lease: st.st_mtim, probe: probe, timeout: max(3600, settings.timeout))
+    }
+
+    /// Whether `owner/.lock` can be taken (and is let go at once): nobody holds it on this kernel.
+    private func lockIsFree(_ owner: String) -> Bool {
+        let fd = openat(active.fd, owner + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return flock(fd, LOCK_EX | LOCK_NB) == 0
+    }
+
+    /// Whether worker folder `name` (HOST-PID-RANDOM) was made on this host by a process that
+    /// no longer exists.
+    static func processIsGone(_ name: String) -> Bool {
+        let parts = name.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]), pid > 0 else { return false }
+        let host = parts.dropLast(2).joined(separator: "-")
+        guard host == WorkerFolder.plainHostName(), pid != getpid() else { return false }
+        return kill(pid, 0) != 0 && errno == ESRCH
     }
 }
