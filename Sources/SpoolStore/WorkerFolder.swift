@@ -6,13 +6,13 @@ import Synchronization
 /// `active/W/.lease`, rewritten every lease period (see `WorkerLease`); a worker whose lease has
 /// not been renewed for the lease timeout is dead, and its folder passes whole to the one worker
 /// whose rename of it (`active/W` → `active/ADOPTER~W`) the filesystem carries out
-/// (`SpoolStore.adoptOrphans`). On a filesystem of this kernel the worker also holds an
-/// exclusive `flock` on `active/W/.lock` for its whole life: a free lock there says "dead" at
-/// once (a restart need not wait for the lease), but no lock decides who takes the folder.
+/// (`SpoolStore.adoptOrphans`). The worker also holds an exclusive `flock` on `active/W/.lock` for
+/// its whole life, for workers of the version before leases, which judge by it; no worker of this
+/// version asks a lock who lives.
 ///
 /// The lease is written before the lock file appears, and the lock file is created and locked as
-/// `.lock.new` and only then renamed to `.lock`, so an adopter never finds `.lock` unlocked while
-/// its worker lives. A folder with neither is a worker still starting (or one that died while
+/// `.lock.new` and only then renamed to `.lock`, so an older worker never finds `.lock` unlocked
+/// while its worker lives. A folder with neither is a worker still starting (or one that died while
 /// starting): it holds no request either way.
 public final class WorkerFolder: @unchecked Sendable {
     /// W: the folder's name in `active/`.

@@ -89,7 +89,7 @@ final class WorkerLease: @unchecked Sendable {
             return .failure(error)
         }
         defer { close(fd) }
-        var bytes = Array("\(counter)\n".utf8)
+        var bytes = Array("\(counter) \(ProcessIdentity.mine.text)\n".utf8)
         let written = bytes.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         var st = stat()
         guard written == bytes.count, fsync(fd) == 0, fstat(fd, &st) == 0 else { return .failure(StoreError("write", path)) }
@@ -169,11 +169,11 @@ final class WorkerLease: @unchecked Sendable {
 /// - its own folder `active/O` is gone, or it left a `.released` mark (a clean exit with
 ///   requests left); or
 /// - its lease is older than the timeout, judged against `probe` (see `LeaseJudge`); or
-/// - (the fast path, for a restart on one machine) the spool is on a filesystem of this kernel
-///   (ext4, xfs, btrfs, tmpfs), O's `.lock` is free *and* O's name says it ran on this host as a
-///   process that no longer exists. Two witnesses: a lock alone may lie (a worker on another
-///   machine reaching this disk over NFS holds its lock as a POSIX lock, which `flock` here does
-///   not see), a pid alone may belong to another pid namespace.
+/// - (the fast path, for a restart on one machine) its lease names this kernel's boot and this
+///   pid namespace, and a process that no longer exists (`ProcessIdentity`): no lock is asked —
+///   a lock may lie (a worker on another machine reaching this disk over NFS holds its lock as
+///   a POSIX lock, which `flock` here does not see) — and a pid is believed only where it means
+///   the same process.
 /// Otherwise it is alive. A folder with neither lease nor lock is a worker starting, alive for
 /// an hour. A worker of the version before leases (a `.lock`, no `.lease`) is judged by its lock
 /// as that version was: run one version across machines.
@@ -211,8 +211,8 @@ struct SpoolLiveness {
     private func judge(_ owner: String) -> Bool {
         guard folders.contains(owner) else { return false }
         if active.exists(owner + "/" + WorkerLease.releasedName) { return false }
-        // Opened, not just looked up: close-to-open consistency gives the attributes as the
-        // server has them now (an NFS client may otherwise answer from its attribute cache).
+        // Opened, not just looked up: close-to-open consistency gives the attributes (and the
+        // text) as the server has them now (an NFS client may otherwise answer from its cache).
         let fd = openat(active.fd, owner + "/" + WorkerLease.fileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         if fd >= 0 {
             defer { close(fd) }
@@ -220,7 +220,10 @@ struct SpoolLiveness {
             if fstat(fd, &st) == 0, LeaseJudge.isExpired(lease: st.st_mtim, probe: probe, timeout: settings.timeout) {
                 return false
             }
-            return !(active.isLocal && lockIsFree(owner) && Self.processIsGone(owner))
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            let text = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : ""
+            return !ProcessIdentity.isGone(leaseText: text)
         }
         // No lease: a worker of the version before leases (judged by its lock), or one starting.
         let lock = openat(active.fd, owner + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
@@ -231,22 +234,49 @@ struct SpoolLiveness {
         guard let st = active.status(of: owner) else { return false }
         return !LeaseJudge.isExpired(lease: st.st_mtim, probe: probe, timeout: max(3600, settings.timeout))
     }
+}
 
-    /// Whether `owner/.lock` can be taken (and is let go at once): nobody holds it on this kernel.
-    private func lockIsFree(_ owner: String) -> Bool {
-        let fd = openat(active.fd, owner + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        return flock(fd, LOCK_EX | LOCK_NB) == 0
+/// Which process wrote a lease, as far as this kernel can check it: the boot (boot_id), the pid
+/// namespace (its inode) and the pid. A lease naming this boot and this namespace and a pid that
+/// no longer exists was written by a process that is certainly gone — a restart on one machine
+/// need not wait out the lease. Anything else (another machine, a container's own namespace, no
+/// /proc) is left to the lease.
+struct ProcessIdentity: Equatable {
+    let boot: String
+    let pidNamespace: UInt64
+    let pid: Int32
+
+    static let mine: ProcessIdentity = {
+        var st = stat()
+        let namespace = stat("/proc/self/ns/pid", &st) == 0 ? UInt64(st.st_ino) : 0
+        return ProcessIdentity(boot: BootID.current ?? "", pidNamespace: namespace, pid: getpid())
+    }()
+
+    var text: String { "boot=\(boot) pidns=\(pidNamespace) pid=\(pid)" }
+
+    /// Parses the `key=value` words of a lease's text; nil when one is missing.
+    init?(leaseText: String) {
+        var fields: [Substring: Substring] = [:]
+        for word in leaseText.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            guard let eq = word.firstIndex(of: "=") else { continue }
+            fields[word[..<eq]] = word[word.index(after: eq)...]
+        }
+        guard let boot = fields["boot"], let ns = fields["pidns"].flatMap({ UInt64($0) }),
+              let pid = fields["pid"].flatMap({ Int32($0) }) else { return nil }
+        self.init(boot: String(boot), pidNamespace: ns, pid: pid)
     }
 
-    /// Whether worker folder `name` (HOST-PID-RANDOM) was made on this host by a process that
-    /// no longer exists.
-    static func processIsGone(_ name: String) -> Bool {
-        let parts = name.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]), pid > 0 else { return false }
-        let host = parts.dropLast(2).joined(separator: "-")
-        guard host == WorkerFolder.plainHostName(), pid != getpid() else { return false }
-        return kill(pid, 0) != 0 && errno == ESRCH
+    init(boot: String, pidNamespace: UInt64, pid: Int32) {
+        self.boot = boot
+        self.pidNamespace = pidNamespace
+        self.pid = pid
+    }
+
+    /// Whether the lease's writer is certainly gone (see the type's comment).
+    static func isGone(leaseText: String) -> Bool {
+        guard let writer = ProcessIdentity(leaseText: leaseText), !mine.boot.isEmpty, mine.pidNamespace != 0,
+              writer.boot == mine.boot, writer.pidNamespace == mine.pidNamespace,
+              writer.pid > 0, writer.pid != mine.pid else { return false }
+        return kill(writer.pid, 0) != 0 && errno == ESRCH
     }
 }

@@ -72,4 +72,34 @@ final class LeaseTests: StoreTestCase {
         b.groupHookDone(ended.journal)
         XCTAssertEqual(files("done"), ["r"])
     }
+
+    /// A fresh lease written by a process of this boot and pid namespace that is gone: taken over
+    /// at once (a restart on one machine does not wait out the lease); one naming a live process,
+    /// or another boot, waits for the lease.
+    func testAFreshLeaseOfAProcessThatIsGoneIsTakenOverAtOnce() throws {
+        let boot = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        var st = stat()
+        XCTAssertEqual(stat("/proc/self/ns/pid", &st), 0)
+        let namespace = UInt64(st.st_ino)
+        // A pid that was just used and is gone.
+        var pid: pid_t = 0
+        var argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+        defer { free(argv[0]) }
+        XCTAssertEqual(posix_spawn(&pid, "/bin/true", nil, nil, &argv, environ), 0)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        func fakeWorker(_ name: String, lease: String) {
+            XCTAssertEqual(mkdir("\(root!)/active/\(name)", 0o755), 0)
+            write("active/\(name)", ".lease", lease)
+            write("active/\(name)", "req-\(name)", "http://x/\n")
+        }
+        fakeWorker("gone", lease: "7 boot=\(boot) pidns=\(namespace) pid=\(pid)\n")
+        fakeWorker("init", lease: "7 boot=\(boot) pidns=\(namespace) pid=1\n")
+        fakeWorker("elsewhere", lease: "7 boot=another-boot pidns=\(namespace) pid=\(pid)\n")
+        fakeWorker("older", lease: "7\n")
+        let adopter = try worker()
+        XCTAssertEqual(adopter.adoptOrphans().map(\.name), ["req-gone"],
+                       "only the gone process's folder; the others' leases are fresh")
+    }
 }
