@@ -31,10 +31,14 @@ final class SharedSpoolRounds {
         }
     }
 
-    func worker(_ spool: String, _ extra: [String] = []) throws -> DaemonProcess {
-        try DaemonProcess.launch(["run", "--spool", spool, "--inotify", "no", "--rescan-interval", "1",
-                                  "--adopt-interval", "1", "--lease-period", "\(Self.leasePeriod)",
-                                  "--lease-timeout", "\(Self.leaseTimeout)", "--log-level", "info"] + extra)
+    /// A worker on `spool`. `otherMachine`: in a pid namespace of its own, so that it cannot
+    /// tell from a lease that the process which wrote it is gone (as a worker on another machine
+    /// cannot): only the lease's age decides.
+    func worker(_ spool: String, otherMachine: Bool = false) throws -> DaemonProcess {
+        let arguments = ["run", "--spool", spool, "--inotify", "no", "--rescan-interval", "1",
+                         "--adopt-interval", "1", "--lease-period", "\(Self.leasePeriod)",
+                         "--lease-timeout", "\(Self.leaseTimeout)", "--log-level", "info"]
+        return otherMachine ? try DaemonProcess.launch(inNewPIDNamespace: arguments) : try DaemonProcess.launch(arguments)
     }
 
     /// Waits until `count` requests have ended (filed in done/), woken by any worker's log.
@@ -90,7 +94,7 @@ final class SharedSpoolRounds {
         let producer = try TempSpool(root: first + "/spool")
         let a = try worker(first + "/spool")
         defer { a.terminate() }
-        let b = try worker(second + "/spool")
+        let b = try worker(second + "/spool", otherMachine: true)
         defer { b.terminate() }
         try a.waitForStderr(containing: "spoolfetch running", timeout: 60)
         try b.waitForStderr(containing: "spoolfetch running", timeout: 60)
@@ -115,7 +119,7 @@ final class SharedSpoolRounds {
         let producer = try TempSpool(root: first + "/spool")
         let a = try worker(first + "/spool")
         defer { a.signal(SIGCONT); a.terminate() }
-        let b = try worker(second + "/spool")
+        let b = try worker(second + "/spool", otherMachine: true)
         defer { b.terminate() }
         try a.waitForStderr(containing: "spoolfetch running", timeout: 60)
         try b.waitForStderr(containing: "spoolfetch running", timeout: 60)
@@ -130,8 +134,10 @@ final class SharedSpoolRounds {
         let publishedAtStop = Set(producer.files(in: "final").filter { $0.hasSuffix(".bin.done") }.map { String($0.dropLast(5)) })
         let takeover = try waitForAdoption(by: b, before: adoptionsBefore, since: stoppedAt, timeout: 4 * Self.leaseTimeout)
         XCTAssertLessThanOrEqual(takeover, 2 * Self.leaseTimeout, "taken over within two lease timeouts")
+        // The second worker cannot see the first's process (another pid namespace): only the
+        // lease's age can have told it, so not before the lease ran out.
+        XCTAssertGreaterThan(takeover, Self.leaseTimeout - 2 * Self.leasePeriod, "not taken over before the lease ran out")
         if freeze {
-            XCTAssertGreaterThan(takeover, Self.leaseTimeout - 2 * Self.leasePeriod, "not taken over before the lease ran out")
             a.signal(SIGCONT)
             let status = try a.waitForExit(timeout: 30)
             XCTAssertEqual(status, 75, "the thawed worker stops as fenced off: \(a.stderrText.suffix(2000))")
@@ -160,7 +166,7 @@ final class SharedSpoolRounds {
         try dropBatch(producer, requests: 15, items: 5)
         var workers: [DaemonProcess] = []
         defer { for w in workers { w.terminate() } }
-        for mount in mounts { workers.append(try worker(mount + "/spool")) }
+        for (i, mount) in mounts.enumerated() { workers.append(try worker(mount + "/spool", otherMachine: i % 2 == 1)) }
         for w in workers { try w.waitForStderr(containing: "spoolfetch running", timeout: 60) }
         try dropBatch(producer, requests: 30, items: 5, from: 15)
         try waitForEnded(30, in: producer, workers: workers, timeout: 300)
