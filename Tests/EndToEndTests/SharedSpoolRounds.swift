@@ -140,7 +140,7 @@ final class SharedSpoolRounds {
         if freeze {
             a.signal(SIGCONT)
             let status = try a.waitForExit(timeout: 30)
-            XCTAssertEqual(status, 75, "the thawed worker stops as fenced off: \(a.stderrText.suffix(2000))")
+            XCTAssertEqual(status, 4, "the thawed worker stops as fenced off: \(a.stderrText.suffix(2000))")
             XCTAssertTrue(a.stderrText.contains("fenced off"), String(a.stderrText.suffix(2000)))
         }
         try waitForEnded(50, in: producer, workers: [b], timeout: 300)
