@@ -33,6 +33,7 @@ extension Engine {
             throw .signals(error)
         }
 
+        store.setLease(LeaseSettings(period: configuration.leasePeriod, timeout: configuration.leaseTimeout))
         let registration: WorkerRegistration
         do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }
         self.registration = registration

@@ -91,7 +91,6 @@ public final class Engine {
             throw .spool(error)
         }
         store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
-        store.setLease(LeaseSettings(period: configuration.leasePeriod, timeout: configuration.leaseTimeout))
         scheduler = Scheduler(configuration: SchedulerConfiguration(
             concurrency: configuration.concurrency, perHost: configuration.perHost, maxStreams: configuration.maxStreams,
             window: configuration.window.flatMap(DailyWindow.init(parsing:))))
