@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -25,6 +26,11 @@
 static inline int spoolfetch_renameat2(int olddirfd, const char *oldpath, int newdirfd,
                                        const char *newpath, unsigned int flags) {
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+/// Names the calling thread (prctl is variadic): shown by `ps -L` and /proc/PID/task/TID/comm.
+static inline int spoolfetch_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
 /// Flushes the whole filesystem holding `fd`: one call commits a batch of files.

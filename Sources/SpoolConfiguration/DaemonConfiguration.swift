@@ -57,6 +57,11 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var maxRequestBytes: Int64 = 64 * 1024 * 1024
     /// Seconds between scans of `active/` for requests whose worker died (0: only at start).
     public var adoptInterval: Double = 30
+    /// Seconds between renewals of this worker's lease on the spool (`active/W/.lease`).
+    public var leasePeriod: Double = 5
+    /// Seconds without a renewal after which a worker counts as dead and its requests are
+    /// taken over (judged by the filesystem's timestamps, not by the machines' clocks).
+    public var leaseTimeout: Double = 30
     /// Seconds between full scans of `incoming/` besides inotify (0: none).
     public var rescanInterval: Double = 0
     /// Whether `incoming/` and `control/` are watched with inotify. Off for a spool written from
@@ -104,6 +109,9 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
         }
         if retryCap < retryBase {
             throw .init("--retry-base (\(ConfigurationKey.formatNumber(retryBase))) must be at most --retry-cap (\(ConfigurationKey.formatNumber(retryCap)))")
+        }
+        if leaseTimeout < 3 * leasePeriod {
+            throw .init("--lease-timeout (\(ConfigurationKey.formatNumber(leaseTimeout))) must be at least 3 times --lease-period (\(ConfigurationKey.formatNumber(leasePeriod))): a live worker must not miss its lease by one late renewal")
         }
         if once && due { throw .init("--once and --due are two drain modes; give one") }
         if !inotify && rescanInterval <= 0 {

@@ -78,7 +78,9 @@ final class ClaimNames: @unchecked Sendable {
                 ? folder.directory.exists(candidate) : isTaken(candidate, folders: folders)
             if taken { continue }
             do throws(StoreError) {
-                try source.rename(name, to: candidate, in: folder.directory, replace: true)
+                // By the folder's path, not its descriptor: a folder another worker took over
+                // (renamed away) while this one stalled takes no more claims (ENOENT).
+                try source.rename(name, to: folder.name + "/" + candidate, in: active, replace: true)
                 return candidate
             } catch {
                 if error.errno == ENOENT { return nil }

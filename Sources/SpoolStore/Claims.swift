@@ -24,8 +24,23 @@ public enum ClaimResult: Sendable {
 /// or adoption unless one was handed in.
 final class WorkerSlot: Sendable {
     private let folder = Mutex<WorkerFolder?>(nil)
+    /// The lease settings for the folder, and who is told when its lease is lost.
+    private let setup = Mutex<(lease: LeaseSettings, onLost: (@Sendable (String) -> Void)?)>((LeaseSettings(), nil))
 
-    func set(_ worker: WorkerFolder) { folder.withLock { $0 = worker } }
+    func set(_ worker: WorkerFolder) {
+        folder.withLock { $0 = worker }
+        if let onLost = setup.withLock({ $0.onLost }) { worker.lease.setOnLost(onLost) }
+    }
+
+    var leaseSettings: LeaseSettings {
+        get { setup.withLock { $0.lease } }
+        set { setup.withLock { $0.lease = newValue } }
+    }
+
+    func setOnLost(_ handler: @escaping @Sendable (String) -> Void) {
+        setup.withLock { $0.onLost = handler }
+        current?.lease.setOnLost(handler)
+    }
 
     /// The folder, if there is one yet (never creates it).
     var current: WorkerFolder? { folder.withLock { $0 } }
@@ -34,7 +49,9 @@ final class WorkerSlot: Sendable {
         let result: Result<WorkerFolder, StoreError> = folder.withLock { slot in
             if let existing = slot { return .success(existing) }
             do throws(StoreError) {
-                let created = try WorkerFolder(layout: layout)
+                let (settings, onLost) = setup.withLock { ($0.lease, $0.onLost) }
+                let created = try WorkerFolder(layout: layout, lease: settings)
+                if let onLost { created.lease.setOnLost(onLost) }
                 slot = created
                 return .success(created)
             } catch {
@@ -99,19 +116,27 @@ extension SpoolStore {
     }
 
     /// Requests whose worker is gone, now this worker's: every request in a worker folder whose
-    /// `.lock` this worker can take (its owner is dead) — the folder is taken over whole, its lock
-    /// kept, and its requests stay where they are — and request files lying directly in `active/`
-    /// (the layout without worker folders) that no one has `flock`ed, moved into this worker's
-    /// folder under the spool-wide claim lock. Two adopters never both take one: a folder's lock, or a loose file's
-    /// rename, goes to one of them. Only names are returned: `takeAdopted` reads each when the
-    /// engine gets to it, so a worker is ready before it has read a million claims.
+    /// owner is dead (see `SpoolLiveness`) — the folder is taken over whole by one rename,
+    /// `active/F` → `active/W~ORIGIN`, and its requests stay in it — and request files lying
+    /// directly in `active/` (the layout without worker folders) that no one has `flock`ed,
+    /// moved into this worker's folder under the spool-wide claim lock. Two adopters never both
+    /// take a folder: the filesystem (the server, on a network filesystem) carries out one rename
+    /// of it, and the other is told ENOENT and touches nothing. Only names are returned:
+    /// `takeAdopted` reads each when the engine gets to it, so a worker is ready before it has
+    /// read a million claims.
     public func adoptOrphans() -> [AdoptedClaim] {
-        guard let worker = try? workerFolder(), !worker.isReleased else { return [] }
+        guard let worker = try? workerFolder(), !worker.isReleased,
+              case .success(let probe) = worker.lease.renew() else { return [] }
         var adopted: [AdoptedClaim] = []
         var loose: [String] = []
-        for entry in layout.active.entries() where !entry.name.hasPrefix(".") && entry.name != worker.name {
+        let entries = layout.active.entries().filter { !$0.name.hasPrefix(".") }
+        var liveness = SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe,
+                                     folders: Set(entries.filter(\.isDirectory).map(\.name)))
+        for entry in entries where entry.name != worker.name {
             if entry.isDirectory {
                 guard !worker.hasInherited(entry.name) else { continue }
+                let owner = SpoolLiveness.owner(of: entry.name)
+                guard owner != worker.name, !liveness.isAlive(owner) else { continue }
                 adopted += takeOver(entry.name, into: worker)
             } else if entry.isRegular {
                 loose.append(entry.name)
@@ -128,26 +153,88 @@ extension SpoolStore {
         return adopted
     }
 
-    /// Takes over dead worker `folder` when its lock can be had: the lock is kept (it now says
-    /// this worker is alive) and the folder's requests are returned where they lie.
+    /// Whether no other worker is alive on the spool: this worker's folder and lease are made
+    /// first, then `active/` is listed. Of two workers starting at the same instant at least one
+    /// lists after the other's folder exists, so at most one of them thinks itself alone — and
+    /// that one only races a start-up that has not claimed anything yet (the start-up lock makes
+    /// even that rare; see ARCHITECTURE "Locks").
+    public func noOtherWorkerAlive() -> Bool {
+        guard let worker = try? workerFolder(), case .success(let probe) = worker.lease.renew() else { return false }
+        let folders = layout.active.entries().filter { $0.isDirectory && !$0.name.hasPrefix(".") }.map(\.name)
+        var liveness = SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe, folders: Set(folders))
+        return !folders.contains { folder in
+            let owner = SpoolLiveness.owner(of: folder)
+            return owner != worker.name && liveness.isAlive(owner)
+        }
+    }
+
+    /// Takes over dead worker folder `folder` by renaming it to `W~ORIGIN` (W: this worker). The
+    /// rename is the decision: a second adopter finds the name gone (ENOENT) and takes nothing.
+    /// An empty folder is removed instead of held.
     private func takeOver(_ folder: String, into worker: WorkerFolder) -> [AdoptedClaim] {
         let active = layout.active
-        let lockFD = openat(active.fd, folder + "/" + WorkerFolder.lockName, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        guard lockFD >= 0 else {
-            if errno == ENOENT { removeAbandoned(folder) }
+        let target = worker.name + "~" + SpoolLiveness.origin(of: folder)
+        guard renameat(active.fd, folder, active.fd, target) == 0 else {
+            // ENOENT: another adopter won. Anything else: left for the next scan.
             return []
         }
-        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0,          // held: its worker lives
-              let dead = try? Directory(in: active, name: folder),
-              worker.inherit(.init(name: folder, directory: dead, lockFD: lockFD)) else {
-            close(lockFD)
-            return []
-        }
+        guard let taken = try? Directory(in: active, name: target) else { return [] }
         var claims: [AdoptedClaim] = []
-        for entry in dead.entries() where !entry.name.hasPrefix(".") && entry.isRegular {
-            claims.append(AdoptedClaim(name: entry.name, folder: dead))
+        for entry in taken.entries() where !entry.name.hasPrefix(".") && entry.isRegular {
+            claims.append(AdoptedClaim(name: entry.name, folder: taken))
         }
+        // The dead owner's lease, lock and marks mean nothing here any more.
+        for dotted in taken.list() where dotted.hasPrefix(".") { _ = unlinkat(taken.fd, dotted, 0) }
+        if claims.isEmpty {
+            _ = unlinkat(active.fd, target, AT_REMOVEDIR)
+            return []
+        }
+        guard worker.inherit(.init(name: target, directory: taken)) else { return [] }
+        try? active.sync()
         return claims
+    }
+
+    /// Before a commit point (a publish's renames, a group marker, filing a request): whether the
+    /// request `name` is still this worker's. The lease must be fresh (`WorkerLease.confirm`:
+    /// renewed now if this worker may have stalled) and the request must lie in a folder this
+    /// worker holds, looked up by its path from `active/` — an adopter's rename of the folder
+    /// makes that path vanish, whereas the folder's descriptor would still reach it. Throws a
+    /// fencing error (`StoreError.isFenced`) when another worker has taken it over, a lease error
+    /// when the lease could not be renewed (the spool unreachable: tried again later).
+    public func confirmHeld(_ name: String) throws(StoreError) {
+        guard let worker = workerSlot.current else { return }
+        guard worker.lease.confirm() else {
+            if worker.lease.isLost { throw StoreError.fenced(layout.active.path(of: worker.name + "/" + name)) }
+            throw StoreError("lease", worker.lease.path, detail: "the lease could not be renewed; nothing is committed until it is")
+        }
+        var st = stat()
+        let held = worker.heldFolders
+        for folder in held where fstatat(layout.active.fd, folder + "/" + name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
+            return
+        }
+        // In none of them: fenced when one of this worker's folders is gone from its path (taken
+        // over, with the request in it). With every folder in place the request was never
+        // claimed here (a tool publishing on its own), and nobody can have taken it over.
+        if let gone = held.first(where: { fstatat(layout.active.fd, $0, &st, AT_SYMLINK_NOFOLLOW) != 0 }) {
+            throw StoreError.fenced(layout.active.path(of: gone + "/" + name))
+        }
+    }
+
+    /// Where a claim lies, as a path relative to `active/` ("FOLDER/NAME"): moves out of it go by
+    /// that path, so that a folder another worker renamed away fails them with ENOENT.
+    func pathInActive(_ claim: ClaimedRequest) -> String {
+        (claim.folder.path as NSString).lastPathComponent + "/" + claim.name
+    }
+
+    /// Who is told when this worker's lease is found lost (its folder taken over while it was
+    /// stalled): the daemon stops at once, publishing and filing nothing more.
+    public func onLeaseLost(_ handler: @escaping @Sendable (String) -> Void) {
+        workerSlot.setOnLost(handler)
+    }
+
+    /// Sets the lease settings for the worker folder made from now on.
+    public func setLease(_ settings: LeaseSettings) {
+        workerSlot.leaseSettings = settings
     }
 
     /// What `takeAdopted` found.
@@ -193,15 +280,6 @@ extension SpoolStore {
             return .filed(name: adopted.name, inode: inode)
         }
         return .claim(ClaimedRequest(name: adopted.name, inode: inode, folder: adopted.folder))
-    }
-
-    /// A worker folder without `.lock` is a worker starting, or one that died starting. Removed
-    /// once it is an hour old (it cannot hold a request: claims need the lock first).
-    private func removeAbandoned(_ folder: String) {
-        guard let st = layout.active.status(of: folder), Double(st.st_mtim.tv_sec) < Date().timeIntervalSince1970 - 3600,
-              let dead = try? Directory(in: layout.active, name: folder) else { return }
-        _ = unlinkat(dead.fd, WorkerFolder.newLockName, 0)
-        _ = unlinkat(layout.active.fd, folder, AT_REMOVEDIR)
     }
 
     /// A request file lying directly in `active/` (`active/R`, the layout without worker folders,

@@ -69,3 +69,9 @@ enum RenameProbe {
     /// link's answer when the filesystem has no hard links.
     static func meansNoLinks(_ e: Int32) -> Bool { e == EPERM || e == EOPNOTSUPP || e == ENOSYS }
 }
+
+extension WorkerLease {
+    /// Names the calling thread (here, where the C shim is imported: `WorkerLease.swift`'s public
+    /// API uses Glibc types, which an internal import of the shim would hide).
+    static func nameThisThread() { _ = spoolfetch_set_thread_name(threadName) }
+}

@@ -132,6 +132,8 @@ extension SpoolStore {
         for (record, response) in batch {
             var record = record
             do throws(StoreError) {
+                // Fencing: no record for a request another worker has taken over.
+                try confirmHeld(record.request)
                 if let response {
                     try final.writeAtomically(record.name + ".response", response, replace: true, sync: true)
                     record.response = record.name + ".response"

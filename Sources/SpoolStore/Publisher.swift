@@ -159,6 +159,7 @@ struct PublishBatch {
     /// marker is in place a consumer may take both, and only the journal's lines then say it was
     /// published. Throws (the whole batch fails) when the journal cannot be written.
     mutating func writeJournal() throws(StoreError) {
+        confirmHeld()
         let journaled = members.indices.filter { members[$0].isOK }
         guard !journaled.isEmpty else { return }
         let written = try store.writeJournal(journaled.map { members[$0].job.state })
@@ -211,6 +212,7 @@ struct PublishBatch {
     mutating func moveDataIntoFinalFolder() {
         for i in members.indices where members[i].isOK && members[i].result.finalName == nil {
             do throws(StoreError) {
+                try store.confirmHeld(members[i].job.state.request)
                 members[i].result.finalName = try moveIntoFinal(members[i].job, checked: members[i].marker?.dataName)
             } catch {
                 members[i].result.error = error
@@ -275,6 +277,7 @@ struct PublishBatch {
             guard let temp = members[i].marker else { continue }
             let markerName = temp.dataName + ".done"
             do throws(StoreError) {
+                try store.confirmHeld(members[i].job.state.request)
                 try layout.final.rename(temp.name, to: markerName, in: layout.final, replace: members[i].job.replacesExisting)
                 members[i].result.markerPath = layout.final.path(of: markerName)
                 members[i].result.isPublished = true
@@ -314,6 +317,18 @@ struct PublishBatch {
     }
 
     /// Every job without an error gets `error`: nothing of the batch is published.
+    /// Fencing, before the journal, each data rename and each marker rename: a job whose request
+    /// another worker has taken over (this worker stalled past its lease) fails with the fencing
+    /// error and commits nothing; so does every job while the lease cannot be renewed.
+    mutating func confirmHeld() {
+        for i in members.indices where members[i].isOK {
+            do throws(StoreError) { try store.confirmHeld(members[i].job.state.request) } catch {
+                members[i].result.error = error
+                discardMarker(of: i)
+            }
+        }
+    }
+
     mutating func fail(with error: StoreError) {
         for i in members.indices where members[i].isOK { members[i].result.error = error }
     }

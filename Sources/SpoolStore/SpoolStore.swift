@@ -25,7 +25,8 @@ public struct SpoolStore: Sendable {
 
     /// Files a claimed request in `rejected/`: the error file first, then the request (commit).
     public func reject(_ claim: ClaimedRequest, _ record: ErrorRecord) throws(StoreError) {
-        try file(claim.name, from: claim.folder, into: layout.rejected, record: record)
+        try confirmHeld(claim.name)
+        try file(claim.name, from: claim.folder, at: pathInActive(claim), into: layout.rejected, record: record)
     }
 
     /// Files an unclaimable entry of `incoming/` (a symlink, a fifo) in `rejected/` without opening it.
@@ -36,8 +37,10 @@ public struct SpoolStore: Sendable {
     /// Moves `name` from `source` into `target` under its own name, or with a `-N` suffix if that
     /// name (or its `.error`) is taken, writing `N.error` first when a record is given.
     /// `sync: false` leaves both folders unsynced (the caller syncs them once for many moves).
+    /// `at`: the claim's path relative to `active/` (`pathInActive`): the move goes by that path,
+    /// so a worker folder another worker has taken over (renamed) fails it with ENOENT.
     @discardableResult
-    func file(_ name: String, from source: Directory, into target: Directory,
+    func file(_ name: String, from source: Directory, at pathInActive: String? = nil, into target: Directory,
               record: ErrorRecord?, sync: Bool = true) throws(StoreError) -> String {
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? name : Self.suffixed(name, attempt, separator: "-")
@@ -49,7 +52,11 @@ public struct SpoolStore: Sendable {
                 try target.writeAtomically(candidate + ".error", SpoolJSON.encode(r), replace: false, sync: true)
             }
             do throws(StoreError) {
-                try source.rename(name, to: candidate, in: target, replace: false)
+                if let pathInActive {
+                    try layout.active.rename(pathInActive, to: candidate, in: target, replace: false)
+                } else {
+                    try source.rename(name, to: candidate, in: target, replace: false)
+                }
             } catch {
                 if record != nil { target.remove(candidate + ".error") }
                 if error.errno == EEXIST { continue }
@@ -82,6 +89,8 @@ public struct SpoolStore: Sendable {
     /// one an earlier run left behind.
     public func endGroup(_ claim: ClaimedRequest, marker: GroupMarker,
                          failure: ErrorRecord?) throws(StoreError) -> (markerPath: String, journal: HeldLock) {
+        // Fencing: no group marker for a request another worker has taken over.
+        try confirmHeld(claim.name)
         let journalName = Self.stagingBase(claim.name) + ".\(claim.inode).group"
         let markerName: String
         let journal: HeldLock
@@ -102,9 +111,9 @@ public struct SpoolStore: Sendable {
             return (layout.final.path(of: markerName), journal)
         }
         if let failure {
-            try file(claim.name, from: claim.folder, into: layout.failed, record: failure)
+            try file(claim.name, from: claim.folder, at: pathInActive(claim), into: layout.failed, record: failure)
         } else {
-            try file(claim.name, from: claim.folder, into: layout.done, record: nil)
+            try file(claim.name, from: claim.folder, at: pathInActive(claim), into: layout.done, record: nil)
         }
         return (layout.final.path(of: markerName), journal)
     }
@@ -160,27 +169,41 @@ public struct SpoolStore: Sendable {
         return String(middle[..<dash])
     }
 
-    /// Whether a live worker (this one included) still needs the journal: its writer's worker
-    /// folder is locked — by its writer, or by a worker that took the folder over — except a
-    /// folder this worker has just taken over, whose journals are the dead writer's record.
-    /// A journal of the earlier layout (`batch-PID-N`, no such folder) is live while it is
-    /// `flock`ed, as its writer kept it.
+    /// Whether a live worker (this one included) still needs the journal: the folder of its
+    /// writer W (`active/W`, or `active/O~W` once worker O took it over) is held by a live worker
+    /// (`SpoolLiveness`) — except a folder this worker holds other than its own, whose journals
+    /// are the dead writer's record. A journal of the earlier layout (`batch-PID-N`, no such
+    /// folder) is live while it is `flock`ed, as its writer kept it.
     /// `writers` remembers each writer's answer for one listing: a worker leaves hundreds of
-    /// journals, and its folder lock is probed once.
-    private func journalIsLive(_ name: String, writers: inout [String: Bool?]) -> Bool {
+    /// journals, and its folder is judged once.
+    private func journalIsLive(_ name: String, writers: inout [String: Bool?], liveness: inout SpoolLiveness?) -> Bool {
         guard let writer = Self.journalWriter(name) else { return layout.staging.isLockedByAnother(name) }
         if let known = writers[writer] { return known ?? layout.staging.isLockedByAnother(name) }
+        let worker = workerSlot.current
         let live: Bool?
-        if let st = layout.active.status(of: writer), st.st_mode & S_IFMT == S_IFDIR {
-            let worker = workerSlot.current
-            if worker?.name == writer { live = true }
-            else if worker?.hasInherited(writer) == true { live = false }
-            else { live = layout.active.isLockedByAnother(writer + "/" + WorkerFolder.lockName) }
+        if worker?.name == writer {
+            live = true
+        } else if let held = liveness?.folders.first(where: { SpoolLiveness.origin(of: $0) == writer }) {
+            let owner = SpoolLiveness.owner(of: held)
+            if owner == worker?.name { live = false } else { live = liveness?.isAlive(owner) ?? true }
         } else {
             live = nil     // no such worker folder: the journal's own lock decides
         }
         writers[writer] = live
         return live ?? layout.staging.isLockedByAnother(name)
+    }
+
+    /// One look at who is alive, for a reading of the journals: this worker's lease renewed as
+    /// the probe (nil when it cannot be: every writer's folder then counts as alive).
+    private func currentLiveness() -> SpoolLiveness? {
+        let folders = Set(layout.active.entries().filter { $0.isDirectory && !$0.name.hasPrefix(".") }.map(\.name))
+        guard let worker = workerSlot.current, case .success(let probe) = worker.lease.renew() else {
+            // No worker folder (a reader such as `status --all`): judged against a probe of "now".
+            var ts = timespec()
+            clock_gettime(CLOCK_REALTIME, &ts)
+            return SpoolLiveness(active: layout.active, settings: workerSlot.leaseSettings, probe: ts, folders: folders)
+        }
+        return SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe, folders: folders)
     }
 
     /// Item states recorded by publish batches of dead workers (a crash, a kill, a stop with
@@ -190,8 +213,9 @@ public struct SpoolStore: Sendable {
         var states: [String: ItemState] = [:]
         var files: [String] = []
         var writers: [String: Bool?] = [:]
+        var liveness: SpoolLiveness? = includingLive ? nil : currentLiveness()
         for name in layout.staging.list() where name.hasSuffix(".journal") && !name.hasPrefix(".") {
-            if !includingLive && journalIsLive(name, writers: &writers) { continue }
+            if !includingLive && journalIsLive(name, writers: &writers, liveness: &liveness) { continue }
             files.append(name)
             guard let bytes = try? layout.staging.read(name, limit: 64 << 20),
                   let list = Self.decodeJournal(bytes) else { continue }

@@ -21,6 +21,15 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         "\(call) \(path): \(String(cString: strerror(errno))) (errno \(errno))" + (detail.map { ": " + $0 } ?? "")
     }
 
+    /// Another worker took the request over while this one stalled past its lease (see
+    /// `SpoolStore.confirmHeld`): this worker must drop it, committing nothing of it.
+    public static func fenced(_ path: String) -> StoreError {
+        StoreError("fence", path, errno: ESTALE,
+                   detail: "another worker took this request over while this worker was stalled past its lease")
+    }
+
+    public var isFenced: Bool { call == "fence" }
+
     public var isDiskFull: Bool { errno == ENOSPC || errno == EDQUOT }
 
     /// Trying again cannot help: the filesystem or the permissions refuse the operation itself,
@@ -30,7 +39,7 @@ public struct StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// EOPNOTSUPP/ENOTSUP (the filesystem lacks the call), EACCES, EPERM (permissions, protected
     /// hard links), EROFS (read-only), ENAMETOOLONG, ELOOP, ENOTDIR, EISDIR (a path that can never
     /// work). Disk full (ENOSPC, EDQUOT), I/O errors (EIO), ENOENT, EEXIST and the rest are not.
-    public var isPermanent: Bool { Self.permanentErrnos.contains(errno) }
+    public var isPermanent: Bool { isFenced || Self.permanentErrnos.contains(errno) }
 
     static let permanentErrnos: Set<Int32> = [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EACCES, EPERM, EROFS,
                                               ENAMETOOLONG, ELOOP, ENOTDIR, EISDIR]

@@ -21,10 +21,12 @@ import Foundation
 /// waiter on a conversion (GlusterFS does not: a second worker waited until the first exited);
 /// and a waiter asks again now and then instead of blocking (see `FileLock`).
 ///
-/// This is not what keeps claims: a worker's requests are kept by its own lock in `active/W/`
-/// (see `WorkerFolder`). One shared lock can say "someone is alive" but not who, so it cannot
-/// tell whose requests to adopt; the per-worker locks cannot say "no one else is starting
-/// right now" without a scan that races. Each lock answers its own question.
+/// Neither lock is trusted alone: on a filesystem whose locks are granted per machine (GPFS, NFS
+/// without a lock manager, bindfs without lock forwarding) both may grant every worker at once.
+/// So `alone` is only believed together with a look at the leases in `active/`
+/// (`SpoolStore.noOtherWorkerAlive`), and the start-up lock only makes the race of two start-ups
+/// at the same instant rarer (see ARCHITECTURE "Locks"). Claims are kept by each worker's lease
+/// and folder (see `WorkerFolder`, `WorkerLease`), never by these locks.
 public final class WorkerRegistration: @unchecked Sendable {
     /// No other worker held the spool when this one started.
     public let alone: Bool

@@ -58,6 +58,8 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("max-items"), help: .setting("max-items")) var maxItems: String?
     @Option(name: .customLong("max-request-bytes"), help: .setting("max-request-bytes")) var maxRequestBytes: String?
     @Option(name: .customLong("adopt-interval"), help: .setting("adopt-interval")) var adoptInterval: String?
+    @Option(name: .customLong("lease-period"), help: .setting("lease-period")) var leasePeriod: String?
+    @Option(name: .customLong("lease-timeout"), help: .setting("lease-timeout")) var leaseTimeout: String?
     @Option(name: .customLong("rescan-interval"), help: .setting("rescan-interval")) var rescanInterval: String?
     @Option(help: .setting("inotify")) var inotify: String?
     @Option(name: .customLong("ca-file"), help: .setting("ca-file")) var caFile: String?

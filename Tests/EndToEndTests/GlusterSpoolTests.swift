@@ -40,7 +40,8 @@ final class GlusterSpoolTests: SpoolTestCase {
 
     private func worker(_ spool: String, _ extra: [String] = []) throws -> DaemonProcess {
         try DaemonProcess.launch(["run", "--spool", spool, "--inotify", "no", "--rescan-interval", "1",
-                                  "--adopt-interval", "2", "--log-level", "info"] + extra)
+                                  "--adopt-interval", "2", "--lease-period", "\(SharedSpoolRounds.leasePeriod)",
+                                  "--lease-timeout", "\(SharedSpoolRounds.leaseTimeout)", "--log-level", "info"] + extra)
     }
 
     /// One worker on each client, both running, then 50 requests of 10 URLs dropped through the
@@ -140,6 +141,19 @@ final class GlusterSpoolTests: SpoolTestCase {
             XCTAssertGreaterThan(requests[1].receivedAt, killSent, "\(name): fetched again by the adopter, after the kill")
         }
         print("GlusterFS, two workers, the first killed: \(report(producer))")
+    }
+
+    /// The first worker frozen (SIGSTOP) past its lease: the second takes its requests over
+    /// within two lease timeouts; thawed, the first finds itself fenced off and commits nothing.
+    func testAWorkerFrozenPastItsLeaseIsTakenOverAndCommitsNothingAfterTheThaw() throws {
+        try SharedSpoolRounds(server: server).firstWorkerLost(first: volume.first, second: volume.second, freeze: true,
+                                                               label: "GlusterFS")
+    }
+
+    /// The killed round again, timed in lease periods (`SharedSpoolRounds`).
+    func testAKilledWorkersRequestsAreTakenOverWithinTwoLeaseTimes() throws {
+        try SharedSpoolRounds(server: server).firstWorkerLost(first: volume.first, second: volume.second, freeze: false,
+                                                               label: "GlusterFS")
     }
 
     func testTwoWorkersStartedAtTheSameInstantBothStartTenTimesOver() throws {

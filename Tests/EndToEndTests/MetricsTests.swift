@@ -164,15 +164,21 @@ final class MetricsTests: SpoolTestCase {
         let path = folder + "/spoolfetch.prom"
         let launched = Date()
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-file", path, "--metrics-interval", "1",
-                                               "--adopt-interval", "0", "--log-level", "warning"])
+                                               "--adopt-interval", "0", "--lease-period", "2", "--lease-timeout", "10",
+                                               "--log-level", "warning"])
         defer { daemon.terminate() }
         try DirectoryWaiter.waitForFile("spoolfetch.prom", in: folder, timeout: 30)
         let report = "\(ProcessInfo.processInfo.hostName)-\(daemon.pid).json"
         try DirectoryWaiter.waitForFile(report, in: spool.path("status"), timeout: 30)
 
-        func contextSwitches() -> Int {
+        // The lease thread wakes once per lease period by design (its renewal is the worker's
+        // proof of life on a shared spool): counted apart, and held to that.
+        func contextSwitches(lease: Bool = false) -> Int {
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemon.pid)/task")) ?? []
-            return tasks.reduce(0) { sum, task in
+            return tasks.filter { task in
+                let name = (try? String(contentsOfFile: "/proc/\(daemon.pid)/task/\(task)/comm", encoding: .utf8)) ?? ""
+                return (name.trimmingCharacters(in: .whitespacesAndNewlines) == "spoolfetch-leas") == lease
+            }.reduce(0) { sum, task in
                 let text = (try? String(contentsOfFile: "/proc/\(daemon.pid)/task/\(task)/status", encoding: .utf8)) ?? ""
                 return sum + text.split(separator: "\n").filter { $0.contains("ctxt_switches") }
                     .compactMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
@@ -183,10 +189,14 @@ final class MetricsTests: SpoolTestCase {
             guard stat(path, &st) == 0 else { return [] }
             return [Int(st.st_ino), st.st_mtim.tv_sec, st.st_mtim.tv_nsec]
         }
-        let switchesBefore = contextSwitches(), fileBefore = fileState()
+        let switchesBefore = contextSwitches(), leaseBefore = contextSwitches(lease: true), fileBefore = fileState()
         XCTAssertGreaterThan(switchesBefore, 0)
+        XCTAssertGreaterThan(leaseBefore, 0, "the lease thread is there")
         usleep(5_000_000)   // the span measured, not a synchronisation
         XCTAssertEqual(contextSwitches() - switchesBefore, 0, "wake-ups of the idle daemon's threads over 5 s")
+        // --lease-period 2: two or three renewals in 5 s, each a wake-up and a write + fsync (a
+        // few switches each), nothing more.
+        XCTAssertLessThanOrEqual(contextSwitches(lease: true) - leaseBefore, 3 * 4, "the lease thread's wake-ups over 5 s")
         XCTAssertEqual(fileState(), fileBefore, "the metrics file was not written again while idle")
         daemon.signal(SIGTERM)
         XCTAssertEqual(try daemon.waitForExit(timeout: 30), 0, daemon.stderrText)

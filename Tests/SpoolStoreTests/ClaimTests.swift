@@ -81,7 +81,7 @@ final class ClaimTests: XCTestCase {
         XCTAssertEqual(claim.path, "\(root!)/active/\(folder.name)/r1")
         XCTAssertEqual(files("incoming"), [])
         XCTAssertEqual(claimed(), ["\(folder.name)/r1"])
-        XCTAssertEqual(files("active/\(folder.name)"), [".lock", "r1"])
+        XCTAssertEqual(files("active/\(folder.name)"), [".lease", ".lock", "r1"])
         XCTAssertEqual(try worker().adoptOrphans().count, 0, "a live worker's claims are not adoptable")
         XCTAssertEqual(store.adoptOrphans().count, 0, "nor its own")
         guard case .gone = try store.claim("r1") else { return XCTFail("a second claim must find it gone") }
@@ -121,11 +121,13 @@ final class ClaimTests: XCTestCase {
         let adopted = survivor.adoptOrphans()
         XCTAssertEqual(adopted.map(\.name).sorted(), ["d0", "d1", "d2"])
         XCTAssertEqual(try adopted.first { $0.name == "d1" }.flatMap(survivor.takenClaim)?.readAll(), Array("http://x/1\n".utf8))
-        // The folder is taken over whole: its requests stay where they lie, its lock now held
-        // by the survivor, so no third worker can take them.
-        XCTAssertEqual(claimed(), ["\(doomedFolder)/d0", "\(doomedFolder)/d1", "\(doomedFolder)/d2"])
+        // The folder is taken over whole, by one rename to SURVIVOR~DEAD: its requests keep their
+        // names, and its owner is now the survivor, whose lease is alive, so no third worker can
+        // take them.
+        let taken = try survivor.workerFolder().name + "~" + doomedFolder
+        XCTAssertEqual(claimed(), ["\(taken)/d0", "\(taken)/d1", "\(taken)/d2"])
         XCTAssertEqual(survivor.adoptOrphans().count, 0, "and adopted once")
-        XCTAssertEqual(try worker().adoptOrphans().count, 0, "the survivor holds the folder's lock")
+        XCTAssertEqual(try worker().adoptOrphans().count, 0, "the survivor is alive")
         // The survivor stops with them unfinished: the next worker adopts them.
         survivor.releaseWorkerFolder()
         XCTAssertEqual(try worker().adoptOrphans().map(\.name).sorted(), ["d0", "d1", "d2"])
@@ -186,7 +188,10 @@ final class ClaimTests: XCTestCase {
             XCTAssertEqual(Set(first).intersection(second), [], "round \(round): none by both")
             XCTAssertEqual(Set(first + second).count, count)
             XCTAssertTrue(first.isEmpty || second.isEmpty, "the dead worker's lock lets one adopter take it all")
-            XCTAssertEqual(files("active/dead-\(round)").count - 1, count, "each file left where it lay")
+            let taken = files("active").filter { $0.hasSuffix("~dead-\(round)") }
+            XCTAssertEqual(taken.count, 1, "round \(round): the folder renamed once, by the winner: \(taken)")
+            XCTAssertEqual(taken.first.map { files("active/" + $0).filter { !$0.hasPrefix(".") }.count }, count,
+                           "each file left where it lay")
         }
     }
 
@@ -347,6 +352,7 @@ final class ClaimTests: XCTestCase {
         doomed!.releaseWorkerFolder()
         doomed = nil
         let adopter = try worker()
+        let adopted = try adopter.workerFolder().name + "~" + folder
         var taken: [String: String] = [:]
         for adopted in adopter.adoptOrphans() {
             switch adopter.takeAdopted(adopted) {
@@ -356,7 +362,7 @@ final class ClaimTests: XCTestCase {
             }
         }
         XCTAssertEqual(taken, ["ended": "filed ended", "nightly": "claim nightly", "rejected-one": "filed rejected-one"])
-        XCTAssertEqual(claimed(), ["\(folder)/nightly"], "the filed ones' old names are gone")
+        XCTAssertEqual(claimed(), ["\(adopted)/nightly"], "the filed ones' old names are gone")
         XCTAssertEqual(files("done"), ["ended", "ended-1", "nightly"])
         XCTAssertEqual(files("rejected"), ["rejected-one"])
     }

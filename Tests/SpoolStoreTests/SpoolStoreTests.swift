@@ -55,7 +55,7 @@ final class SpoolStoreTests: StoreTestCase {
         let record = try JSONSerialization.jsonObject(with: Data(read("rejected", "bad-1.error")!.utf8)) as? [String: Any]
         XCTAssertEqual(record?["line"] as? Int, 3)
         XCTAssertEqual(record?["code"] as? String, "unknown-key")
-        XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lock"], "no claim left")
+        XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lease", ".lock"], "no claim left")
     }
 
     func testPublishBatchRenamesDataThenWritesMarkers() throws {
@@ -225,7 +225,7 @@ final class SpoolStoreTests: StoreTestCase {
         XCTAssertEqual(files("staging"), ["req.\(claim.inode).group"], "the journal stays until the group hook has run")
         store.groupHookDone(first.journal)
         XCTAssertEqual(files("staging"), [])
-        XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lock"], "no claim left")
+        XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lease", ".lock"], "no claim left")
         XCTAssertTrue(files("done").contains("req"))
 
         // Same group name the next night: a new marker, never an overwrite.

@@ -93,7 +93,15 @@ public final class DaemonProcess: @unchecked Sendable {
     private let outputDir: String
     private var reaped = false
 
-    public var pid: Int32 { process.processIdentifier }
+    /// The daemon's pid (in a pid namespace of its own, `launch(inNewPIDNamespace:)`: its pid as
+    /// seen from here, unshare's child).
+    public var pid: Int32 {
+        guard ownPIDNamespace else { return process.processIdentifier }
+        let wrapper = process.processIdentifier
+        let text = (try? String(contentsOfFile: "/proc/\(wrapper)/task/\(wrapper)/children", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").first.flatMap { Int32($0) } ?? wrapper
+    }
+    private var ownPIDNamespace = false
     public var stdoutText: String { (try? String(contentsOfFile: outputDir + "/stdout", encoding: .utf8)) ?? "" }
     public var stderrText: String { (try? String(contentsOfFile: outputDir + "/stderr", encoding: .utf8)) ?? "" }
     /// The folder of the daemon's stdout and stderr files, to wait on (`DirectoryWaiter`).
@@ -109,6 +117,17 @@ public final class DaemonProcess: @unchecked Sendable {
 
     /// The daemon with its open-file limit (soft and hard) set to `openFiles`, through util-linux's
     /// `prlimit`, which execs it: the process is the daemon itself.
+    /// The daemon in a pid namespace of its own (`unshare --pid --fork --kill-child`), standing
+    /// for a worker on another machine: no pid it writes means anything to the workers outside.
+    /// `pid` and `signal` reach the daemon itself once it has started (unshare's only child); its
+    /// exit status is the daemon's (unshare passes it on), and a kill of unshare kills it too.
+    public static func launch(inNewPIDNamespace arguments: [String]) throws -> DaemonProcess {
+        let daemon = try launch(["--pid", "--fork", "--kill-child", "--", executablePath] + arguments,
+                                executable: "/usr/bin/unshare")
+        daemon.ownPIDNamespace = true
+        return daemon
+    }
+
     public static func launch(openFiles: Int, _ arguments: [String]) throws -> DaemonProcess {
         try launch(["--nofile=\(openFiles):\(openFiles)", "--", executablePath] + arguments, executable: "/usr/bin/prlimit")
     }
@@ -172,7 +191,7 @@ public final class DaemonProcess: @unchecked Sendable {
     }
 
     public func signal(_ sig: Int32) {
-        if process.isRunning { kill(process.processIdentifier, sig) }
+        if process.isRunning { kill(pid, sig) }
     }
 
     public func terminate() {

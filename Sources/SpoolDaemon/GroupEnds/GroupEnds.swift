@@ -148,6 +148,13 @@ final class GroupEnds {
 
     private func ended(_ request: RequestRecord, error: StoreError?, drain: Bool) -> Result {
         guard let error else { return .ended }
+        if error.isFenced {
+            // Another worker took the request over while this one stalled past its lease: that
+            // worker ends its group. Nothing of it is filed or hooked here.
+            logger.error("dropped a request another worker took over while this worker was stalled; its group end is that worker's: \(error)",
+                         metadata: ["request": "\(request.name)", "group": "\(request.group)"])
+            return .abandoned
+        }
         if drain && error.isPermanent {
             logger.error("could not end the group, and retrying cannot help; the request stays in active/ for the next run: \(error)",
                          metadata: ["request": "\(request.name)", "group": "\(request.group)"])

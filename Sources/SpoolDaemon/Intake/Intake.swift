@@ -41,6 +41,15 @@ final class Intake {
         self.ledger = ledger
         self.table = table
         limits = ParseLimits(maxBytes: maxRequestBytes, maxItems: maxItems)
+        // Fenced off: another worker renamed this worker's folder away (it had not renewed its
+        // lease for the lease timeout: stopped, paused, cut off). Every request this worker held
+        // is that worker's now; publishing or filing any of them could deliver it twice. So it
+        // stops at once, as if killed, committing nothing more (exit 4: a service manager
+        // restarts it as a fresh worker).
+        store.onLeaseLost { [logger] reason in
+            logger.critical("this worker was fenced off and stops at once, committing nothing more: \(reason)")
+            _exit(4)
+        }
     }
 
     /// Nothing listed or adopted waits to be taken in.

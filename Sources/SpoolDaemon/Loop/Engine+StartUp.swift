@@ -34,10 +34,14 @@ extension Engine {
             throw .signals(error)
         }
 
+        store.setLease(LeaseSettings(period: configuration.leasePeriod, timeout: configuration.leaseTimeout))
         let registration: WorkerRegistration
         do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }
         self.registration = registration
-        let swept = registration.alone ? store.sweepTemporaries() : store.sweepTemporaries(olderThan: 3600)
+        // The locks may lie (a network filesystem granting them per machine): alone only when
+        // no other worker's lease is alive either.
+        let alone = registration.alone && store.noOtherWorkerAlive()
+        let swept = alone ? store.sweepTemporaries() : store.sweepTemporaries(olderThan: 3600)
         if swept > 0 { logger.info("removed temporary files left by an earlier run", metadata: ["count": "\(swept)"]) }
         let leftovers = store.removeStagingOfEndedGroups()
         if leftovers > 0 {
@@ -48,7 +52,7 @@ extension Engine {
             logger.notice("running the group hook an earlier run did not get to", metadata: ["marker": "\(pending.markerPath)"])
             hooks.groupPending(pending)
         }
-        intake.adoptOrphans(alone: registration.alone)
+        intake.adoptOrphans(alone: alone)
         // Network changes (a route or address appears) probe unreachable hosts at once. Without
         // rtnetlink the probes keep their back-off: worth a warning, not a refusal to start.
         let monitor = NetworkChangeMonitor(onChange: { inbox.post(.networkChanged(routes: $0.newRoutes, addresses: $0.newAddresses)) },
