@@ -3,15 +3,18 @@
 #   make test       installs what the tests need, runs the whole suite (and the install test)
 #   make install    release binary (Swift runtime linked in), man page, completions, unit, config
 #   make uninstall  removes what make install put there (a config file you changed stays)
+#   make deb        a Debian package of the same files, in .build/deb/
 SHELL := /bin/bash
 SPOOL ?= spool
 SWIFT ?= swift
 # System packages: the build needs the first two; the tests also start nginx, use curl, create
 # network namespaces with iproute2's `ip`, mount a FUSE test filesystem written with pyfuse3
 # (Tests/FUSE/powercutfs.py), run a GlusterFS volume mounted twice (Tests/GlusterFS/gluster-volume),
-# and the install test uses python3's http.server and unshare/mount.
+# the install test uses python3's http.server and unshare/mount, the package test debootstraps a
+# Debian root (from the mirror the machine's own apt sources name) to install the .deb in, and the
+# shared-spool tests mount bindfs without lock forwarding.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local
@@ -37,7 +40,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib --disable-build-manifest-cachi
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path)/spoolfetch
 DIST := .build/dist
 
-.PHONY: run test test-unit test-install simulate build release dist deps test-deps install uninstall clean
+.PHONY: run test test-unit test-install test-example test-deb simulate build release dist deb deps test-deps install uninstall clean
 
 run: deps build
 	$(SWIFT) run spoolfetch run --spool $(SPOOL)
@@ -45,11 +48,20 @@ run: deps build
 build:
 	$(SWIFT) build
 
-release: deps
+# A release build is made again only when a source or the manifest changed since the last one
+# (the stamp), so `make install` or `make deb` after `make release` reuses it — and runs no apt.
+RELEASE_STAMP := .build/release-static.stamp
+RELEASE_INPUTS := Package.swift $(shell find Sources -type f 2>/dev/null)
+
+release: $(RELEASE_STAMP)
+
+$(RELEASE_STAMP): $(RELEASE_INPUTS)
+	@./scripts/ensure-packages $(BUILD_PACKAGES)
 	rm -f "$(RELEASE_BIN)"
 	$(SWIFT) build $(RELEASE_FLAGS) --product spoolfetch
+	@mkdir -p $(@D) && touch $@
 
-test: test-unit test-install
+test: test-unit test-install test-example test-deb
 
 # The whole output is also kept in .build/test-output.log; when a test fails, its failure lines
 # are printed again at the end, where a CI log's tail shows them.
@@ -72,16 +84,27 @@ simulate:
 	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	fi
 
+# Installs the .deb into a Debian root made by debootstrap (no Swift there), drains a download in
+# it, purges it and checks that nothing is left (scripts/test-deb).
+test-deb: test-deps
+	./scripts/test-deb
+
+# Builds Examples/SpoolfetchKitExample against this checkout and runs it across a restart
+# (scripts/test-example).
+test-example: test-deps
+	./scripts/test-example
+
 # Installs into a throw-away DESTDIR and runs the installed binary with /opt/swift (the
 # toolchain) hidden; see scripts/test-installed.
 test-install: test-deps
 	./scripts/test-installed
 
-# Everything make install copies, built under .build/dist: the man page from the command's own
-# help (scripts/make-manpage) and the completion scripts the binary prints.
+# Everything make install copies, built under .build/dist: spoolfetch(1) from the command's own
+# help (scripts/make-manpage), spoolfetch(5) from the README's format sections (scripts/make-manpage5) and the completion scripts the binary prints.
 dist: release
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	./scripts/make-manpage "$(RELEASE_BIN)" $(DIST)/spoolfetch.1
+	./scripts/make-manpage5 README.md "$$("$(RELEASE_BIN)" --version)" $(DIST)/spoolfetch.5
 	"$(RELEASE_BIN)" --generate-completion-script bash > $(DIST)/spoolfetch.bash
 	"$(RELEASE_BIN)" --generate-completion-script zsh > $(DIST)/_spoolfetch
 	"$(RELEASE_BIN)" --generate-completion-script fish > $(DIST)/spoolfetch.fish
@@ -91,24 +114,34 @@ dist: release
 	sed -e 's|/usr/local/bin/spoolfetch|$(BINDIR)/spoolfetch|g' contrib/spoolfetch.cron > $(DIST)/spoolfetch.cron
 
 install: dist
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)/examples \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR) \
 		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 755 -s "$(RELEASE_BIN)" $(DESTDIR)$(BINDIR)/spoolfetch
 	install -m 644 $(DIST)/spoolfetch.1 $(DESTDIR)$(MANDIR)/man1/spoolfetch.1
+	install -m 644 $(DIST)/spoolfetch.5 $(DESTDIR)$(MANDIR)/man5/spoolfetch.5
 	install -m 644 $(DIST)/spoolfetch.bash $(DESTDIR)$(BASHCOMPDIR)/spoolfetch
 	install -m 644 $(DIST)/_spoolfetch $(DESTDIR)$(ZSHCOMPDIR)/_spoolfetch
 	install -m 644 $(DIST)/spoolfetch.fish $(DESTDIR)$(FISHCOMPDIR)/spoolfetch.fish
 	install -m 644 $(DIST)/spoolfetch.service $(DESTDIR)$(UNITDIR)/spoolfetch.service
 	install -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
-	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron contrib/prometheus/spoolfetch-alerts.yml $(DESTDIR)$(DOCDIR)/examples/
+	install -m 644 contrib/spoolfetch.conf $(DIST)/spoolfetch.cron contrib/prometheus/spoolfetch-alerts.yml \
+		contrib/grafana/spoolfetch-dashboard.json $(DESTDIR)$(DOCDIR)/examples/
 	@# A config file already there is the administrator's: never overwritten.
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf (the example is in $(DOCDIR)/examples)"; \
 	else install -m 644 contrib/spoolfetch.conf $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf; fi
 
+# The Debian package: what `make install PREFIX=/usr` puts into a staging root, packed by
+# scripts/make-deb into .build/deb/ (the config file a conffile). Reuses a current release build.
+DEB_ROOT := .build/deb/root
+deb: dist
+	rm -rf $(DEB_ROOT)
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_ROOT) PREFIX=/usr SYSCONFDIR=/etc UNITDIR=/lib/systemd/system
+	./scripts/make-deb $(DEB_ROOT) .build/deb
+
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/spoolfetch $(DESTDIR)$(MANDIR)/man1/spoolfetch.1 \
+	rm -f $(DESTDIR)$(BINDIR)/spoolfetch $(DESTDIR)$(MANDIR)/man1/spoolfetch.1 $(DESTDIR)$(MANDIR)/man5/spoolfetch.5 \
 		$(DESTDIR)$(BASHCOMPDIR)/spoolfetch $(DESTDIR)$(ZSHCOMPDIR)/_spoolfetch \
 		$(DESTDIR)$(FISHCOMPDIR)/spoolfetch.fish $(DESTDIR)$(UNITDIR)/spoolfetch.service
 	rm -rf $(DESTDIR)$(DOCDIR)

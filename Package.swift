@@ -18,12 +18,16 @@ import PackageDescription
 //   SpoolClient                        what the CLI needs to talk to a spool and its daemons (status,
 //                                      control commands, add): reads and writes spool files only and
 //                                      never imports SpoolDaemon, so the two meet only in SpoolStore
+//   SpoolfetchKit                      the library product: URLSession-shaped tasks and events over
+//                                      SpoolClient, for Swift programs and the CLI alike
 //   spoolfetch                         the executable: argument parsing and nothing else
 let package = Package(
     name: "spoolfetch",
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "spoolfetch", targets: ["spoolfetch"]),
+        // The background-URLSession API for Swift programs (Examples/ shows it in use).
+        .library(name: "SpoolfetchKit", targets: ["SpoolfetchKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -78,8 +82,10 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")]),
         .target(name: "SpoolClient",
                 dependencies: ["SpoolRequest", "SpoolStore", "SpoolWatcher", "SpoolMetrics"]),
+        .target(name: "SpoolfetchKit",
+                dependencies: ["SpoolClient", "SpoolStore"]),
         .executableTarget(name: "spoolfetch",
-                          dependencies: ["SpoolDaemon", "SpoolClient", "SpoolConfiguration", "SpoolStore",
+                          dependencies: ["SpoolDaemon", "SpoolClient", "SpoolfetchKit", "SpoolConfiguration", "SpoolStore",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Tests.
@@ -105,7 +111,7 @@ let package = Package(
         .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
         .testTarget(name: "SpoolWatcherTests", dependencies: ["SpoolWatcher"]),
         .testTarget(name: "EndToEndTests",
-                    dependencies: ["SpoolTestSupport", "spoolfetch"]),
+                    dependencies: ["SpoolTestSupport", "spoolfetch", "SpoolfetchKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -22,6 +23,12 @@
 /// fcntl(2) commands for file leases (F_LINUX_SPECIFIC_BASE + 0 / + 1).
 #define SPOOLFETCH_F_SETLEASE 1024
 #define SPOOLFETCH_F_GETLEASE 1025
+
+/// A non-blocking, close-on-exec eventfd: wakes a thread waiting in poll(2) from another thread
+/// (`FolderArrivals.interrupt`); the flags are macros Swift does not import.
+static inline int spoolfetch_eventfd(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
 
 static inline int spoolfetch_renameat2(int olddirfd, const char *oldpath, int newdirfd,
                                        const char *newpath, unsigned int flags) {

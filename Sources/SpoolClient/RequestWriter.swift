@@ -15,6 +15,10 @@ public struct AddRequest: Sendable {
     public var discretionary: Bool = false
     public var group: String?
     public var headers: [String] = []
+    /// An upload item: the file's name in `outgoing/`, the method and the content type.
+    public var upload: String?
+    public var method: String?
+    public var contentType: String?
 
     public init(url: String) { self.url = url }
 
@@ -32,6 +36,9 @@ public struct AddRequest: Sendable {
         if let priority { lines.append("priority: \(priority)") }
         if discretionary { lines.append("discretionary: yes") }
         for header in headers { lines.append("header: \(header)") }
+        if let upload { lines.append("upload: \(upload)") }
+        if let method { lines.append("method: \(method)") }
+        if let contentType { lines.append("content-type: \(contentType)") }
         return lines.joined(separator: "\n") + "\n"
     }
 }
@@ -61,6 +68,7 @@ public enum RequestWriter {
             ("URL", request.url), ("--name", request.name), ("--earliest-start", request.earliestStart),
             ("--expected-bytes", request.expectedBytes), ("--max-bytes", request.maxBytes),
             ("--sha256", request.sha256), ("--priority", request.priority), ("--group", request.group),
+            ("upload", request.upload), ("method", request.method), ("content-type", request.contentType),
         ] + request.headers.map { ("--header", $0) }
         for (field, value) in fields {
             if let value, value.contains(where: { $0 == "\n" || $0 == "\r" }) { throw .lineBreak(field: field) }
@@ -99,7 +107,7 @@ public enum RequestWriter {
 
     /// `add-20261122T091500Z-<pid>-<n>`: readable, sortable by time, unique per host (pid and a
     /// per-process counter within the second).
-    static func uniqueName(at date: Date = Date()) -> String {
+    public static func uniqueName(at date: Date = Date()) -> String {
         let second = Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down))
         let stamp = RFC3339.format(second).replacingOccurrences(of: "-", with: "").replacingOccurrences(of: ":", with: "")
         let n = made.withLock { count in

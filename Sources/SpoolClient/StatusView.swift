@@ -46,13 +46,12 @@ extension SpoolOverview {
             .joined(separator: "\t") + "\n"
     }
 
-    /// A table for a terminal `columns` wide. IDs are never shortened (two ids that differ only
-    /// at the end must stay tellable apart); the NAME column takes what is left, and goes when
-    /// nothing is left. Sizes and rates use K/M/G (powers of 1024). `withMore`: end with the
-    /// "… and N more pending" line (`status --all` lists them instead).
-    public func table(columns: Int = 80, withMore: Bool = true) -> String {
+    /// A table for a terminal `columns` wide: every row one line that fits (see `TableLayout`).
+    /// Sizes and rates use K/M/G (powers of 1024). `withMore`: end with the "… and N more
+    /// pending" line (`status --all` lists them instead). `wide`: ids whole, however wide.
+    public func table(columns: Int = 80, withMore: Bool = true, wide: Bool = false) -> String {
         var out = daemonLines().map { $0 + "\n" }.joined()
-        let layout = TableLayout(columns: columns, idWidth: max(2, tasks.map(\.id.count).max() ?? 2))
+        let layout = TableLayout(columns: columns, tasks: tasks, wide: wide)
         out += layout.header
         for t in tasks { out += layout.row(t) }
         if withMore && morePending > 0 { out += "… and \(morePending) more pending\n" }
@@ -92,7 +91,7 @@ extension SpoolOverview {
     public func screen(columns: Int, rows: Int) -> [String] {
         let width = max(1, columns)
         func fit(_ line: Substring) -> String { String(line.prefix(width)) }
-        let layout = TableLayout(columns: width, idWidth: max(2, tasks.map(\.id.count).max() ?? 2))
+        let layout = TableLayout(columns: width, tasks: tasks, wide: false)
         let top = (daemonLines() + [String(layout.header.dropLast())]).map { fit(Substring($0)) }
         guard top.count < rows else { return Array(top.prefix(max(0, rows))) }
         let room = rows - top.count
@@ -122,64 +121,131 @@ extension SpoolOverview {
         }
     }
 
-    /// The table's columns for one terminal width: STATE, PROGRESS, RATE, ETA and TRY after the
-    /// id; NAME takes what is left. Ids too long to leave room for a name go on a line of their own.
+    /// The table's columns for one terminal width. Every row is one line: ID and STATE always,
+    /// then, while they fit, BYTES (done/total), % , RATE, ETA, NAME and TRY; room left over
+    /// widens ID up to the longest id, then NAME. An id too long for its column is shortened in
+    /// the middle (`add…5812-1#0`): its start and its end (the item index) are what tell ids
+    /// apart; `--wide` prints them whole. A failed, retrying or waiting row says why in the room
+    /// its progress would take (a failure's reason, when a waiting item starts).
     public struct TableLayout: Sendable {
         let columns: Int
         let idWidth: Int
-        let idInline: Bool
         let nameWidth: Int
-        var showName: Bool { nameWidth >= SpoolOverview.minimumName }
+        let shown: Set<Column>
 
-        public init(columns: Int, idWidth: Int) {
+        enum Column: Hashable { case bytes, percent, rate, eta, name, tries }
+
+        static let bytesWidth = 11      // "1023M/1023M"
+        static let percentWidth = 4     // "100%"
+        static let minimumID = 12
+        static let minimumName = 8
+
+        public init(columns: Int, tasks: [TaskStatus], wide: Bool = false) {
             self.columns = columns
+            let longestID = max(2, tasks.map(\.id.count).max() ?? 2)
+            let longestName = max(4, tasks.map(\.name.count).max() ?? 4)
+            var used = (wide ? longestID : min(longestID, Self.minimumID)) + 1 + SpoolOverview.stateWidth
+            var shown: Set<Column> = []
+            let wanted: [(Column, Int)] = [(.bytes, Self.bytesWidth), (.percent, Self.percentWidth),
+                                           (.rate, SpoolOverview.rateWidth), (.eta, SpoolOverview.etaWidth),
+                                           (.name, Self.minimumName), (.tries, 3)]
+            for (column, width) in wanted where used + 1 + width <= columns {
+                shown.insert(column)
+                used += 1 + width
+            }
+            var left = max(0, columns - used)
+            var idWidth = wide ? longestID : min(longestID, Self.minimumID)
+            let grow = min(left, longestID - idWidth)
+            idWidth += max(0, grow)
+            left -= max(0, grow)
             self.idWidth = idWidth
-            let after = SpoolOverview.stateWidth + 1 + SpoolOverview.progressWidth + 1 + SpoolOverview.rateWidth + 1
-                + SpoolOverview.etaWidth + 1 + 3
-            idInline = columns - (idWidth + 1) - after - 1 >= SpoolOverview.minimumName
-            nameWidth = columns - (idInline ? idWidth + 1 : 2) - after - 1
+            nameWidth = shown.contains(.name) ? Self.minimumName + min(left, max(0, longestName - Self.minimumName)) : 0
+            self.shown = shown
         }
 
-        public var header: String { line("ID", "STATE", "NAME", "PROGRESS", "RATE", "ETA", "TRY") + "\n" }
+        /// The layout `init(columns:tasks:)` makes for ids of `idWidth` characters.
+        public init(columns: Int, idWidth: Int) {
+            self.init(columns: columns, tasks: [TaskStatus(id: String(repeating: "x", count: idWidth), request: "", group: "",
+                                                           name: "", url: "", state: "", bytes: 0, expected: nil, rate: nil,
+                                                           eta: nil, attempts: 0, error: nil, startsAt: nil, finishedAt: nil)])
+        }
 
-        /// One task's row (two lines when the id does not fit inline), newline included.
+        public var header: String {
+            cells(id: "ID", state: "STATE", name: "NAME", progress: nil, bytes: "BYTES", percent: "%", rate: "RATE",
+                  eta: "ETA", tries: "TRY") + "\n"
+        }
+
+        /// One task's row, newline included.
         public func row(_ t: TaskStatus) -> String {
             let state = t.connections.map { "\(t.state) x\($0)" } ?? t.state
-            var text = line(t.id, state, t.name, SpoolOverview.progress(t), t.rate.map { SpoolOverview.human(Int64($0)) + "/s" } ?? "",
-                            t.eta.map { SpoolOverview.duration($0) } ?? "", "\(t.attempts)")
-            if let error = t.error, t.state == "failed" || t.state == "retrying" {
-                let lastLine = text.split(separator: "\n").last.map(String.init) ?? text
-                let room = columns - lastLine.count - 2
-                if room >= 8 { text += "  " + pad(error, room, cut: true).trimmingCharacters(in: .whitespaces) }
-            }
-            return text + "\n"
+            let why = SpoolOverview.reason(t)
+            return cells(id: SpoolOverview.shortened(t.id, to: idWidth), state: state, name: t.name, progress: why,
+                         bytes: SpoolOverview.bytesDone(t), percent: SpoolOverview.percent(t),
+                         rate: t.rate.map { SpoolOverview.human(Int64($0)) + "/s" } ?? "",
+                         eta: t.eta.map { SpoolOverview.duration($0) } ?? "", tries: "\(t.attempts)") + "\n"
         }
 
-        private func line(_ id: String, _ state: String, _ name: String, _ progress: String, _ rate: String, _ eta: String,
-                          _ tries: String) -> String {
-            var text = idInline ? pad(id, idWidth) + " " : id + "\n  "
-            text += pad(state, SpoolOverview.stateWidth) + " "
-            if showName { text += pad(name, nameWidth, cut: true) + " " }
-            return text + pad(progress, SpoolOverview.progressWidth) + " " + padLeft(rate, SpoolOverview.rateWidth) + " "
-                + padLeft(eta, SpoolOverview.etaWidth) + " " + padLeft(tries, 3)
+        /// `reason`, when given, takes the place of the progress cells (BYTES to ETA).
+        private func cells(id: String, state: String, name: String, progress reason: String?, bytes: String, percent: String,
+                           rate: String, eta: String, tries: String) -> String {
+            var text = pad(id, idWidth, cut: true) + " " + pad(state, SpoolOverview.stateWidth, cut: true)
+            var progress: [String] = []
+            if shown.contains(.bytes) { progress.append(padLeft(bytes, Self.bytesWidth)) }
+            if shown.contains(.percent) { progress.append(padLeft(percent, Self.percentWidth)) }
+            if shown.contains(.rate) { progress.append(padLeft(rate, SpoolOverview.rateWidth)) }
+            if shown.contains(.eta) { progress.append(padLeft(eta, SpoolOverview.etaWidth)) }
+            let progressWidth = progress.map(\.count).reduce(0, +) + max(0, progress.count - 1)
+            if progressWidth > 0 {
+                text += " " + (reason.map { pad($0, progressWidth, cut: true) } ?? progress.joined(separator: " "))
+            }
+            if shown.contains(.name) { text += " " + pad(name, nameWidth, cut: true) }
+            if shown.contains(.tries) { text += " " + padLeft(tries, 3) }
+            // A reason with no progress cells to stand in: after the row, if anything is left.
+            if progressWidth == 0, let reason, columns - text.count >= 10 {
+                text += " " + pad(reason, columns - text.count - 1, cut: true)
+            }
+            while text.last == " " { text.removeLast() }
+            return text
         }
     }
 
-    static let minimumName = 6
     static let stateWidth = 14      // "waiting-window"
-    static let progressWidth = 12   // "[#####] 100%"
     static let rateWidth = 8        // "1023.9K/s" rounds to "1023K/s"
     static let etaWidth = 6         // "59m59s", "99h59m"
 
-    /// `[###..] 61%` when the size is known, else the bytes so far.
-    static func progress(_ t: TaskStatus) -> String {
-        guard let e = t.expected, e > 0 else { return t.bytes > 0 ? human(t.bytes) : "" }
-        let fraction = min(1, Double(t.bytes) / Double(e))
-        let filled = Int((fraction * 5).rounded(.down))
-        return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 5 - filled) + "] "
-            + String(format: "%3d%%", Int(fraction * 100))
+    /// `id` cut in the middle to `width` characters: a third of its start and two of its end
+    /// stay, since generated names (`add-STAMP-PID-N`) differ at the end, as do item indexes.
+    static func shortened(_ id: String, to width: Int) -> String {
+        guard id.count > width, width >= 5 else { return id }
+        let head = max(2, (width - 1) / 3)
+        return String(id.prefix(head)) + "…" + String(id.suffix(width - 1 - head))
     }
 
+    /// `3.0M/6.0M` when the size is known, else the bytes so far.
+    static func bytesDone(_ t: TaskStatus) -> String {
+        guard let e = t.expected, e > 0 else { return t.bytes > 0 ? human(t.bytes) : "" }
+        return human(t.bytes) + "/" + human(e)
+    }
+
+    /// `61%` when the size is known (a paused item's too: its partial is kept).
+    static func percent(_ t: TaskStatus) -> String {
+        guard let e = t.expected, e > 0 else { return "" }
+        return "\(Int(min(1, Double(t.bytes) / Double(e)) * 100))%"
+    }
+
+    /// Why a row is not moving: a failure's or a retry's reason, when a waiting item may start.
+    static func reason(_ t: TaskStatus) -> String? {
+        switch t.state {
+        case "failed", "retrying": return t.error ?? (t.state == "retrying" ? "retrying" : "failed")
+        case "waiting-start": return t.startsAt.map { "starts \($0)" } ?? "waits for its earliest start"
+        case "waiting-window": return "waits for the discretionary window"
+        case "waiting-space": return t.error ?? "waits for free disk space"
+        case "queued": return "in incoming/, not claimed yet"
+        // Due, held back by its host (an outage, a 429/503 pause): the last error says why.
+        case "pending": return t.error.map { "held: \($0)" }
+        default: return nil
+        }
+    }
 
     /// `512B`, `1.5K`, `12M`, `3.2G`: at most 5 characters below 1,000 TiB.
     public static func human(_ bytes: Int64) -> String {

@@ -42,7 +42,20 @@ struct Add: ParsableCommand {
     @Option(help: ArgumentHelp("Extra request header, repeatable. Example: --header 'Accept: text/csv'", valueName: "header"))
     var header: [String] = []
 
+    @Flag(help: "After writing, wait until the request's group has ended, as spoolfetch wait does (exit 0, 1 or 75).")
+    var wait = false
+
+    @Option(help: ArgumentHelp("With --wait: give up after this long (s, m, h, d suffixes). Example: --timeout 30m", valueName: "duration"))
+    var timeout: WaitTimeout?
+
+    @Option(name: .customLong("final-folder"), help: ArgumentHelp("With --wait: the daemon's final folder, when not SPOOL/final.", valueName: "dir"))
+    var finalFolder: String?
+
     @OptionGroup var spool: SpoolOption
+
+    func validate() throws {
+        if !wait && (timeout != nil || finalFolder != nil) { throw ValidationError("--timeout and --final-folder go with --wait") }
+    }
 
     func run() throws {
         var request = AddRequest(url: url)
@@ -55,11 +68,14 @@ struct Add: ParsableCommand {
         request.discretionary = discretionary
         request.group = group
         request.headers = header
+        let written: String
         do {
-            print(try RequestWriter.add(request, spool: spool.resolved))
+            written = try RequestWriter.add(request, spool: spool.resolved)
         } catch {
             FileHandle.standardError.write(Data("spoolfetch add: \(error.description); nothing was written\n".utf8))
             throw ExitCode(2)
         }
+        Output.line(written)
+        if wait { try WaitRunner.run([written], spool: spool.resolved, finalFolder: finalFolder, timeout: timeout) }
     }
 }

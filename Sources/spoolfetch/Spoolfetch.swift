@@ -14,11 +14,13 @@ struct Spoolfetch: ParsableCommand {
           spoolfetch run                                  # watch ./spool until SIGTERM
           spoolfetch run --spool /var/spool/spoolfetch --once
           spoolfetch add https://example.org/data.csv --sha256 9f86d0…
+          spoolfetch wait "$(spoolfetch add https://example.org/a.csv)" --timeout 1h
+          spoolfetch events --follow --json
           spoolfetch status --watch
           spoolfetch pause nightly#3
         """,
         version: Daemon.version,
-        subcommands: [Run.self, Add.self, Status.self, Cancel.self, Pause.self, Resume.self, Retry.self])
+        subcommands: [Run.self, Add.self, Wait.self, Events.self, Status.self, Cancel.self, Pause.self, Resume.self, Retry.self])
 }
 
 /// Options shared by every command that works on a spool.

@@ -8,7 +8,9 @@ struct Status: ParsableCommand {
         commandName: "status",
         abstract: "List every task: pending, waiting, running, retrying, recently done or failed.",
         discussion: """
-        On a terminal: a table that fits its width. Otherwise: a header line, then one tab-separated line
+        On a terminal: a table that fits its width, one line per task (ids shortened in the middle; --wide
+        prints them whole): state, bytes done/total, percent, rate, ETA, name, attempts; a failed, retrying
+        or waiting task says why in place of its progress. Otherwise: a header line, then one tab-separated line
         per task (id, state, name, url, bytes, expected, rate, eta, attempts, error). --json prints
         {"daemons": [...], "tasks": [...], "morePending": N} on one line.
         A daemon's report lists its running, retrying, paused and publishing items, the next 20 due and
@@ -35,12 +37,15 @@ struct Status: ParsableCommand {
     @Flag(help: "Print a new snapshot every second until interrupted (works into a pipe or file too).")
     var watch = false
 
+    @Flag(help: "Print ids whole, however wide the rows get (on a terminal they are shortened in the middle to fit).")
+    var wide = false
+
     @Flag(help: "Print the live daemons' Prometheus metrics once (the text --metrics-file holds), for scripts.")
     var metrics = false
 
     func run() throws {
         let terminal = isatty(STDOUT_FILENO) != 0
-        if watch && terminal && !json && !all && !metrics { return try watchScreen() }
+        if watch && terminal && !json && !all && !metrics && !wide { return try watchScreen() }
         var hadDaemon: Bool?
         while true {
             let overview: SpoolOverview
@@ -63,7 +68,7 @@ struct Status: ParsableCommand {
                 print(overview.json(), terminator: "")
             } else if terminal {
                 if watch { print("\u{1B}[H\u{1B}[2J", terminator: "") }
-                print(overview.table(columns: Self.terminalColumns()), terminator: "")
+                print(overview.table(columns: Self.terminalColumns(), wide: wide), terminator: "")
             } else {
                 print(overview.plainLines(), terminator: watch ? "\n" : "")
             }
@@ -87,9 +92,8 @@ struct Status: ParsableCommand {
         if json {
             overview.streamJSON(write: { print($0, terminator: "") }, more: stream)
         } else if terminal {
-            print(overview.table(columns: Self.terminalColumns(), withMore: false), terminator: "")
-            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(),
-                                                   idWidth: max(2, overview.tasks.map(\.id.count).max() ?? 2))
+            print(overview.table(columns: Self.terminalColumns(), withMore: false, wide: wide), terminator: "")
+            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(), tasks: overview.tasks, wide: wide)
             stream { print(layout.row($0), terminator: "") }
         } else {
             print(overview.plainLines(), terminator: "")

@@ -51,8 +51,10 @@ final class StatusWatchTests: SpoolTestCase {
         // 40 × 4 MiB at 1 MiB/s, 4 at a time: 36 wait. Half of them say their size.
         let size = 4 << 20
         for i in 0..<40 { server.serve("/w\(i)", body: TestBody.random(count: size, seed: UInt64(500 + i))) }
-        try spool.drop("sized", "expected-bytes: 4M\n" + (0..<20).map { server.url("/w\($0)") + "\n" }.joined())
-        try spool.drop("unsized", (20..<40).map { server.url("/w\($0)") + "\n" }.joined())
+        // Named as `add` names requests: ids of 30 characters and more.
+        let realistic = "add-20261128T073115Z-15812-1"
+        try spool.drop(realistic, "expected-bytes: 4M\n" + (0..<20).map { server.url("/w\($0)") + "\n" }.joined())
+        try spool.drop("add-20261128T073115Z-15812-2", (20..<40).map { server.url("/w\($0)") + "\n" }.joined())
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--max-rate", "1M", "--concurrency", "4",
                                                "--per-host", "4", "--log-level", "warning"])
         defer { daemon.terminate() }
@@ -82,7 +84,7 @@ final class StatusWatchTests: SpoolTestCase {
         let filled = lines.filter { !$0.isEmpty }
         XCTAssertLessThanOrEqual(filled.count, 30)
         XCTAssertTrue(lines.allSatisfy { $0.count <= 110 })
-        let rows = filled.filter { $0.hasPrefix("sized#") || $0.hasPrefix("unsized#") }.count
+        let rows = filled.filter { $0.hasPrefix("add-") }.count
         let more = try XCTUnwrap(Int(try XCTUnwrap(filled.last).split(separator: " ")[2]), filled.last ?? "")
         XCTAssertEqual(rows + more, 40, "every item is a row or counted in the last line\n\(lines.joined(separator: "\n"))")
         // The ETA counts what is still to come (the 20 sized items: about 80 MiB at 1 MiB/s), not
@@ -92,6 +94,7 @@ final class StatusWatchTests: SpoolTestCase {
                                     etaLine)
         XCTAssertTrue((16...20).contains(unknown) && etaLine.contains("of unknown size"),
                       "the unsized items not running yet (a running one's size is its Content-Length): \(etaLine)")
+        XCTAssertTrue(lines.contains { $0.hasPrefix("add-20261128T073115Z-15812-2#0 ") }, "ids whole at 110:\n\(lines.joined(separator: "\n"))")
         let eta = try XCTUnwrap(etaLine.components(separatedBy: "ETA ").last?.split(separator: " ").first.map(String.init))
         XCTAssertTrue(eta.contains("m"), "an ETA in minutes, not seconds: \(etaLine)")
 
@@ -103,6 +106,32 @@ final class StatusWatchTests: SpoolTestCase {
         }
         XCTAssertTrue(lines.allSatisfy { $0.count <= 80 }, lines.joined(separator: "\n"))
         XCTAssertEqual(try pane("#{history_size}"), "0")
+
+        // 120 × 40, 80 × 24 and 60 × 12: the header stays under the daemon's lines, every row is
+        // one line within the width (an id too long is shortened in the middle), nothing scrolls.
+        var previous = lines.filter { !$0.isEmpty }.count
+        for (columns, height) in [(120, 40), (80, 24), (60, 12)] {
+            try tmux(["resize-window", "-t", "w", "-x", "\(columns)", "-y", "\(height)"])
+            lines = try waitForScreen("a frame of \(columns) × \(height)", timeout: 5) { lines in
+                // A frame of the new size, not the old one as tmux cut or kept it: filled to the
+                // last row, or (a report lists at most 24 tasks here) taller than the last frame;
+                // and the last line counts the rest.
+                let filled = lines.filter { !$0.isEmpty }.count
+                return lines.count <= height && (filled == height || filled > previous)
+                    && (lines.last { !$0.isEmpty }?.hasPrefix("… and ") ?? false)
+                    && lines.first?.hasPrefix("daemon ") == true && lines.allSatisfy { $0.count <= columns }
+            }
+            let frame = lines.joined(separator: "\n")
+            let header = try XCTUnwrap(lines.firstIndex { $0.hasPrefix("ID ") && $0.contains("STATE") }, "the header stays:\n\(frame)")
+            XCTAssertTrue(lines[..<header].allSatisfy { $0.hasPrefix("daemon ") || $0.hasPrefix("  ") }, frame)
+            XCTAssertTrue(lines[header].contains("BYTES"), "a done/total column:\n\(frame)")
+            if ProcessInfo.processInfo.environment["SPOOLFETCH_SHOW_FRAMES"] != nil { print(frame) }
+            let taskRows = lines[(header + 1)...].filter { !$0.isEmpty && !$0.hasPrefix("… and ") }
+            XCTAssertTrue(taskRows.allSatisfy { !$0.hasPrefix(" ") }, "one line per task, no continuation lines:\n\(frame)")
+            XCTAssertTrue(taskRows.contains { columns >= 120 ? $0.hasPrefix("add-20261128T073115Z-15812-") : $0.hasPrefix("add") && $0.prefix { $0 != " " }.contains("…") }, "ids whole at 120, else shortened in the middle:\n\(frame)")
+            XCTAssertEqual(try pane("#{history_size}"), "0", "nothing scrolled at \(columns) × \(height)")
+            previous = lines.filter { !$0.isEmpty }.count
+        }
 
         // Ctrl-C: the terminal is given back (the normal screen, the cursor shown) and it exits 0.
         try tmux(["send-keys", "-t", "w", "C-c"])

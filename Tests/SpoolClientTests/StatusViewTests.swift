@@ -31,29 +31,48 @@ final class StatusViewTests: XCTestCase {
         XCTAssertEqual(displayURL("http://h/plain"), "http://h/plain")
     }
 
-    func testTheTableFits80ColumnsAndNeverShortensAnID() {
+    /// Ids as `add` makes them (30 characters with the item index), at 60, 80 and 120 columns.
+    func testRowsFitTheirWidthWithRealisticIDsShortenedInTheMiddle() {
+        var waiting = task("add-20261128T073115Z-15812-3#0", "waiting-start", name: "later.bin")
+        waiting.startsAt = "2026-11-29T02:00:00Z"
+        var paused = task("add-20261128T073115Z-15812-4#0", "paused", name: "paused.iso", bytes: 3 << 20, expected: 6 << 20)
+        paused.rate = nil
         let tasks = [
-            task("nightly-2026-11-22-retry-20261123T0916#12", "retrying", name: "a-very-long-file-name-that-goes-on.csv",
-                 error: "http-status: 503 Service Unavailable from the origin"),
-            task("nightly-2026-11-22-retry-20261123T0917#12", "running", bytes: 3 << 20, expected: 6 << 20, rate: 1_048_576, eta: 3),
-            task("r#0", "waiting-window", name: "x"),
+            task("add-20261128T073115Z-15812-1#0", "running", name: "a-very-long-file-name-that-goes-on.csv",
+                 bytes: 3 << 20, expected: 6 << 20, rate: 1_048_576, eta: 3),
+            task("add-20261128T073115Z-15812-2#0", "failed", name: "gone.bin", error: "http-status: 404 Not Found"),
+            waiting, paused,
+            task("nightly-2026-11-22#117", "retrying", name: "x.csv", error: "connect: Connection refused"),
+            task("add-20261128T073115Z-15812-5#3", "pending", name: "held.bin", error: "connect: host unreachable"),
         ]
-        let table = overview(tasks).table(columns: 80)
-        let lines = table.split(separator: "\n")
-        for line in lines { XCTAssertLessThanOrEqual(line.count, 80, "\(line.count): \(line)") }
-        for t in tasks {
-            XCTAssertTrue(lines.contains { $0 == t.id || $0.hasPrefix(t.id + " ") }, "\(t.id) appears whole:\n\(table)")
+        for columns in [60, 80, 120] {
+            let table = overview(tasks).table(columns: columns)
+            let lines = table.split(separator: "\n").map(String.init)
+            let rows = Array(lines.drop { !$0.hasPrefix("ID ") }.dropFirst())
+            XCTAssertEqual(rows.count, tasks.count, "one line per task at \(columns):\n\(table)")
+            for line in lines.dropFirst(3) { XCTAssertLessThanOrEqual(line.count, columns, "\(columns): \(line)") }
+            XCTAssertEqual(lines.filter { $0.hasPrefix("ID ") }.count, 1, "one header line at \(columns):\n\(table)")
+            XCTAssertEqual(Set(rows.map { $0.prefix { $0 != " " } }).count, tasks.count, "ids still tell apart:\n\(table)")
+            XCTAssertTrue(rows[1].contains("http-status: 404"), "a failed row's reason at \(columns):\n\(table)")
+            XCTAssertTrue(rows[2].contains("starts 2026-11-29T02:00"), "why it waits at \(columns):\n\(table)")
+            XCTAssertTrue(rows[3].contains("3.0M/6.0M") && rows[3].contains("50%"), "a paused row keeps its progress:\n\(table)")
+            XCTAssertTrue(rows[0].contains("3.0M/6.0M"), table)
+            XCTAssertTrue(rows[5].contains("held: connect"), "a held row says by what:\n\(table)")
         }
-        XCTAssertTrue(table.contains("[##...]  50%"), table)
-        XCTAssertTrue(table.contains("1.0M/s"), table)
-        XCTAssertTrue(table.contains("  1.0M/s, ETA 1m15s; hooks: 2 running, 1 waiting\n"), table)
-        XCTAssertTrue(lines.contains { $0.contains("STATE") && $0.contains("RATE") && $0.hasSuffix("TRY") }, table)
-        XCTAssertTrue(lines.contains("ID"), "long ids: the id column has a line of its own\n\(table)")
+        let at80 = overview(tasks).table(columns: 80)
+        XCTAssertTrue(at80.contains("\nadd"), at80)
+        XCTAssertTrue(at80.contains("…"), "shortened in the middle at 80:\n\(at80)")
+        XCTAssertTrue(at80.contains("-1#0 "), "the item index stays:\n\(at80)")
+        XCTAssertTrue(at80.contains("1.0M/s"), at80)
+        XCTAssertTrue(at80.contains("  1.0M/s, ETA 1m15s; hooks: 2 running, 1 waiting\n"), at80)
+        let at120 = overview(tasks).table(columns: 120)
+        for t in tasks { XCTAssertTrue(at120.contains(t.id + " "), "whole at 120:\n\(at120)") }
+        let wide = overview(tasks).table(columns: 60, wide: true)
+        for t in tasks { XCTAssertTrue(wide.contains("\n" + t.id + " "), "--wide prints ids whole:\n\(wide)") }
 
         let short = overview([task("r#0", "running", name: "report.csv", rate: 1000)]).table(columns: 80)
         XCTAssertTrue(short.contains("report.csv"), short)
-        XCTAssertTrue(short.contains("\nr#0 "), "short ids stay inline:\n\(short)")
-        for line in short.split(separator: "\n") { XCTAssertLessThanOrEqual(line.count, 80, String(line)) }
+        XCTAssertTrue(short.contains("\nr#0 "), short)
     }
 
     func testTheDaemonLineSaysTheRateInForceAndUntilWhen() {
@@ -71,7 +90,7 @@ final class StatusViewTests: XCTestCase {
         let tasks = (0..<40).map { task("req#\($0)", $0 < 4 ? "running" : "pending", bytes: 1 << 20, expected: 4 << 20) }
         var o = overview(tasks)
         o.morePending = 5
-        for (columns, rows) in [(110, 30), (80, 12), (40, 8), (20, 3)] {
+        for (columns, rows) in [(110, 30), (80, 12), (60, 12), (40, 8), (20, 3)] {
             let lines = o.screen(columns: columns, rows: rows)
             XCTAssertLessThanOrEqual(lines.count, rows, "\(columns) × \(rows)")
             XCTAssertTrue(lines.allSatisfy { $0.count <= columns }, "\(columns) × \(rows): \(lines)")

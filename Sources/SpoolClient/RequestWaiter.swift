@@ -1,0 +1,113 @@
+import Foundation
+
+/// `spoolfetch wait` and `add --wait`: blocks until each named request's group has ended, on the
+/// spool's own records (the group marker, or the rejection's error file) read by a
+/// `SpoolEventReader` that follows them with inotify — no polling, no daemon involved, so it
+/// works the same whether the daemon runs now, later, or is a drain started by cron.
+public enum RequestWaiter {
+    /// How one request ended.
+    public struct Ending: Sendable, Equatable {
+        public var request: String
+        /// `published` (every item published or unchanged), `failed` (any item failed) or
+        /// `rejected`.
+        public var outcome: String
+        /// The group marker; for a rejection, its error file; for a request whose group marker
+        /// a consumer already removed, the request file in `done/` or its error file in `failed/`.
+        public var path: String
+    }
+
+    /// The whole wait's result.
+    public enum Result: Sendable, Equatable {
+        /// Every request ended; `failed` when any failed or was rejected.
+        case ended(failed: Bool)
+        /// The deadline passed; these requests were still open.
+        case timedOut(open: [String])
+    }
+
+    public enum WaitError: Error, CustomStringConvertible {
+        case events(EventError)
+        /// Nowhere on the spool: not queued, claimed or ended (a typo, or another spool).
+        case unknown([String])
+
+        public var description: String {
+            switch self {
+            case .events(let e): return e.description
+            case .unknown(let names):
+                return "unknown request \(names.joined(separator: ", ")): not in incoming/, active/, done/, failed/ or rejected/ (names are as add printed them)"
+            }
+        }
+    }
+
+    /// Waits until every request in `requests` has ended or `deadline` passes; `ended` is
+    /// called for each ending as it is found.
+    public static func wait(for requests: [String], spool: String, finalFolder: String? = nil, deadline: Date?,
+                            ended: (Ending) -> Void) throws(WaitError) -> Result {
+        var open = Set(requests)
+        var anyFailed = false
+        func end(_ ending: Ending) {
+            guard open.remove(ending.request) != nil else { return }
+            if ending.outcome != "published" { anyFailed = true }
+            ended(ending)
+        }
+        let reader: SpoolEventReader
+        do throws(EventError) {
+            // Endings are taken as soon as they are seen: order does not matter here.
+            reader = try SpoolEventReader(spool: spool, finalFolder: finalFolder, kinds: [.groups, .rejections],
+                                          follow: true, settle: 0)
+        } catch {
+            throw .events(error)
+        }
+        func take(_ events: [SpoolEvent]) {
+            for event in events where open.contains(event.request) {
+                end(Ending(request: event.request, outcome: event.event == "rejected" ? "rejected" : event.outcome,
+                           path: event.record))
+            }
+        }
+        // What is there already (settle 0: all of it at once).
+        while !reader.isCaughtUp, let events = reader.next(until: Date()) { take(events) }
+        // A request whose group marker a consumer removed: its request file still says how it ended.
+        for request in requests.sorted() where open.contains(request) {
+            if let ending = endedInFolders(request, spool: spool) { end(ending) }
+        }
+        let unknown = open.filter { !isKnown($0, spool: spool) }
+        if !unknown.isEmpty {
+            // Its ending may have landed meanwhile: take what arrived, then look a second time
+            // (a request moving on between two folders is seen in one of them).
+            while let events = reader.next(until: Date()) { take(events) }
+            let still = unknown.filter { open.contains($0) && !isKnown($0, spool: spool) }
+            if !still.isEmpty { throw .unknown(still.sorted()) }
+        }
+        while !open.isEmpty {
+            guard let events = reader.next(until: deadline) else { return .timedOut(open: open.sorted()) }
+            take(events)
+        }
+        return .ended(failed: anyFailed)
+    }
+
+    /// The request's ending from where its file lies, when it has ended.
+    static func endedInFolders(_ request: String, spool: String) -> Ending? {
+        let fm = FileManager.default
+        if fm.fileExists(atPath: "\(spool)/rejected/\(request).error") {
+            return Ending(request: request, outcome: "rejected", path: "\(spool)/rejected/\(request).error")
+        }
+        if fm.fileExists(atPath: "\(spool)/failed/\(request).error") {
+            return Ending(request: request, outcome: "failed", path: "\(spool)/failed/\(request).error")
+        }
+        if fm.fileExists(atPath: "\(spool)/done/\(request)") {
+            return Ending(request: request, outcome: "published", path: "\(spool)/done/\(request)")
+        }
+        return nil
+    }
+
+    /// Whether the request is somewhere on the spool, looked for in the order files move
+    /// (incoming, active, then the ends), so one moving on while we look is still found.
+    static func isKnown(_ request: String, spool: String) -> Bool {
+        let fm = FileManager.default
+        if fm.fileExists(atPath: "\(spool)/incoming/\(request)") { return true }
+        if fm.fileExists(atPath: "\(spool)/active/\(request)") { return true }
+        for worker in (try? fm.contentsOfDirectory(atPath: "\(spool)/active")) ?? [] where !worker.hasPrefix(".") {
+            if fm.fileExists(atPath: "\(spool)/active/\(worker)/\(request)") { return true }
+        }
+        return endedInFolders(request, spool: spool) != nil
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+@testable import SpoolClient
+import SpoolStore
+import XCTest
+
+/// The event reader over a backlog larger than one batch: every record once, in ctime order, and
+/// a reader resumed from any cursor gets exactly the rest. (Against the real daemon's records:
+/// EndToEndTests/WaitEventsTests.)
+final class SpoolEventReaderTests: XCTestCase {
+    func testABacklogComesInOrderOnceAndResumesExactlyAfterAnyCursor() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("spoolfetch-events-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        for folder in ["incoming", "final", "rejected"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+        }
+        let count = SpoolEventReader.batchRecords * 2 + 77
+        for i in 0..<count {
+            let marker = ItemMarker(request: "r\(i / 10)", group: "g", index: i % 10, url: "http://h/\(i)", finalURL: nil,
+                                    name: "f\(i)", bytes: Int64(i), sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
+                                    contentType: nil, startedAt: "", finishedAt: "", attempts: 1)
+            try Data(SpoolJSON.encode(marker: marker)).write(to: URL(fileURLWithPath: "\(root)/final/f\(i).done"))
+        }
+        try Data(SpoolJSON.encode(ErrorRecord(request: "bad", code: "bad-url", message: "no"))).write(
+            to: URL(fileURLWithPath: root + "/rejected/bad.error"))
+        try Data("not a marker".utf8).write(to: URL(fileURLWithPath: root + "/final/plain.done"))
+
+        func readAll(since: EventCursor?) throws -> [SpoolEvent] {
+            let reader = try SpoolEventReader(spool: root, since: since, settle: 0)
+            var all: [SpoolEvent] = []
+            while let events = reader.next() { all += events }
+            return all
+        }
+        let all = try readAll(since: nil)
+        XCTAssertEqual(all.count, count + 1, "every marker and the rejection, the non-marker skipped")
+        XCTAssertEqual(Set(all.map(\.cursor)).count, all.count, "nothing twice")
+        let cursors = all.map { EventCursor($0.cursor)! }
+        XCTAssertEqual(cursors, cursors.sorted(), "in order")
+        for cut in [0, 1, SpoolEventReader.batchRecords - 1, SpoolEventReader.batchRecords, count - 1, count] {
+            let rest = try readAll(since: cursors[cut])
+            XCTAssertEqual(rest.map(\.cursor), all[(cut + 1)...].map(\.cursor), "resumed after event \(cut)")
+        }
+        XCTAssertEqual(EventCursor(cursors[5].description), cursors[5], "a cursor reads back as printed")
+        XCTAssertNil(EventCursor("12:elsewhere:0:x"))
+    }
+}
