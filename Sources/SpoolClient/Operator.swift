@@ -97,6 +97,14 @@ public enum ControlClient {
            !isClaimed(request, spool: spool) {
             return try retryFailed(request: request, id: id, spool: spool)
         }
+        if owner == nil, verb == .cancel, isClaimed(request, spool: spool) {
+            // Cron mode: no running daemon has it, and a worker folder holds it: if that
+            // worker is dead, the request is filed as cancelled here (`OrphanCancel`).
+            guard parsed.index == nil else {
+                throw .refused("no daemon is running: only a whole request can be cancelled now (spoolfetch cancel \(request))")
+            }
+            return try OrphanCancel.cancel(request: request, id: id, spool: spool)
+        }
         guard let daemon = owner else { throw ended(id: id, request: request, verb: verb, spool: spool) }
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
         let name = "cmd-\(daemon.pid)-\(suffix)"
