@@ -38,8 +38,22 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
         self = try result.get()
     }
 
+    /// The printable text after the blank at `i`, cut to 40 characters; nil when only blanks
+    /// or control characters follow.
+    private static func trailingText(_ b: UnsafeBufferPointer<UInt8>, after i: Int) -> String? {
+        let rest = b[(i + 1)...].drop { $0 == 0x20 || $0 == 0x09 }
+        guard let first = rest.first, first > 0x20, first != 0x7F else { return nil }
+        let shown = String(decoding: rest.prefix(40), as: UTF8.self)
+        return rest.count > 40 ? shown + "…" : shown
+    }
+
     private init(ascii b: UnsafeBufferPointer<UInt8>) throws(Invalid) {
-        for c in b {
+        for (i, c) in b.enumerated() {
+            if c == 0x20 || c == 0x09, let text = Self.trailingText(b, after: i) {
+                throw Invalid(reason: "the URL line has text after the URL ('\(text)'); a URL line holds the URL alone "
+                                  + "(a space inside a URL is written %20; a comment goes on its own line, starting with #)",
+                              rule: "bad-url")
+            }
             if c <= 0x20 || c == 0x7F { throw Invalid(reason: "the URL contains a space or control character", rule: "bad-url") }
             if c >= 0x80 { throw Invalid(reason: "the URL contains non-ASCII characters; percent-encode them", rule: "bad-url") }
         }
