@@ -185,6 +185,10 @@ struct RequestBuilder<Sink: RequestItemSink> {
         do {
             current = ItemDraft(url: try RequestURL(validating: text), index: closed, line: line, offset: offset)
         } catch {
+            if let trailing = RequestURL.trailingText(of: text) {
+                throw reject(line, error.rule, "the URL line has text after the URL ('\(trailing)'); a URL line holds the URL alone "
+                                 + "(a space inside a URL is written %20; a comment goes on its own line, starting with #)")
+            }
             throw reject(line, error.rule, "url: \(error.reason)")
         }
     }

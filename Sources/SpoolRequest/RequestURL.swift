@@ -38,22 +38,20 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
         self = try result.get()
     }
 
-    /// The printable text after the blank at `i`, cut to 40 characters; nil when only blanks
-    /// or control characters follow.
-    private static func trailingText(_ b: UnsafeBufferPointer<UInt8>, after i: Int) -> String? {
-        let rest = b[(i + 1)...].drop { $0 == 0x20 || $0 == 0x09 }
+    /// The text after the first blank of a URL line's value (`http://h/x some words` gives
+    /// `some words`), cut to 40 characters; nil when there is none. For the parser's message: a
+    /// request file's URL line holds the URL alone.
+    public static func trailingText(of text: String) -> String? {
+        let b = Array(text.utf8)
+        guard let blank = b.firstIndex(where: { $0 == 0x20 || $0 == 0x09 }) else { return nil }
+        let rest = b[(blank + 1)...].drop { $0 == 0x20 || $0 == 0x09 }
         guard let first = rest.first, first > 0x20, first != 0x7F else { return nil }
         let shown = String(decoding: rest.prefix(40), as: UTF8.self)
         return rest.count > 40 ? shown + "…" : shown
     }
 
     private init(ascii b: UnsafeBufferPointer<UInt8>) throws(Invalid) {
-        for (i, c) in b.enumerated() {
-            if c == 0x20 || c == 0x09, let text = Self.trailingText(b, after: i) {
-                throw Invalid(reason: "the URL line has text after the URL ('\(text)'); a URL line holds the URL alone "
-                                  + "(a space inside a URL is written %20; a comment goes on its own line, starting with #)",
-                              rule: "bad-url")
-            }
+        for c in b {
             if c <= 0x20 || c == 0x7F { throw Invalid(reason: "the URL contains a space or control character", rule: "bad-url") }
             if c >= 0x80 { throw Invalid(reason: "the URL contains non-ASCII characters; percent-encode them", rule: "bad-url") }
         }
