@@ -67,6 +67,35 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(defaults.out.contains("sync-every = 256M\n") && defaults.out.contains("max-request-bytes = 64M\n"), defaults.out)
     }
 
+    /// The `add` examples of `spoolfetch --help` and `spoolfetch add --help`, pasted into a shell
+    /// as printed (with the spool from $SPOOLFETCH_SPOOL), each queue a request.
+    func testTheAddExamplesOfTheHelpRunAsPrinted() throws {
+        var examples: [String] = []
+        for arguments in [["--help"], ["add", "--help"]] {
+            let help = try cli(arguments)
+            var continued: String? = nil
+            for line in help.out.split(separator: "\n") {
+                let text = line.trimmingCharacters(in: .whitespaces)
+                if var example = continued {
+                    example += "\n" + text
+                    continued = text.hasSuffix("\\") ? example : nil
+                    if continued == nil { examples.append(example) }
+                } else if text.hasPrefix("spoolfetch add ") {
+                    // An example is printed whole: at most 80 columns, continued with a backslash.
+                    XCTAssertLessThanOrEqual(line.count, 80, String(line))
+                    if text.hasSuffix("\\") { continued = text } else { examples.append(text) }
+                }
+            }
+        }
+        XCTAssertEqual(examples.count, 2, "one add example in each help: \(examples)")
+        for (n, example) in examples.enumerated() {
+            let line = DaemonProcess.executablePath + example.dropFirst("spoolfetch".count)
+            let r = try cli(["-c", line], environment: ["SPOOLFETCH_SPOOL": spool.root], executable: "/bin/sh")
+            XCTAssertEqual(r.status, 0, "\(example): \(r.err)")
+            XCTAssertEqual(spool.files(in: "incoming").count, n + 1, example)
+        }
+    }
+
     func testEveryFlagReachesItsSetting() throws {
         var arguments = ["run", "--print-config"]
         var expected = DaemonConfiguration()
