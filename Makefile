@@ -7,14 +7,15 @@
 SHELL := /bin/bash
 SPOOL ?= spool
 SWIFT ?= swift
-# System packages: the build needs the first two; the tests also start nginx, use curl, create
+# System packages: the build needs the first two; the tests also start nginx and squid (a forward
+# proxy), use curl, create
 # network namespaces with iproute2's `ip`, mount a FUSE test filesystem written with pyfuse3
 # (Tests/FUSE/powercutfs.py), run a GlusterFS volume mounted twice (Tests/GlusterFS/gluster-volume),
 # the install test uses python3's http.server and unshare/mount, the package test debootstraps a
 # Debian root (from the mirror the machine's own apt sources name) to install the .deb in, and the
 # shared-spool tests mount bindfs without lock forwarding.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local

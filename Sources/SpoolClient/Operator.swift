@@ -70,7 +70,10 @@ public enum OperatorError: Error, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .noSpool(let s): return "\(s) is not a spool (no incoming/ folder); pass --spool or set SPOOLFETCH_SPOOL"
+        case .noSpool(let s):
+            let exists = FileManager.default.fileExists(atPath: s)
+            return "\(s) is not a spool (\(exists ? "no incoming/ folder" : "it does not exist")): pass the right --spool or set SPOOLFETCH_SPOOL; "
+                + "to make a new one: mkdir -p \(s) and start spoolfetch run --spool \(s), which makes its folders"
         case .malformedID(let id, let reason): return "malformed id '\(id)': \(reason) (an id is REQUEST or REQUEST#INDEX, as in nightly#3)"
         case .unknownID(let id): return "unknown id \(id): no running daemon has it and no spool folder holds it (see spoolfetch status)"
         case .notRunning(let id, let state, let hint): return "\(id) is \(state): \(hint)"
@@ -96,6 +99,14 @@ public enum ControlClient {
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),
            !isClaimed(request, spool: spool) {
             return try retryFailed(request: request, id: id, spool: spool)
+        }
+        if owner == nil, verb == .cancel, isClaimed(request, spool: spool) {
+            // Cron mode: no running daemon has it, and a worker folder holds it: if that
+            // worker is dead, the request is filed as cancelled here (`OrphanCancel`).
+            guard parsed.index == nil else {
+                throw .refused("no daemon is running: only a whole request can be cancelled now (spoolfetch cancel \(request))")
+            }
+            return try OrphanCancel.cancel(request: request, id: id, spool: spool)
         }
         guard let daemon = owner else { throw ended(id: id, request: request, verb: verb, spool: spool) }
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)

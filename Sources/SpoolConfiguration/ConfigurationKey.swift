@@ -35,9 +35,22 @@ public struct ConfigurationKey: Sendable {
         if let problem = check(configuration) { throw ConfigurationError(problem) }
     }
 
-    /// `--help` text: the summary, the default, an example.
+    /// `--help` text: the summary, the default, an example — quoted for the shell where it
+    /// needs it, so that it runs as printed (`--max-rate '1M 08:00-20:00, 0'`).
     public var help: String {
-        "\(summary) (default \(defaultText)). Example: --\(name) \(example)"
+        "\(summary) (default \(defaultText)). Example: \(exampleArguments)"
+    }
+
+    /// The example as shell arguments: `--NAME VALUE`, VALUE quoted when the shell would split
+    /// or expand it.
+    public var exampleArguments: String { "--\(name) \(Self.shellWord(example))" }
+
+    /// `text` as one shell word: as it is when it holds nothing the shell treats specially, else
+    /// in single quotes (a single quote inside written `'\''`).
+    public static func shellWord(_ text: String) -> String {
+        let plain = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,")
+        if !text.isEmpty, text.unicodeScalars.allSatisfy(plain.contains) { return text }
+        return "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     /// The built-in default as a user would write it.
@@ -142,7 +155,7 @@ extension ConfigurationKey {
                              c[keyPath: path] = v
                              return nil
                          },
-                         format: { "\($0[keyPath: path])" },
+                         format: { ByteCount.format($0[keyPath: path]) },
                          check: { c in positive && c[keyPath: path] <= 0 ? "\(name) must be more than 0" : nil })
     }
 
@@ -159,7 +172,7 @@ extension ConfigurationKey {
                              c[keyPath: path] = v
                              return nil
                          },
-                         format: { $0[keyPath: path].map { "\($0)" } ?? auto },
+                         format: { $0[keyPath: path].map(ByteCount.format) ?? auto },
                          check: { _ in nil })
     }
 
@@ -181,7 +194,9 @@ extension ConfigurationKey {
                          },
                          format: { c in
                              let schedule = c[keyPath: path]
-                             return schedule.windows.isEmpty ? "\(schedule.defaultRate)" : quoted(schedule.description)
+                             let rates = schedule.windows.map { "\(ByteCount.format($0.rate)) \($0.window)" }
+                                 + [ByteCount.format(schedule.defaultRate)]
+                             return schedule.windows.isEmpty ? rates[0] : quoted(rates.joined(separator: ", "))
                          },
                          check: { _ in nil })
     }

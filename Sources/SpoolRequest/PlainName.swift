@@ -10,9 +10,12 @@ public enum PlainName {
     public static func violation(of name: String) -> String? {
         if name.isEmpty { return "is empty" }
         if name.utf8.count > 255 { return "is longer than 255 bytes" }
+        // A path first: `../x` is refused as what it is, not for its leading dot.
+        if name.contains("/") {
+            return "is a path ('\(name)'), not a plain file name: a name is one file in the final folder, without '/'"
+        }
         if name == "." || name == ".." { return "is '.' or '..'" }
         if name.hasPrefix(".") { return "starts with '.'" }
-        if name.contains("/") { return "contains '/'" }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             return "contains a control character"
         }

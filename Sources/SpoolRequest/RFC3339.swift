@@ -133,4 +133,14 @@ public enum ByteCount {
         let (product, overflow) = value.multipliedReportingOverflow(by: multiplier)
         return overflow ? nil : product
     }
+
+    /// A byte count as the README and `--help` write it: with the largest suffix (`k`, `M`, `G`,
+    /// `T`) that divides it exactly, `256M` rather than `268435456`; `parse` reads it back.
+    public static func format(_ value: Int64) -> String {
+        guard value != 0 else { return "0" }
+        for (suffix, shift) in [("T", 40), ("G", 30), ("M", 20), ("k", 10)] where value % (Int64(1) << shift) == 0 {
+            return "\(value >> shift)\(suffix)"
+        }
+        return "\(value)"
+    }
 }

@@ -36,8 +36,8 @@ enum RequestLine {
         return .key(known, value)
     }
 
-    /// `scheme://…` with no space or tab: a bare URL line (so `ftp://x` is refused for its
-    /// scheme rather than read as a key).
+    /// `scheme://…`: a bare URL line (so `ftp://x` is refused for its scheme rather than read
+    /// as a key, and `http://h/x some words` for the text after its URL, not as a key `http`).
     static func looksLikeURL(_ s: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let first = s.first, (first | 0x20) >= 0x61 && (first | 0x20) <= 0x7A, s.count >= 3 else { return false }
         var sep = -1
@@ -47,7 +47,7 @@ enum RequestLine {
             let b = s[i], l = b | 0x20
             guard (l >= 0x61 && l <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2B || b == 0x2D || b == 0x2E else { return false }
         }
-        return !s.contains(0x20) && !s.contains(0x09)
+        return true
     }
 }
 
@@ -185,6 +185,10 @@ struct RequestBuilder<Sink: RequestItemSink> {
         do {
             current = ItemDraft(url: try RequestURL(validating: text), index: closed, line: line, offset: offset)
         } catch {
+            if let trailing = RequestURL.trailingText(of: text) {
+                throw reject(line, error.rule, "the URL line has text after the URL ('\(trailing)'); a URL line holds the URL alone "
+                                 + "(a space inside a URL is written %20; a comment goes on its own line, starting with #)")
+            }
             throw reject(line, error.rule, "url: \(error.reason)")
         }
     }

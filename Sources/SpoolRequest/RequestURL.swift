@@ -38,6 +38,18 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
         self = try result.get()
     }
 
+    /// The text after the first blank of a URL line's value (`http://h/x some words` gives
+    /// `some words`), cut to 40 characters; nil when there is none. For the parser's message: a
+    /// request file's URL line holds the URL alone.
+    public static func trailingText(of text: String) -> String? {
+        let b = Array(text.utf8)
+        guard let blank = b.firstIndex(where: { $0 == 0x20 || $0 == 0x09 }) else { return nil }
+        let rest = b[(blank + 1)...].drop { $0 == 0x20 || $0 == 0x09 }
+        guard let first = rest.first, first > 0x20, first != 0x7F else { return nil }
+        let shown = String(decoding: rest.prefix(40), as: UTF8.self)
+        return rest.count > 40 ? shown + "…" : shown
+    }
+
     private init(ascii b: UnsafeBufferPointer<UInt8>) throws(Invalid) {
         for c in b {
             if c <= 0x20 || c == 0x7F { throw Invalid(reason: "the URL contains a space or control character", rule: "bad-url") }

@@ -9,6 +9,7 @@ import Foundation
 /// | S3 SigV4 | `X-Amz-Date` (`20261126T210000Z`) and `X-Amz-Expires` (seconds) | date + seconds |
 /// | GCS V4 | `X-Goog-Date` and `X-Goog-Expires` | date + seconds |
 /// | S3 SigV2, CloudFront, GCS V2 | `Expires` (Unix seconds) with `Signature` | that instant |
+/// | nginx `secure_link` | `expires` (Unix seconds) with `md5` | that instant |
 /// | Azure SAS | `se` (ISO 8601, UTC: `2026-11-27T10:00:00Z`, `2026-11-27T10:00Z` or `2026-11-27`) with `sig` | that instant |
 ///
 /// Parameter names are matched without regard to case; a URL carrying several forms expires at
@@ -20,6 +21,7 @@ public struct URLExpiry: Sendable, Hashable {
         case gcsV4 = "X-Goog-Date + X-Goog-Expires"
         case expiresEpoch = "Expires"
         case azureSAS = "se"
+        case nginxSecureLink = "md5 + expires"
     }
 
     public let date: Date
@@ -47,6 +49,11 @@ public struct URLExpiry: Sendable, Hashable {
         }
         if value("Signature") != nil, let epoch = value("Expires").flatMap(Int64.init), epoch > 0 {
             found.append(URLExpiry(date: Date(timeIntervalSince1970: Double(epoch)), form: .expiresEpoch))
+        }
+        // nginx's `secure_link $arg_md5,$arg_expires` (the documented setup): the same epoch
+        // seconds as `Expires`, beside an `md5` instead of a `Signature`.
+        if value("md5") != nil, value("Signature") == nil, let epoch = value("expires").flatMap(Int64.init), epoch > 0 {
+            found.append(URLExpiry(date: Date(timeIntervalSince1970: Double(epoch)), form: .nginxSecureLink))
         }
         if value("sig") != nil, let date = value("se").flatMap(azureDate) {
             found.append(URLExpiry(date: date, form: .azureSAS))

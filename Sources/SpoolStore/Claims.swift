@@ -83,11 +83,19 @@ extension SpoolStore {
     /// no other claim on the spool has, read, and closed.
     public func claim(_ name: String) throws(StoreError) -> ClaimResult {
         let incoming = layout.incoming
+        // Looked at before it is opened: a FIFO opened for reading would wake a writer blocked on
+        // it (and a device could act on the open), so what is not a regular file is never opened.
+        var byName = stat()
+        guard fstatat(incoming.fd, name, &byName, AT_SYMLINK_NOFOLLOW) == 0 else {
+            if errno == ENOENT { return .gone }
+            throw StoreError("fstatat", incoming.path(of: name))
+        }
+        if let refusal = Self.refusal(ofType: byName.st_mode) { return refusal }
         let fd = openat(incoming.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         if fd < 0 {
             switch errno {
             case ENOENT: return .gone
-            case ELOOP: return .refused(code: "symlink", message: "the request file is a symbolic link; it was not read")
+            case ELOOP: return Self.refusal(ofType: S_IFLNK)!
             case ENXIO: return .refused(code: "not-regular-file", message: "the request file is not a regular file")
             default: throw StoreError("open", incoming.path(of: name))
             }
@@ -95,9 +103,7 @@ extension SpoolStore {
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw StoreError("fstat", incoming.path(of: name)) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {
-            return .refused(code: "not-regular-file", message: "the request file is not a regular file")
-        }
+        if let refusal = Self.refusal(ofType: st.st_mode) { return refusal }
         let worker = try workerFolder()
         guard !worker.isReleased else { throw StoreError("claim", incoming.path(of: name), errno: ESHUTDOWN) }
         let moved = try worker.names.withLock { folders throws(StoreError) in
@@ -113,6 +119,24 @@ extension SpoolStore {
         let record = ErrorRecord(request: claimed, code: "not-regular-file", message: "the request file is not a regular file")
         try file(claimed, from: worker.directory, into: layout.rejected, record: record)
         return .gone
+    }
+
+    /// Why an entry of this type (`st_mode`) in `incoming/` is not a request; nil for a regular
+    /// file. The message names what it is, so the producer who made it can tell what went wrong.
+    static func refusal(ofType mode: mode_t) -> ClaimResult? {
+        let what: String
+        switch mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFLNK: return .refused(code: "symlink", message: "the request file is a symbolic link; it was not read")
+        case S_IFDIR: what = "a directory"
+        case S_IFIFO: what = "a FIFO (named pipe)"
+        case S_IFCHR: what = "a character device"
+        case S_IFBLK: what = "a block device"
+        case S_IFSOCK: what = "a socket"
+        default: what = "of an unknown file type"
+        }
+        return .refused(code: "not-regular-file",
+                        message: "the request file is not a regular file but \(what); it was not read (a request is a regular file)")
     }
 
     /// Requests whose worker is gone, now this worker's: every request in a worker folder whose

@@ -28,7 +28,14 @@ public final class SpoolLayout: Sendable {
     /// Creates missing folders (with the root's permissions) and opens them all.
     public init(root: String, finalFolder: String? = nil) throws(StoreError) {
         var rootStat = stat()
-        guard stat(root, &rootStat) == 0 else { throw StoreError("stat", root) }
+        guard stat(root, &rootStat) == 0 else {
+            // Not made here: a typo in --spool would otherwise start a daemon on an empty folder
+            // that no producer writes to. Say how to make it instead.
+            let e = errno
+            throw StoreError("stat", root, errno: e, detail: e == ENOENT
+                ? "the spool does not exist; create it with 'mkdir -p \(root)' (owned by the user the daemon runs as; its folders are made at the first start), or pass the right --spool or SPOOLFETCH_SPOOL"
+                : nil)
+        }
         guard (rootStat.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("stat", root, errno: ENOTDIR) }
         let mode = rootStat.st_mode & 0o7777
         // An overridden final folder is created below; `SPOOL/final` is then left alone.

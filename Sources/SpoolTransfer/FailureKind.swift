@@ -60,8 +60,8 @@ extension TransferFailure {
     /// | 23, 27, 42, 43 | write, memory, abort, bad argument | local                                     |
     /// | any other |                            | server (counts an attempt: not known to be an outage)    |
     ///
-    /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch` and `resourceChanged` are
-    /// server; `write` is local; `cancelled` is cancelled. A proxy that answers (even with an
+    /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch`, `resourceChanged` and
+    /// `proxyRefused` (the proxy answered: it was reached) are server; `write` is local; `cancelled` is cancelled. A proxy that answers (even with an
     /// error) counts as a response: the proxy was reached, and what it says is treated like the
     /// server's answer.
     ///
@@ -75,7 +75,7 @@ extension TransferFailure {
         case .cancelled: return .cancelled
         case .write, .uploadRead: return .local
         case .uploadChanged: return .server
-        case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged: return .server
+        case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged, .proxyRefused: return .server
         case .curl(let code, let text):
             switch code {
             case 5, 6, 7, 52: return .outage
@@ -101,4 +101,17 @@ extension TransferOutcome {
 
     /// The server could not be reached: the engine holds the host and uses up no attempt.
     public var isOutage: Bool { failureKind == .outage }
+}
+
+extension TransferFailure {
+    /// How a failure's text begins when the proxy, not the origin, could not be reached.
+    public static let proxyUnreachablePrefix = "the proxy "
+
+    /// The proxy named in a failure text that says the proxy could not be reached (see
+    /// `Transfer.curlText`); nil for any other text.
+    public static func unreachableProxy(in text: String) -> String? {
+        guard let start = text.range(of: proxyUnreachablePrefix),
+              let end = text.range(of: " could not be reached: ", range: start.upperBound..<text.endIndex) else { return nil }
+        return String(text[start.upperBound..<end.lowerBound])
+    }
 }

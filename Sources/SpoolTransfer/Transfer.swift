@@ -278,9 +278,22 @@ final class Transfer {
         var text = String(cString: curl_easy_strerror(code))
         if let detail = easy.errorDetail, detail != text { text += ": " + detail }
         if let proxy = proxies.proxy(for: easy.string(CURLINFO_EFFECTIVE_URL) ?? request.url) {
+            // Resolving or connecting failed on the way to the proxy, not to the origin (libcurl
+            // connects to the proxy only): say so, or the origin is reported down.
+            if code == CURLE_COULDNT_RESOLVE_PROXY || code == CURLE_COULDNT_CONNECT {
+                return TransferFailure.proxyUnreachablePrefix + "\(proxy) could not be reached: " + text
+                    + " (the origin \(Self.connectTarget(of: request.url)) was not tried)"
+            }
             text += " (through proxy \(proxy))"
         }
         return text
+    }
+
+    /// `host:port` of a URL, as a proxy's CONNECT names it.
+    static func connectTarget(of url: String) -> String {
+        guard let parsed = URLComponents(string: url), let host = parsed.host else { return url }
+        let port = parsed.port ?? (parsed.scheme?.lowercased() == "https" ? 443 : 80)
+        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     /// Waits for the writer thread (if any) to write and hash every byte handed over and takes
@@ -321,8 +334,14 @@ final class Transfer {
         } else if writeError != 0 {
             failure = .write(errno: writeError)
         } else if code != CURLE_OK && !reachedStop {
+            let connectStatus = easy.long(CURLINFO_HTTP_CONNECTCODE)
             if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
                 failure = .tooLarge(limit: limit)
+            } else if connectStatus >= 400, let proxy = proxies.proxy(for: easy.string(CURLINFO_EFFECTIVE_URL) ?? request.url) {
+                // libcurl reports a refused tunnel as a receive error (56) with the proxy's
+                // status beside it: classed as a transfer error it was retried as if the
+                // origin had failed.
+                failure = .proxyRefused(status: connectStatus, proxy: proxy, target: Self.connectTarget(of: request.url))
             } else {
                 failure = .curl(code: Int(code.rawValue), text: curlText(code))
             }

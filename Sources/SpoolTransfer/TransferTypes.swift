@@ -160,6 +160,10 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     case uploadChanged(String)
     /// Reading an upload's file failed (`errno`).
     case uploadRead(errno: Int32)
+    /// The proxy answered the tunnel's `CONNECT` with an error status (403 forbidden by its
+    /// rules, 407 credentials wanted, 5xx it could not reach the origin): the origin was never
+    /// asked. `proxy` names it (credentials removed), `target` is the `host:port` asked for.
+    case proxyRefused(status: Int, proxy: String, target: String)
 
     public var description: String {
         switch self {
@@ -174,6 +178,10 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .cancelled: return "cancelled"
         case .uploadChanged(let what): return "the file to upload changed while it was sent: \(what)"
         case .uploadRead(let e): return "reading the file to upload failed: \(String(cString: strerror(e))) (errno \(e))"
+        case .proxyRefused(let status, let proxy, let target):
+            let what = status == 407 ? " (proxy authentication required: give the proxy's user and password in its URL, https_proxy=http://user:pass@host:port)"
+                : status == 403 ? " (the proxy's rules forbid it)" : ""
+            return "the proxy \(proxy) answered the CONNECT to \(target) with HTTP \(status)\(what); the origin was not asked"
         }
     }
 
@@ -199,6 +207,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .cancelled: return "cancelled"
         case .uploadChanged: return "upload-changed"
         case .uploadRead: return "upload-unreadable"
+        case .proxyRefused: return "proxy"
         }
     }
 
@@ -221,6 +230,9 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
         case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
         case .tooLarge, .uploadChanged, .uploadRead: return false
+        // A refusal by the proxy's rules or for its credentials is the same on every try; a 5xx
+        // (it could not reach the origin, it is overloaded) may pass.
+        case .proxyRefused(let status, _, _): return status == 408 || status == 429 || (500...599).contains(status)
         case .rangeMismatch, .resourceChanged: return true
         case .cancelled: return false
         }

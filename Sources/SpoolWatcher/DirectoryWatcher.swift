@@ -7,7 +7,9 @@ import Synchronization
 /// which names to look at.
 ///
 /// Two sources of names, usable together or apart:
-/// - **inotify** (libinotifytools): instant on a local filesystem. libinotifytools keeps
+/// - **inotify** (libinotifytools): instant on a local filesystem. A file counts as arrived when
+///   it is closed after writing, moved in, or created complete (hard-linked in, or not a regular
+///   file at all, which the claim then rejects). libinotifytools keeps
 ///   process-global state, waits in `select()` and exposes no file descriptor, so it cannot join
 ///   the engine's poll loop: it gets a thread of its own, created before libcurl opens any
 ///   descriptor (select() cannot watch fds ≥ 1024). Only one inotify watcher may exist per process.
@@ -138,7 +140,9 @@ public final class DirectoryWatcher: Sendable {
 
 /// The watcher thread's state: which watch descriptors are current, when the next rescan is due.
 private struct WatchLoop {
-    static let mask = Int32(bitPattern: UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_ONLYDIR)
+    /// `IN_CREATE` too: a request hard-linked in, and a directory, symlink, FIFO or device made
+    /// in `incoming/`, send nothing else (see `FolderScan.isCompleteOnCreate`).
+    static let mask = Int32(bitPattern: UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_TO) | UInt32(IN_CREATE) | UInt32(IN_ONLYDIR)
                                 | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF))
     /// On a watched folder's parent: only entries leaving it (and the parent's own end).
     static let parentMask = Int32(bitPattern: UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_ONLYDIR)
@@ -225,6 +229,10 @@ private struct WatchLoop {
                 return check(folder, because: Self.describe(mask))
             }
             guard !name.isEmpty, FolderScan.isCandidate(name) else { return true }
+            if mask & UInt32(IN_CREATE) != 0 {
+                // Commands are written, not linked: only `incoming/` takes a created entry.
+                guard folder == watcher.directory, FolderScan.isCompleteOnCreate(name, in: folder) else { return true }
+            }
             watcher.send(folder == watcher.controlDirectory ? .control(name) : .arrived(name))
             return true
         }

@@ -21,10 +21,40 @@ struct FolderScan {
                 String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
             }
             guard isCandidate(name) else { continue }
-            if isOpenForWriting(name, in: dirFD) { continue }
+            // Only a regular file is opened (for the lease test): anything else (a directory,
+            // symlink, FIFO, device) is listed as it is, for the claim to reject unopened.
+            var type = Int32(entry.pointee.d_type)
+            if type == Int32(DT_UNKNOWN) { type = entryType(name, in: dirFD) }
+            if type == Int32(DT_REG) && isOpenForWriting(name, in: dirFD) { continue }
             names.append(name)
         }
         return names
+    }
+
+    /// The `d_type` of `name` as `fstatat` (not following a symlink) finds it, for filesystems
+    /// whose listings do not say; DT_UNKNOWN when it is gone.
+    static func entryType(_ name: String, in dirFD: Int32) -> Int32 {
+        var st = stat()
+        guard fstatat(dirFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return Int32(DT_UNKNOWN) }
+        return (st.st_mode & S_IFMT) == S_IFREG ? Int32(DT_REG) : Int32(DT_LNK)
+    }
+
+    /// Whether an entry that inotify reported created (`IN_CREATE`) is to be looked at now.
+    /// A file created by `open(O_CREAT)` is still being written (its `IN_CLOSE_WRITE` follows),
+    /// but one made complete by `link()` (Maildir's delivery: `ln tmp/x incoming/x`) sends no
+    /// other event, and neither does a directory, symlink, FIFO or device made there (rejected
+    /// by the claim without being opened). A regular file counts as complete when it is not open
+    /// for writing and has a body (a creating `open` adds its writer only after the event, while
+    /// the file is still empty) or another link.
+    static func isCompleteOnCreate(_ name: String, in folder: String) -> Bool {
+        let dirFD = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirFD >= 0 else { return false }
+        defer { close(dirFD) }
+        var st = stat()
+        guard fstatat(dirFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return true }
+        guard st.st_size > 0 || st.st_nlink > 1 else { return false }
+        return !isOpenForWriting(name, in: dirFD)
     }
 
     /// A read lease is refused (EAGAIN) while someone holds the file open for writing. Where

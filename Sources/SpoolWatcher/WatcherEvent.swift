@@ -4,7 +4,8 @@ import Foundation
 /// was already taken (by this or another daemon) simply fails to claim, and a name delivered
 /// twice (by an event and a listing) costs nothing.
 public enum WatcherEvent: Sendable, Equatable {
-    /// A request file finished arriving (`IN_CLOSE_WRITE` or `IN_MOVED_TO`).
+    /// A request file finished arriving (`IN_CLOSE_WRITE`, `IN_MOVED_TO`, or `IN_CREATE` of a
+    /// hard link or of something that is not a regular file).
     case arrived(String)
     /// A full listing of the folder: at start and after the kernel's event queue overflowed.
     /// Files still open for writing are left out (they arrive later by `IN_CLOSE_WRITE`).

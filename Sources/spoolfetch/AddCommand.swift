@@ -9,7 +9,9 @@ struct Add: ParsableCommand {
         discussion: """
         The request is checked exactly as the daemon checks dropped files; a bad URL, scheme or option is
         refused with a message, exit status 2, and nothing is written. Prints the request file's name.
-        Example: spoolfetch add https://example.org/a.iso --name a.iso --priority high --earliest-start 2026-11-23T02:00:00Z
+        Example:
+          spoolfetch add https://example.org/a.iso --name a.iso --priority high \\
+            --earliest-start 2026-11-23T02:00:00Z
         """)
 
     @Argument(help: ArgumentHelp("The URL to download (http or https). Example: https://example.org/a.csv", valueName: "url"))
@@ -27,7 +29,7 @@ struct Add: ParsableCommand {
     @Option(name: .customLong("max-bytes"), help: ArgumentHelp("Hard size cap; a larger body fails the item. Example: --max-bytes 1G", valueName: "bytes"))
     var maxBytes: String?
 
-    @Option(help: ArgumentHelp("Expected SHA-256 (64 hex digits); a mismatch publishes nothing. Example: --sha256 9f86d081…", valueName: "hex"))
+    @Option(help: ArgumentHelp("Expected SHA-256 (64 hex digits); a mismatch publishes nothing. Example: --sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", valueName: "hex"))
     var sha256: String?
 
     @Option(help: ArgumentHelp("high, normal or low. Example: --priority high", valueName: "priority"))

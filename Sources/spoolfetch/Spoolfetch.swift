@@ -13,7 +13,7 @@ struct Spoolfetch: ParsableCommand {
         Examples:
           spoolfetch run                                  # watch ./spool until SIGTERM
           spoolfetch run --spool /var/spool/spoolfetch --once
-          spoolfetch add https://example.org/data.csv --sha256 9f86d0…
+          spoolfetch add https://example.org/data.csv --name data.csv --group nightly
           spoolfetch wait "$(spoolfetch add https://example.org/a.csv)" --timeout 1h
           spoolfetch events --follow --json
           spoolfetch status --watch

@@ -189,7 +189,7 @@ final class OperatorTests: SpoolTestCase {
         XCTAssertEqual(r.status, 0, r.err)
         XCTAssertTrue(r.out.contains("concurrency = 8"), "a flag overrides the file:\n\(r.out)")
         XCTAssertTrue(r.out.contains("window = \"22:00-06:00\""), r.out)
-        XCTAssertTrue(r.out.contains("max-rate = 20971520"), r.out)
+        XCTAssertTrue(r.out.contains("max-rate = 20M"), r.out)
         XCTAssertTrue(r.out.contains("spool = \"\(spool.root)\""), r.out)
         try "concurrency = lots\n".write(toFile: file, atomically: true, encoding: .utf8)
         let bad = try cli(["run", "--config", file, "--print-config"])

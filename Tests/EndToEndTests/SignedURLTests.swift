@@ -126,6 +126,27 @@ final class URLExpiryEndToEndTests: SpoolTestCase {
         XCTAssertEqual(items[0]["url"] as? String, server.url("/s3-expired.bin"))
     }
 
+    /// nginx `secure_link` (`?md5=…&expires=<unix time>`): an expired link is never sent, and
+    /// fails naming its expiry instead of the server's bare 410.
+    func testAnExpiredNginxSecureLinkFailsWithoutARequest() throws {
+        server.serve("/secure.bin", body: Array("data".utf8), script: [.status(410)])
+        server.serve("/secure-fresh.bin", body: Array("fresh".utf8))
+        let past = Int(Date().timeIntervalSince1970) - 600
+        let future = Int(Date().timeIntervalSince1970) + 3600
+        try spool.drop("secure", """
+            url: \(server.url("/secure.bin?md5=Xq3Lp0r1Hc5vV9yDqY4m2A&expires=\(past)"))
+            url: \(server.url("/secure-fresh.bin?md5=Zq3Lp0r1Hc5vV9yDqY4m2A&expires=\(future)"))
+            """)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1, stderr)
+        XCTAssertTrue(server.requests(for: "/secure.bin").isEmpty, "no request with an expired secure link")
+        XCTAssertEqual(try spool.read("final", "secure-fresh.bin"), Array("fresh".utf8))
+        let items = try XCTUnwrap(try json("failed", "secure.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.map { $0["code"] as? String }, ["url-expired"])
+        let expiry = rfc3339(Date(timeIntervalSince1970: Double(past)))
+        XCTAssertTrue((items[0]["message"] as? String ?? "").contains("expired at \(expiry) (md5 + expires)"), "\(items[0])")
+    }
+
     func testARequestDeferredPastItsURLsExpiryIsFlaggedAtIntakeAndFailsWithoutARequest() throws {
         server.serve("/nightly.bin", body: Array("data".utf8))
         let now = Date()

@@ -191,6 +191,8 @@ final class UploadTests: SpoolTestCase {
         let record = try json("final", "big.bin.uploaded")
         XCTAssertEqual(record["sha256"] as? String, TestBody.sha256Hex(body))
         XCTAssertEqual(record["bytes"] as? Int, body.count)
+        XCTAssertEqual(record["attempts"] as? Int, 2, "the body went out twice, as a download's attempts count: \(record)")
+        XCTAssertFalse(spool.files(in: "staging").contains { $0.hasSuffix(".state") }, "the upload's state goes with its request")
         XCTAssertEqual(spool.files(in: "final").filter { $0.hasPrefix("big.bin") }, ["big.bin.uploaded"], "one record")
         XCTAssertEqual(try spool.read("done", "big.bin"), body)
         XCTAssertEqual(spool.files(in: "outgoing"), [])

@@ -45,7 +45,7 @@ final class ConfigurationTests: XCTestCase {
         XCTAssertEqual(c.maxItems, 1_000_000)
         XCTAssertFalse(c.due)
         let printed = c.printed
-        for line in ["hook-timeout = 300", "max-hooks = 4", "rescan-interval = 0", "max-request-bytes = 67108864",
+        for line in ["hook-timeout = 300", "max-hooks = 4", "rescan-interval = 0", "max-request-bytes = 64M", "sync-every = 256M",
                      "max-items = 1000000", "resource-timeout = 604800", "log-level = \"info\"", "window = \"\""] {
             XCTAssertTrue(printed.contains(line + "\n"), "\(line) in\n\(printed)")
         }
@@ -68,7 +68,7 @@ final class ConfigurationTests: XCTestCase {
         try c.apply(configFile: "max-rate = 1M 08:00-20:00, 4M 20:00-23:30, 0\n", path: "f")
         XCTAssertEqual(c.maxRate.windows.map(\.rate), [1 << 20, 4 << 20])
         XCTAssertEqual(c.maxRate.defaultRate, 0)
-        XCTAssertTrue(c.printed.contains("max-rate = \"1048576 08:00-20:00, 4194304 20:00-23:30, 0\"\n"), c.printed)
+        XCTAssertTrue(c.printed.contains("max-rate = \"1M 08:00-20:00, 4M 20:00-23:30, 0\"\n"), c.printed)
         var back = DaemonConfiguration()
         try back.apply(configFile: c.printed, path: "printed")
         XCTAssertEqual(back.maxRate, c.maxRate)

@@ -9,8 +9,9 @@ final class CommandLineTests: XCTestCase {
 
     override func setUpWithError() throws { spool = try TempSpool() }
 
-    private func cli(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
-        let p = try DaemonProcess.launch(arguments, environment: environment)
+    private func cli(_ arguments: [String], environment: [String: String] = [:],
+                     executable: String? = nil) throws -> (status: Int32, out: String, err: String) {
+        let p = try DaemonProcess.launch(arguments, environment: environment, executable: executable)
         let status = try p.waitForExit(timeout: 30)
         return (status, p.stdoutText, p.stderrText)
     }
@@ -40,7 +41,59 @@ final class CommandLineTests: XCTestCase {
         let help = try cli(["run", "--help"])
         // swift-argument-parser wraps help lines: compare with the whitespace folded.
         let folded = help.out.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
-        for key in ConfigurationKey.all { XCTAssertTrue(folded.contains("Example: --\(key.name) \(key.example)"), key.name) }
+        for key in ConfigurationKey.all { XCTAssertTrue(folded.contains("Example: \(key.exampleArguments)"), key.name) }
+        XCTAssertTrue(folded.contains("Example: --max-rate '1M 08:00-20:00, 0'"), "the schedule example is quoted")
+        XCTAssertTrue(folded.contains("(default 256M)") && !folded.contains("268435456"), "defaults as the README writes them")
+    }
+
+    /// Each `--help` example, pasted into a shell as printed, is taken and printed back by
+    /// `--print-config` as the same setting; byte counts are printed as the README writes them.
+    func testHelpExamplesRunAsPrintedAndDefaultsReadAsTheREADMEWritesThem() throws {
+        let help = try cli(["run", "--help"])
+        let folded = help.out.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        var line = DaemonProcess.executablePath + " run --print-config"
+        var expected = DaemonConfiguration()
+        for key in ConfigurationKey.all {
+            let printed = "Example: " + key.exampleArguments
+            XCTAssertTrue(folded.contains(printed), key.name)
+            line += " " + key.exampleArguments
+            try key.set(key.example, in: &expected)
+        }
+        let r = try cli(["-c", line], executable: "/bin/sh")
+        XCTAssertEqual(r.status, 0, r.err)
+        XCTAssertEqual(r.out, expected.printed)
+        XCTAssertTrue(r.out.contains("max-rate = \"1M 08:00-20:00, 0\"\n"), r.out)
+        let defaults = try cli(["run", "--print-config", "--spool", spool.root])
+        XCTAssertTrue(defaults.out.contains("sync-every = 256M\n") && defaults.out.contains("max-request-bytes = 64M\n"), defaults.out)
+    }
+
+    /// The `add` examples of `spoolfetch --help` and `spoolfetch add --help`, pasted into a shell
+    /// as printed (with the spool from $SPOOLFETCH_SPOOL), each queue a request.
+    func testTheAddExamplesOfTheHelpRunAsPrinted() throws {
+        var examples: [String] = []
+        for arguments in [["--help"], ["add", "--help"]] {
+            let help = try cli(arguments)
+            var continued: String? = nil
+            for line in help.out.split(separator: "\n") {
+                let text = line.trimmingCharacters(in: .whitespaces)
+                if var example = continued {
+                    example += "\n" + text
+                    continued = text.hasSuffix("\\") ? example : nil
+                    if continued == nil { examples.append(example) }
+                } else if text.hasPrefix("spoolfetch add ") {
+                    // An example is printed whole: at most 80 columns, continued with a backslash.
+                    XCTAssertLessThanOrEqual(line.count, 80, String(line))
+                    if text.hasSuffix("\\") { continued = text } else { examples.append(text) }
+                }
+            }
+        }
+        XCTAssertEqual(examples.count, 2, "one add example in each help: \(examples)")
+        for (n, example) in examples.enumerated() {
+            let line = DaemonProcess.executablePath + example.dropFirst("spoolfetch".count)
+            let r = try cli(["-c", line], environment: ["SPOOLFETCH_SPOOL": spool.root], executable: "/bin/sh")
+            XCTAssertEqual(r.status, 0, "\(example): \(r.err)")
+            XCTAssertEqual(spool.files(in: "incoming").count, n + 1, example)
+        }
     }
 
     func testEveryFlagReachesItsSetting() throws {

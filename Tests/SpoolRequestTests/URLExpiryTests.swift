@@ -19,6 +19,7 @@ final class URLExpiryTests: XCTestCase {
              "2026-11-27T10:00:00Z", .azureSAS),
             ("https://a.blob.core.windows.net/c/b?sp=r&se=2026-11-27T10:00Z&sig=ef56", "2026-11-27T10:00:00Z", .azureSAS),
             ("https://a.blob.core.windows.net/c/b?se=2026-11-27&sig=ef56", "2026-11-27T00:00:00Z", .azureSAS),
+            ("https://h/s/f.iso?md5=XgQj1vMr0W2bQ_f-C3zRhQ&expires=1795000000", "2026-11-18T11:06:40Z", .nginxSecureLink),
             ("https://h/k?x-amz-date=20261126T210000Z&x-amz-expires=60", "2026-11-26T21:01:00Z", .s3SigV4),
         ]
         for (url, expected, form) in rows {

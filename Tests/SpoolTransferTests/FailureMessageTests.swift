@@ -37,7 +37,10 @@ final class FailureMessageTests: XCTestCase {
         let outcome = try SessionDriver().fetch("http://origin.invalid/file")
         guard case .curl(7, let text) = outcome.failure else { return XCTFail("\(String(describing: outcome.failure))") }
         XCTAssertTrue(text.contains("port \(proxyPort)"), "libcurl did go to the proxy: \(text)")
-        XCTAssertTrue(text.hasSuffix("(through proxy http://127.0.0.1:\(proxyPort))"), text)
+        // The proxy, not the origin, is named as what could not be reached.
+        XCTAssertTrue(text.hasPrefix("the proxy http://127.0.0.1:\(proxyPort) could not be reached: "), text)
+        XCTAssertTrue(text.hasSuffix("(the origin origin.invalid:80 was not tried)"), text)
+        XCTAssertEqual(TransferFailure.unreachableProxy(in: text), "http://127.0.0.1:\(proxyPort)")
         XCTAssertFalse(text.contains("secret"), text)
         XCTAssertEqual(outcome.proxy, "http://127.0.0.1:\(proxyPort)")
         XCTAssertEqual(outcome.failureKind, .outage)

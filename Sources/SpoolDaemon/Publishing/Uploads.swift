@@ -66,6 +66,12 @@ extension TransferDriver {
         state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
         record.upload = state
         record.partial.sent(0)
+        // Its attempts outlive a crash, as a large download's do (`B.state`, phase running): a
+        // restart after a kill mid-body sends the body again and counts that attempt too, so the
+        // record says how often the body went out. Recovery finds no part and starts it over.
+        writeState(record, ItemState(request: record.request.name, index: record.index, url: urls.shown(item.url.string),
+                                     phase: .running, attempts: record.attempts,
+                                     startedAt: record.startedAt.map(RFC3339.format), bootID: BootID.current))
         var request = TransferRequest(url: (record.currentURL ?? item.url).string,
                                       headers: Self.headers(item.headers, credentials: credentials).map(\.line),
                                       destination: -1)

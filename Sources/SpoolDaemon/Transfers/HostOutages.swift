@@ -18,9 +18,15 @@ extension Engine {
         scheduler.hostUnreachable(host, failedItem: record.key, now: now, error: error)
         let outage = scheduler.hostOutages.first { $0.hostKey == host }
         if !wasHeld {
-            logger.warning("host unreachable; its items wait and use up no attempts", metadata: [
-                "host": "\(host)", "error": "\(error)",
-                "next-probe": "\(outage.map { RFC3339.format($0.nextProbe) } ?? "-")"])
+            let nextProbe = "\(outage.map { RFC3339.format($0.nextProbe) } ?? "-")"
+            if let proxy = TransferFailure.unreachableProxy(in: error) {
+                // The host was never tried: the operator's fault to look for is the proxy.
+                logger.warning("proxy unreachable; the items of the host it serves wait and use up no attempts", metadata: [
+                    "proxy": "\(proxy)", "host": "\(host)", "error": "\(error)", "next-probe": "\(nextProbe)"])
+            } else {
+                logger.warning("host unreachable; its items wait and use up no attempts", metadata: [
+                    "host": "\(host)", "error": "\(error)", "next-probe": "\(nextProbe)"])
+            }
         } else if wasProbe {
             logger.info("probe failed; host still unreachable", metadata: [
                 "host": "\(host)", "error": "\(error)",
