@@ -106,7 +106,7 @@ let package = Package(
                                    "SpoolTestSupport", "spoolfetch",
                                    .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SpoolConfigurationTests", dependencies: ["SpoolConfiguration"]),
-        .testTarget(name: "SpoolClientTests", dependencies: ["SpoolClient", "SpoolStore"]),
+        .testTarget(name: "SpoolClientTests", dependencies: ["SpoolClient", "SpoolRequest", "SpoolStore"]),
         .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
         .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
         .testTarget(name: "SpoolWatcherTests", dependencies: ["SpoolWatcher"]),

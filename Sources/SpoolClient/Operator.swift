@@ -28,7 +28,7 @@ public struct SpoolOverview: Sendable {
                   let report = try? JSONDecoder().decode(StatusReport.self, from: data) else { continue }
             if report.daemon.host == host && kill(report.daemon.pid, 0) != 0 && errno == ESRCH { continue }
             overview.reports.append(report)
-            overview.daemons.append(report.daemon)
+            overview.daemons.append(Self.aged(report.daemon, now: Date()))
             overview.tasks += report.tasks
             overview.morePending += report.morePending
         }
@@ -39,6 +39,23 @@ public struct SpoolOverview: Sendable {
                                              finishedAt: nil))
         }
         return overview
+    }
+}
+
+extension SpoolOverview {
+    /// A report older than this while it says transfers run is stale: a running daemon rewrites
+    /// it every second while anything runs.
+    public static let staleAfter: Double = 10
+
+    /// `daemon` with its report's age, and whether it is stale, as read at `now`: `status` never
+    /// passes off an old report as the current state.
+    public static func aged(_ daemon: DaemonStatus, now: Date) -> DaemonStatus {
+        var d = daemon
+        guard let written = RFC3339.parse(d.updatedAt) else { return d }
+        let age = max(0, now.timeIntervalSince(written))
+        d.reportAgeSeconds = Int(age.rounded(.down))
+        d.stale = d.running > 0 && age > staleAfter
+        return d
     }
 }
 

@@ -62,7 +62,12 @@ extension SpoolOverview {
     func daemonLines() -> [String] {
         var out: [String] = []
         for d in daemons {
-            out.append("daemon \(d.host) pid \(d.pid), up since \(d.startedAt)")
+            out.append("daemon \(d.host) pid \(d.pid), up since \(d.startedAt)"
+                       + (d.reportAgeSeconds.map { $0 >= 2 ? ", report \(Self.duration(Double($0))) old" : "" } ?? ""))
+            if d.stale == true {
+                out.append("  STALE: not rewritten for \(Self.duration(Double(d.reportAgeSeconds ?? 0))) while it says transfers run: "
+                           + "the daemon cannot write status/ (a full disk?) or is stopped; what follows may no longer hold")
+            }
             out.append("  \(d.running) running, \(d.queued) queued, \(d.published) published, \(d.failed) failed, \(d.rejected) rejected")
             var more: [String] = []
             if let rate = d.rate { more.append("\(Self.human(Int64(rate)))/s" + Self.eta(d)) }

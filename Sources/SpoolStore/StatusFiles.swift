@@ -62,6 +62,12 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     /// Requests taken in whose items may start only after their URL expires (the last
     /// `StatusReporter.expiryWarningLimit`), one line each.
     public var urlExpiryWarnings: [String]? = nil
+    /// Set by the reader, never by the daemon: seconds since `updatedAt` when the report was
+    /// read, and whether it is stale — it says transfers run, yet the daemon, which rewrites it
+    /// every second while they do, has not for `StatusReport.staleAfter` seconds (its file
+    /// cannot be written, or the process is stopped).
+    public var reportAgeSeconds: Int? = nil
+    public var stale: Bool? = nil
 
     public init(host: String, pid: Int32, version: String, spool: String, startedAt: String,
                 updatedAt: String, running: Int, queued: Int, published: Int, failed: Int, rejected: Int,

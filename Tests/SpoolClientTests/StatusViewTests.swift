@@ -1,5 +1,6 @@
 import Foundation
 @testable import SpoolClient
+import SpoolRequest
 import SpoolStore
 import XCTest
 
@@ -84,6 +85,28 @@ final class StatusViewTests: XCTestCase {
         o.daemons[0].maxRate = 0
         o.daemons[0].maxRateUntil = "2026-11-24T08:00:00Z"
         XCTAssertTrue(o.table(columns: 80).contains("max-rate none until 2026-11-24T08:00:00Z"), o.table(columns: 80))
+    }
+
+    /// An old report is never passed off as current: its age is shown, and a report that says
+    /// transfers run but has not been rewritten for 10 s is marked stale (text and JSON).
+    func testAnOldReportShowsItsAgeAndAStaleOneSaysSo() throws {
+        var o = overview([task("r#0", "running", bytes: 9 << 20)])
+        let written = try XCTUnwrap(RFC3339.parse(o.daemons[0].updatedAt))
+        o.daemons[0] = SpoolOverview.aged(o.daemons[0], now: written.addingTimeInterval(1))
+        XCTAssertEqual(o.daemons[0].stale, false)
+        XCTAssertFalse(o.table(columns: 120).contains("STALE"), o.table(columns: 120))
+        o.daemons[0] = SpoolOverview.aged(o.daemons[0], now: written.addingTimeInterval(95))
+        XCTAssertEqual(o.daemons[0].stale, true)
+        XCTAssertEqual(o.daemons[0].reportAgeSeconds, 95)
+        let text = o.table(columns: 120)
+        XCTAssertTrue(text.contains("report 1m35s old") || text.contains("report 95s old"), text)
+        XCTAssertTrue(text.contains("STALE: not rewritten for"), text)
+        XCTAssertTrue(o.json().contains("\"stale\":true"), o.json())
+        XCTAssertTrue(o.json().contains("\"reportAgeSeconds\":95"), o.json())
+        // An idle daemon writes no report while nothing changes: old, but not stale.
+        o.daemons[0].running = 0
+        o.daemons[0] = SpoolOverview.aged(o.daemons[0], now: written.addingTimeInterval(3600))
+        XCTAssertEqual(o.daemons[0].stale, false)
     }
 
     func testAScreenNeverTallerOrWiderThanItsWindowKeepsTheTopAndCountsTheRest() {
