@@ -65,8 +65,12 @@ final class ClaimNames: @unchecked Sendable {
     /// fall back to `link`, and a client that still caches a name another client has moved away
     /// links the file it remembers (GlusterFS links by the cached file id): both workers would
     /// hold the request.
+    /// `used`: names a request that ended under them still holds (filed in `done/`, `failed/`
+    /// or `rejected/`, or its group marker in the final folder); a new claim skips them too, so
+    /// a name reused on the next night gets one name — `R~1` — for its files, its markers'
+    /// `request` and its group marker alike.
     func moveIn(_ name: String, from source: Directory, at place: String?, into folder: WorkerFolder,
-                folders: [String]) throws(StoreError) -> String? {
+                folders: [String], used: (String) -> Bool = { _ in false }) throws(StoreError) -> String? {
         var suffix = 0
         while true {
             let candidate = suffix == 0 ? name : SpoolStore.suffixed(name, suffix, separator: "~")
@@ -75,7 +79,7 @@ final class ClaimNames: @unchecked Sendable {
             // A claim moved under its own name already holds that name spool-wide: only this
             // worker's folder is looked at.
             let taken = place != nil && candidate == name
-                ? folder.directory.exists(candidate) : isTaken(candidate, folders: folders)
+                ? folder.directory.exists(candidate) : isTaken(candidate, folders: folders) || (place == nil && used(candidate))
             if taken { continue }
             do throws(StoreError) {
                 // By the folder's path, not its descriptor: a folder another worker took over

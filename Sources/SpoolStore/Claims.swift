@@ -78,6 +78,13 @@ extension SpoolStore {
         workerSlot.release()
     }
 
+    /// Whether a request that ended under `name` still holds it: filed in `done/`, `failed/` or
+    /// `rejected/`, or a group marker `name.group.done` in the final folder (its default group).
+    func endedNameIsUsed(_ name: String) -> Bool {
+        layout.done.exists(name) || layout.failed.exists(name) || layout.rejected.exists(name)
+            || layout.final.exists(name + ".group.done")
+    }
+
     /// Claims `incoming/name`: opened first (never following a symlink) to refuse what is not a
     /// regular file, then renamed into this worker's folder — the commit point — under a name
     /// no other claim on the spool has, read, and closed.
@@ -107,7 +114,7 @@ extension SpoolStore {
         let worker = try workerFolder()
         guard !worker.isReleased else { throw StoreError("claim", incoming.path(of: name), errno: ESHUTDOWN) }
         let moved = try worker.names.withLock { folders throws(StoreError) in
-            try worker.names.moveIn(name, from: incoming, at: nil, into: worker, folders: folders)
+            try worker.names.moveIn(name, from: incoming, at: nil, into: worker, folders: folders, used: endedNameIsUsed)
         }
         guard let claimed = moved else { return .lost }
         if let now = worker.directory.status(of: claimed), now.st_ino == st.st_ino {

@@ -305,3 +305,25 @@ final class OperatorTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/other").count, 2)
     }
 }
+
+/// A request name used again (the next night's `nightly`) gets one name for everything it
+/// produces: where it is filed, its markers' `request`, its group marker.
+final class ReusedNameTests: SpoolTestCase {
+    func testANameUsedBeforeGetsOneNameForItsFilesMarkersAndGroupMarker() throws {
+        server.serve("/a", body: Array("a".utf8))
+        server.serve("/gone", body: [], script: [.status(404)])
+        for night in 0..<2 {
+            try spool.drop("nightly", "url: \(server.url("/a"))\nurl: \(server.url("/gone"))\n")
+            let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+            XCTAssertEqual(status, 1, "night \(night): \(stderr)")
+        }
+        XCTAssertEqual(spool.files(in: "failed").sorted(), ["nightly", "nightly.error", "nightly~1", "nightly~1.error"])
+        let final = spool.files(in: "final")
+        XCTAssertTrue(final.contains("nightly.group.done") && final.contains("nightly~1.group.done"), "\(final)")
+        XCTAssertFalse(final.contains("nightly-1.group.done"), "\(final)")
+        XCTAssertEqual(try json("final", "nightly~1.group.done")["request"] as? String, "nightly~1")
+        XCTAssertEqual(try json("failed", "nightly~1.error")["request"] as? String, "nightly~1")
+        XCTAssertEqual(try json("final", "a-1.done")["request"] as? String, "nightly~1")
+        XCTAssertEqual(try json("final", "a.done")["request"] as? String, "nightly")
+    }
+}

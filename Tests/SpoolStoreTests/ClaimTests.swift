@@ -390,7 +390,9 @@ final class ClaimTests: XCTestCase {
         XCTAssertEqual(next.pendingGroupHooks().count, 1, "the hook still runs: the journal stays")
     }
 
-    /// Once a new request of the ended one's name is claimed, the item names are its own.
+    /// A new request of the ended one's name is claimed under a name of its own (`nightly~1`:
+    /// the ended one is filed as `nightly`), so its staging files are never taken for the ended
+    /// one's leftovers, and are kept.
     func testANewRequestOfTheSameNameKeepsTheStagingFiles() throws {
         var doomed: SpoolStore? = try worker()
         write("incoming", "nightly", "http://x/\n")
@@ -401,10 +403,11 @@ final class ClaimTests: XCTestCase {
         doomed = nil
         let live = try worker()
         write("incoming", "nightly", "http://y/\n")
-        guard case .claimed = try live.claim("nightly") else { return XCTFail() }
-        write("staging", "nightly.0.state", "{}")
+        guard case .claimed(let again) = try live.claim("nightly") else { return XCTFail() }
+        XCTAssertEqual(again.name, "nightly~1", "the ended request still holds its name in done/")
+        write("staging", "nightly~1.0.state", "{}")
         XCTAssertEqual(try worker().removeStagingOfEndedGroups(), 0)
-        XCTAssertTrue(files("staging").contains("nightly.0.state"))
+        XCTAssertTrue(files("staging").contains("nightly~1.0.state"))
         _ = live
     }
 }
