@@ -4,8 +4,10 @@ import XCTest
 /// Runs the simulation (`Simulation`) over a fixed set of seeds in `make test`, and over as many
 /// as `SPOOLFETCH_SIMULATION_SEEDS` says in `make simulate SEEDS=N`.
 final class SimulationTests: XCTestCase {
-    /// Seeds that once failed (each is replayed first, forever).
-    static let regressionSeeds: [UInt64] = []
+    /// Seeds that once failed (each is replayed first, forever): each catches one fix reverted —
+    /// 1: a host's outage record outliving its last (cancelled) item; 7: a publish that can never
+    /// fit waiting for space for ever; 22: cancel refused while a batch held the item's job.
+    static let regressionSeeds: [UInt64] = [1, 7, 22]
 
     /// How many seeds `make test` runs: enough to walk every path many times in seconds.
     static let fixedSeedCount: UInt64 = 300
