@@ -95,6 +95,11 @@ public struct Scheduler: Sendable {
     private var hostHolds: [String: Double] = [:]
     /// Hosts that could not be reached (see `HostOutage.swift`).
     var outages: [String: HostOutage] = [:]
+    /// Hosts that limit their clients' rate, and every host's recent starts (see `HostPacing.swift`).
+    var paces: [String: HostPace] = [:]
+    var starts: [String: RecentStarts] = [:]
+    /// The `now` of the last `nextActions` (see `nextPacedStart`).
+    var decidedAt: Double = 0
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does
     /// not match (the item was removed, or removed and submitted again) is stale and skipped
     /// when it surfaces: removal is O(1) and never searches a heap.
@@ -187,6 +192,7 @@ public struct Scheduler: Sendable {
     /// Lifts a host's back-off (an operator's `retry`: the operator wins over a `Retry-After`).
     public mutating func releaseHold(_ hostKey: String) {
         hostHolds.removeValue(forKey: hostKey)
+        paces[hostKey]?.holdUntil = 0
     }
 
     // MARK: Decisions
@@ -197,6 +203,7 @@ public struct Scheduler: Sendable {
     /// again at the next call, and a preemption happens only where a start is still allowed.
     public mutating func nextActions(now date: Date, maxStarts: Int = .max) -> [SchedulerAction] {
         let now = date.timeIntervalSince1970
+        decidedAt = now
         var actions: [SchedulerAction] = []
         var starts = 0
         promoteDue(now: now)
@@ -217,7 +224,7 @@ public struct Scheduler: Sendable {
         while starts < maxStarts {
             // A stream on a host's connection needs no free connection (`hostHasCapacity`).
             if let entry = popBest(discretionary: false, now: now) {
-                start(entry, &actions)
+                start(entry, now: now, &actions)
                 starts += 1
                 continue
             }
@@ -230,7 +237,7 @@ public struct Scheduler: Sendable {
             }
             if discretionaryAllowed,
                let entry = popBest(discretionary: true, now: now) {
-                start(entry, &actions)
+                start(entry, now: now, &actions)
                 starts += 1
                 continue
             }
@@ -257,6 +264,7 @@ public struct Scheduler: Sendable {
             if (ready[host]?.count ?? 0) > 0 || (readyDiscretionary[host]?.count ?? 0) > 0 { consider(until) }
         }
         if let probe = nextProbeDue(), probe > now { consider(probe) }
+        if let paced = nextPacedStart(now: now) { consider(paced) }
         if let window = configuration.window {
             let waitingDiscretionary = readyDiscretionaryCount > 0
             let runningDiscretionary = running.values.contains { $0.discretionary }
@@ -269,10 +277,11 @@ public struct Scheduler: Sendable {
 
     // MARK: Internals
 
-    private mutating func start(_ entry: ReadyEntry, _ actions: inout [SchedulerAction]) {
+    private mutating func start(_ entry: ReadyEntry, now: Double, _ actions: inout [SchedulerAction]) {
         let host = hostKey(of: entry)
         running[entry.key] = entry
         if outages[host] != nil { outages[host]!.probe = entry.key }
+        pacedStart(host, now: now)
         connections.add(host)
         actions.append(.start(entry.key))
     }
@@ -323,6 +332,7 @@ public struct Scheduler: Sendable {
     private func hostHasCapacity(_ host: String, now: Double, ignoringHostLimit: Bool = false) -> Bool {
         if let until = hostHolds[host], until > now { return false }
         if !outageAllowsStart(host, now: now) { return false }
+        if !paceAllowsStart(host, now: now) { return false }
         if ignoringHostLimit { return true }
         guard connections.hostHasRoom(host, perHost: configuration.perHost) else { return false }
         return connections.added(by: host) == 0 || connections.total < configuration.concurrency

@@ -146,6 +146,10 @@ final class Transfer {
         else if named("content-length") { facts.contentLength = Int64(value) }
         else if named("location") { facts.location = value }
         else if named("accept-ranges") { facts.acceptsRanges = value.lowercased().contains("bytes") }
+        else if name.count >= 9, name[0] | 0x20 == UInt8(ascii: "r") || name[0] | 0x20 == UInt8(ascii: "x"),
+                let header = Self.rateLimitHeader(name) {
+            facts.rateLimitHeaders[header] = value
+        }
         else if named("retry-after") {
             let v = value
             if let seconds = Double(v) { facts.retryAfter = max(0, seconds) }
@@ -160,6 +164,13 @@ final class Transfer {
                 if let dash = halves[0].firstIndex(of: "-") { facts.rangeStart = Int64(halves[0][..<dash]) }
             }
         }
+    }
+
+    /// The lowercased name of a rate-limit header (`RateLimit`, `RateLimit-Policy`,
+    /// `RateLimit-Remaining`, `X-RateLimit-Reset` …), nil for any other.
+    static func rateLimitHeader(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        let lower = String(decoding: name, as: UTF8.self).lowercased()
+        return lower.hasPrefix("ratelimit") || lower.hasPrefix("x-ratelimit") ? lower : nil
     }
 
     // MARK: Write callback

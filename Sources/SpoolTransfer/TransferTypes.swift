@@ -135,6 +135,9 @@ public struct ResponseFacts: Sendable, Hashable {
     public var redirects: Int = 0
     /// `Location` of the final response (an upload's created resource).
     public var location: String?
+    /// The rate-limit headers of the final response (`RateLimit`, `RateLimit-Policy`,
+    /// `RateLimit-Remaining` & co.), by lowercased name, as sent: the scheduler reads them.
+    public var rateLimitHeaders: [String: String] = [:]
 
     public init() {}
 }

@@ -41,4 +41,31 @@ final class PoliteServerTests: SpoolTestCase {
         XCTAssertGreaterThanOrEqual(Set(log.map(\.connection)).count, count / 100, "nginx closed a connection every 100 requests")
         XCTAssertTrue(log.allSatisfy { $0.proto == "HTTP/2.0" })
     }
+
+    /// nginx allows 40 requests a second from the host and answers 429 beyond (`limit_req`):
+    /// the daemon paces its requests to what the server allows; every item is published on its
+    /// first attempt, nothing fails.
+    func testA429ServerIsPacedAndNothingFails() throws {
+        let www = spool.path("tmp", "www")
+        let count = 300
+        let bodies = try files(count, size: 16 << 10, in: www)
+        // Its own floor: 300 requests at 40 a second, 7.5 s (timings are for Benchmarks/).
+        let nginx = try NginxServer(root: www,
+                                    httpDirectives: "limit_req_zone $binary_remote_addr zone=host:1m rate=40r/s;",
+                                    serverDirectives: "limit_req zone=host; limit_req_status 429;")
+        try spool.drop("paced", (0..<count).map { nginx.url("/f\($0).bin") }.joined(separator: "\n") + "\n")
+        let started = Date()
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, timeout: 180)
+        let seconds = Date().timeIntervalSince(started)
+        XCTAssertEqual(status, 0, stderr)
+        for i in 0..<count { XCTAssertEqual(try spool.read("final", "f\(i).bin"), bodies[i], "f\(i).bin") }
+        let attempts = try markers((0..<count).map { "f\($0).bin" }).map { $0["attempts"] as? Int ?? 0 }
+        XCTAssertEqual(attempts.filter { $0 != 1 }.count, 0, "items on a later attempt")
+        let log = nginx.sentLog()
+        let refused = log.filter { $0.status == 429 }.count
+        print("paced: \(count) files in \(seconds) s, \(refused) answered 429")
+        XCTAssertGreaterThan(refused, 0, "the server did refuse requests past its rate")
+        XCTAssertLessThanOrEqual(refused, count / 5, "the daemon slowed down instead of hammering the server")
+        XCTAssertTrue(stderr.contains("pacing them"), "the log says the host is paced")
+    }
 }

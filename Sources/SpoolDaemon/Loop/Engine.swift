@@ -145,8 +145,9 @@ public final class Engine {
             driver.checkpointsReached()
             growSegments()
             for outcome in ended {
-                guard let (record, end) = driver.ended(outcome) else { continue }
-                if !end.outage && end.failure != .cancelled { hostAnswered(record, outcome.facts) }
+                guard let (record, ended) = driver.ended(outcome) else { continue }
+                var end = ended
+                if !end.outage && end.failure != .cancelled { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
                 send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }

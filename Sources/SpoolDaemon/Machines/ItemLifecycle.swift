@@ -285,6 +285,12 @@ struct ItemLifecycle {
 
         let withinAttempts = policy.maxAttempts == 0 || attempts < policy.maxAttempts
         let withinDeadline = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout
+        // A host that paces its clients (429/503, see `HostPace`): not the item's fault either.
+        if end.pacedRefusal && withinDeadline && !context.stopping {
+            attempts -= 1
+            state = .retrying
+            return actions + [.retry(at: context.now, holdHost: false), .saveResumeState]
+        }
         if failure.isTransient && withinAttempts && withinDeadline && !context.stopping {
             let delay = policy.backoff.delay(afterAttempt: attempts, jitter: context.jitter, retryAfter: end.retryAfter)
             var holdHost = false

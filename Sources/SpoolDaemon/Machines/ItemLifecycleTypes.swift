@@ -96,6 +96,9 @@ struct TransferEnd: Equatable {
     /// A 304 to a conditional request (`on-exists: skip-unchanged`): the existing file, still
     /// current, and its marker's path. The item ends published with it; nothing is published.
     var notModified: UnchangedFile?
+    /// A 429 or 503 from a host the scheduler paces (`HostPace`): the item goes back to its
+    /// queue without spending an attempt or backing off; the host's pace says when it starts.
+    var pacedRefusal = false
 }
 
 /// The already published file a 304 confirmed as current.
