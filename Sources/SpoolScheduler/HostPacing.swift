@@ -179,6 +179,7 @@ extension Scheduler {
     @discardableResult
     public mutating func hostRefused(_ hostKey: String, now date: Date, retryAfter: Double?) -> Bool {
         let now = date.timeIntervalSince1970
+        hostStrained(hostKey, now: now, why: "refused requests (429/503)")
         if paces[hostKey] == nil {
             let recent = Double(starts[hostKey]?.count(since: now - 1) ?? 1)
             paces[hostKey] = HostPace(rate: max(HostPace.minimumRate, recent / 2), now: now)

@@ -48,11 +48,15 @@ public struct SchedulerConfiguration: Sendable, Hashable {
     /// Back-off between probes of a host that could not be reached (an outage). Separate from the
     /// retry back-off of items: outages use no attempts. Default: 1 s doubling to 5 minutes.
     public var probeBackoff: Backoff
+    /// Connections an HTTP/1.1 host may grow to while it gains throughput without strain
+    /// (`HostConnectionLimit`); equal to `perHost`: no growth.
+    public var perHostMax: Int
 
     public init(concurrency: Int = 16, perHost: Int = 6, maxStreams: Int = 100, window: DailyWindow? = nil,
-                highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300)) {
+                highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300), perHostMax: Int? = nil) {
         self.concurrency = max(1, concurrency)
         self.perHost = max(1, perHost)
+        self.perHostMax = max(self.perHost, perHostMax ?? perHost)
         self.maxStreams = max(1, maxStreams)
         self.window = window
         self.highPreempts = highPreempts
@@ -100,6 +104,11 @@ public struct Scheduler: Sendable {
     var starts: [String: RecentStarts] = [:]
     /// The `now` of the last `nextActions` (see `nextPacedStart`).
     var decidedAt: Double = 0
+    /// HTTP/1.1 hosts' adaptive connection limits, and what measures them (`HostConnectionLimit.swift`).
+    var limits: [String: HostConnectionLimit] = [:]
+    var limitChanges: Set<String> = []
+    var startedAt: [ItemKey: Double] = [:]
+    var endedSince: [(String, Double)] = []
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does
     /// not match (the item was removed, or removed and submitted again) is stale and skipped
     /// when it surfaces: removal is O(1) and never searches a heap.
@@ -167,6 +176,7 @@ public struct Scheduler: Sendable {
     /// The item's transfer ended for good (published, failed, cancelled): its slot is free.
     public mutating func finished(_ key: ItemKey) {
         guard let entry = running.removeValue(forKey: key) else { return }
+        noteEnd(key, host: hostKey(of: entry), succeeded: true)
         releaseSlot(entry)
     }
 
@@ -204,6 +214,7 @@ public struct Scheduler: Sendable {
     public mutating func nextActions(now date: Date, maxStarts: Int = .max) -> [SchedulerAction] {
         let now = date.timeIntervalSince1970
         decidedAt = now
+        measureEnds(now: now)
         var actions: [SchedulerAction] = []
         var starts = 0
         promoteDue(now: now)
@@ -282,6 +293,7 @@ public struct Scheduler: Sendable {
         running[entry.key] = entry
         if outages[host] != nil { outages[host]!.probe = entry.key }
         pacedStart(host, now: now)
+        noteStart(entry.key, host: host, now: now)
         connections.add(host)
         actions.append(.start(entry.key))
     }
@@ -301,6 +313,7 @@ public struct Scheduler: Sendable {
         let host = hostKey(of: entry)
         releaseProbe(entry.key, host: host)
         releaseSegments(entry)
+        noteEnd(entry.key, host: host, succeeded: false)
         connections.remove(host)
     }
 
@@ -334,7 +347,7 @@ public struct Scheduler: Sendable {
         if !outageAllowsStart(host, now: now) { return false }
         if !paceAllowsStart(host, now: now) { return false }
         if ignoringHostLimit { return true }
-        guard connections.hostHasRoom(host, perHost: configuration.perHost) else { return false }
+        guard connections.hostHasRoom(host, perHost: connectionLimit(host)) else { return false }
         return connections.added(by: host) == 0 || connections.total < configuration.concurrency
     }
 

@@ -33,7 +33,7 @@ extension Engine {
                              backoff: Backoff(base: next.retryBase, cap: next.retryCap))
         scheduler.reconfigure(SchedulerConfiguration(
             concurrency: next.concurrency, perHost: next.perHost, maxStreams: next.maxStreams,
-            window: next.window.flatMap(DailyWindow.init(parsing:))))
+            window: next.window.flatMap(DailyWindow.init(parsing:)), perHostMax: next.perHostMax))
         driver.update(next)
         if let problem = SpaceGate.impossibleMinFree(next.minFree, layout: layout) {
             logger.error("SIGHUP: \(problem); min-free stays \(space.minFree.map { "\($0)" } ?? "auto")")

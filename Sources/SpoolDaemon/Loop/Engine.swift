@@ -93,7 +93,7 @@ public final class Engine {
         store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
         scheduler = Scheduler(configuration: SchedulerConfiguration(
             concurrency: configuration.concurrency, perHost: configuration.perHost, maxStreams: configuration.maxStreams,
-            window: configuration.window.flatMap(DailyWindow.init(parsing:))))
+            window: configuration.window.flatMap(DailyWindow.init(parsing:)), perHostMax: configuration.perHostMax))
         policy = RetryPolicy(maxAttempts: configuration.maxAttempts, resourceTimeout: configuration.resourceTimeout,
                              backoff: Backoff(base: configuration.retryBase, cap: configuration.retryCap))
         let target = wakeTarget

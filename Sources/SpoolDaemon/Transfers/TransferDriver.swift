@@ -44,7 +44,8 @@ final class TransferDriver {
         // One token bucket for the whole session (checked in every write callback), so the cap
         // holds over many small transfers and many concurrent ones alike.
         transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
-        transferConfiguration.maxHostConnections = configuration.perHost
+        // libcurl's own bound is the most any host may grow to; the scheduler holds each host to its limit.
+        transferConfiguration.maxHostConnections = max(configuration.perHost, configuration.perHostMax)
         transferConfiguration.maxStreams = configuration.maxStreams
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         self.store = store
@@ -311,7 +312,7 @@ final class TransferDriver {
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
         applyRateSchedule(now: Date())
-        do { try session.setConnectionLimits(perHost: configuration.perHost, streams: configuration.maxStreams) } catch {
+        do { try session.setConnectionLimits(perHost: max(configuration.perHost, configuration.perHostMax), streams: configuration.maxStreams) } catch {
             logger.error("SIGHUP: libcurl refused the new connection limits; the old ones stay", metadata: ["error": "\(error)"])
         }
     }
