@@ -72,12 +72,20 @@ final class SegmentSet {
     }
 
     /// The running range with the most bytes left, and where it would be split: nil when none is
-    /// worth a new request.
-    func largestRemaining(minimumPiece: Int64) -> (Transfer, at: Int64)? {
+    /// worth a new request. Worth it means at least twice `minimumPiece` left, and at least
+    /// `minimumSeconds` of the victim's own rate: what its server has already sent into the
+    /// connection (socket buffers, an HTTP/2 window: megabytes on a fast path) arrives anyway and
+    /// is sent twice once the tail goes to another connection, so a tail the victim finishes soon
+    /// is left to it. A throttled connection (4 MB/s) has little in flight and long tails: those
+    /// are split.
+    func largestRemaining(minimumPiece: Int64, minimumSeconds: Double, now: Double) -> (Transfer, at: Int64)? {
         let candidates = segments + (primaryRunning && prefix == nil ? [primary] : [])
         guard let victim = candidates.max(by: { ($0.stopAt - $0.bytesOnDisk) < ($1.stopAt - $1.bytesOnDisk) }) else { return nil }
         let left = victim.stopAt - victim.bytesOnDisk
         guard victim.stopAt != .max, left >= 2 * minimumPiece else { return nil }
+        let elapsed = now - victim.startedAt
+        let rate = Double(victim.bytesOnDisk - victim.request.resumeFrom) / max(elapsed, 1e-3)
+        guard elapsed > 0.25, Double(left) >= rate * minimumSeconds else { return nil }
         return (victim, victim.bytesOnDisk + left / 2)
     }
 

@@ -40,6 +40,8 @@ final class Transfer {
     var reachedStop = false
     /// Body bytes received past `stopAt` and dropped (the server sent them for nothing).
     var overshoot: Int64 = 0
+    /// When the transfer was created (monotonic seconds): its rate, for work stealing.
+    let startedAt = ProcessInfo.processInfo.systemUptime
     /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints"), and the
     /// session's flag a checkpoint raises.
     var checkpointReported: Int64 = 0
