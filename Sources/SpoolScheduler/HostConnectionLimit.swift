@@ -15,19 +15,21 @@ import Foundation
 /// - **Rising response times** (the window's mean over `slower` × the best window's mean): one
 ///   connection fewer (not below `--per-host`).
 /// - **Grow.** Items of the host waited, and the window's throughput (completions a second) is at
-///   least `gain` × that of the window before the last step up (or there was none yet): `step`
-///   connections more, up to `--per-host-max`.
+///   least `gain` × that of the window before the last step up (or there was none yet): half as
+///   many connections more (at least `step`), up to `--per-host-max`. The window right after a step only settles (new
+///   connections pay their handshakes in it) and is not judged.
 /// - **No gain.** The last step up added too little: it is taken back, and no step up is tried
-///   for `holdAfterStrain` seconds.
+///   for `holdAfterNoGain` seconds.
 /// - **Strain.** A 429 or 503, a refused or reset connection: the limit halves (not below
 ///   `--per-host`), and no step up for `holdAfterStrain` seconds.
 public struct HostConnectionLimit: Sendable, Hashable {
     public static let windowMinimum = 0.2
     public static let windowMaximum = 2.0
     public static let slower = 2.0
-    public static let gain = 1.1
+    public static let gain = 1.05
     public static let step = 2
     public static let holdAfterStrain = 30.0
+    public static let holdAfterNoGain = 10.0
 
     /// Connections the host may have now.
     public internal(set) var limit: Int
@@ -43,6 +45,10 @@ public struct HostConnectionLimit: Sendable, Hashable {
     /// The best window's mean response time.
     var bestLatency = Double.infinity
     var noStepUntil: Double = 0
+    /// The window under way follows a step: it settles, and is not judged.
+    var settling = false
+    /// Connections the last step up added (taken back when it added no throughput).
+    var lastStep = 0
 
     init(floor: Int, ceiling: Int, now: Double) {
         self.floor = max(1, floor)
@@ -65,19 +71,25 @@ public struct HostConnectionLimit: Sendable, Hashable {
         completions = 0
         latencySum = 0
         let before = limit
+        if settling {
+            settling = false
+            return false
+        }
         if mean > Self.slower * bestLatency {
             limit = max(floor, limit - 1)
             reason = "response times rising"
             rateBeforeStep = nil
         } else if let previous = rateBeforeStep, rate < Self.gain * previous {
-            limit = max(floor, limit - Self.step)
+            limit = max(floor, limit - lastStep)
             reason = "no more throughput"
             rateBeforeStep = nil
-            noStepUntil = now + Self.holdAfterStrain
+            noStepUntil = now + Self.holdAfterNoGain
         } else if waiting && limit < ceiling && now >= noStepUntil {
             rateBeforeStep = rate
-            limit = min(ceiling, limit + Self.step)
+            lastStep = max(Self.step, limit / 2)
+            limit = min(ceiling, limit + lastStep)
             reason = "throughput rising"
+            settling = true
         } else {
             rateBeforeStep = nil
         }
