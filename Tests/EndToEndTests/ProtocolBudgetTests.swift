@@ -66,4 +66,35 @@ final class ProtocolBudgetTests: SpoolTestCase {
         XCTAssertTrue(seen.stderr.contains("msg=\"host connections\"") && seen.stderr.contains("throughput rising"), seen.stderr)
         print("HTTP/1.1 adaptive: \(seen.connections.count) connections, \(seen.origin) requests at the origin at once")
     }
+
+    /// `status --json` shows a busy HTTP/1.1 host's connections, its limit and why.
+    func testStatusShowsABusyHostsConnectionsAndWhy() throws {
+        var text = ""
+        for i in 0..<600 {
+            server.serve("/s/\(i)", body: TestBody.random(count: 4096, seed: UInt64(i)), script: [.delayed(.milliseconds(50))])
+            text += server.url("/s/\(i)") + "\n"
+        }
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try daemon.waitForStderr(containing: "spoolfetch running", timeout: 30)
+        try spool.drop("busy", text)
+        var seen: [String: Any]?
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 60, what: "a status report with a host grown past --per-host") {
+            for name in self.spool.files(in: "status") where name.hasSuffix(".json") {
+                guard let bytes = try? self.spool.read("status", name),
+                      let report = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+                      let daemon = report["daemon"] as? [String: Any],
+                      let hosts = daemon["busyHosts"] as? [[String: Any]],
+                      let host = hosts.first, (host["limit"] as? Int ?? 0) > 6 else { continue }
+                seen = host
+                return true
+            }
+            return false
+        }
+        let host = try XCTUnwrap(seen)
+        XCTAssertEqual(host["host"] as? String, "127.0.0.1:\(server.port)")
+        XCTAssertEqual(host["why"] as? String, "throughput rising")
+        XCTAssertLessThanOrEqual(host["connections"] as? Int ?? 99, host["limit"] as? Int ?? 0)
+        XCTAssertLessThanOrEqual(host["limit"] as? Int ?? 99, 16)
+    }
 }
