@@ -16,6 +16,8 @@ extension ConfigurationKey {
              "Connections at once (an HTTP/2 connection counts once, however many requests it carries)"),
         .int("per-host", \.perHost, atLeast: 1, reload: true, example: "4",
              "Connections at once to one host:port: one request each over HTTP/1.1"),
+        .int("per-host-max", \.perHostMax, atLeast: 1, reload: true, example: "32",
+             "Connections an HTTP/1.1 host may grow to from per-host while each added one adds throughput and the server shows no strain; also the most an HTTP/2 host gets when its server allows few streams"),
         .int("max-streams", \.maxStreams, atLeast: 1, reload: true, example: "50",
              "Requests at once to one host over HTTP/2, as streams of one connection (the server's own limit holds too)"),
         .int("max-segments", \.maxSegments, atLeast: 1, reload: true, example: "4",

@@ -20,6 +20,8 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var due: Bool = false
     public var concurrency: Int = 16
     public var perHost: Int = 6
+    /// Connections an HTTP/1.1 host may grow to while it gains throughput (`HostConnectionLimit`).
+    public var perHostMax: Int = 16
     /// Streams at once on one HTTP/2 connection: what one host's requests share.
     public var maxStreams: Int = 100
     /// Connections one large item may use at once (its segments), within `perHost`; 1: one stream.

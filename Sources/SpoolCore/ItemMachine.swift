@@ -169,6 +169,7 @@ public enum ItemEffect: Sendable, Hashable {
 /// | running | transferEnded | disk full | waitingForSpace (attempt − 1) | releaseSlot, saveResumeState, waitForSpace |
 /// | running | transferEnded | outage, time left, not stopping | queued (attempt − 1) | hostUnreachable, saveResumeState |
 /// | queued, retrying | deadlineCheck | resource timeout passed | failed | unschedule, fail(timeout) |
+/// | running | transferEnded | 429 or 503 from a host the scheduler paces, time left, not stopping | retrying (attempt − 1) | [discardPartial,] retry(now), saveResumeState |
 /// | running | transferEnded | transient, attempts and time left, not stopping | retrying | [discardPartial,] retry, saveResumeState |
 /// | running | transferEnded | stopping, transient or cancelled | queued | releaseSlot, saveResumeState |
 /// | running | transferEnded | otherwise | failed | releaseSlot, fail(code) |
@@ -489,6 +490,12 @@ public struct ItemMachine<Part, Job> {
 
         let withinAttempts = policy.maxAttempts == 0 || attempts < policy.maxAttempts
         let withinDeadline = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout
+        // A host that paces its clients (429/503, see `HostPace`): not the item's fault either.
+        if end.pacedRefusal && withinDeadline && !context.stopping {
+            attempts -= 1
+            state = .retrying
+            return actions + [.retry(at: context.now, holdHost: false), .saveResumeState]
+        }
         if failure.isTransient && withinAttempts && withinDeadline && !context.stopping {
             let delay = policy.backoff.delay(afterAttempt: attempts, jitter: context.jitter, retryAfter: end.retryAfter)
             let holdHost = failure.httpStatus == 429 || failure.httpStatus == 503

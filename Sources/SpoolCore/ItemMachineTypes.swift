@@ -100,6 +100,9 @@ public struct TransferEnd: Sendable, Hashable {
     /// A 304 to a conditional request (`on-exists: skip-unchanged`): the existing file, still
     /// current, and its marker's path. The item ends published with it; nothing is published.
     public var notModified: UnchangedFile?
+    /// A 429 or 503 from a host the scheduler paces (`HostPace`): the item goes back to its
+    /// queue without spending an attempt or backing off; the host's pace says when it starts.
+    public var pacedRefusal = false
     /// With a full disk: why the body can never fit (its length is larger than the filesystem
     /// can hold at all, less `min-free`), naming the filesystem and the figures.
     public var neverFits: String?

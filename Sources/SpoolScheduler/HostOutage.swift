@@ -48,6 +48,7 @@ extension Scheduler {
                                          jitter: Double = Double.random(in: 0...1)) {
         // Only the probe's failure (or the first one) pushes the next probe further.
         let counts = outages[hostKey].map { failedItem != nil && $0.probe == failedItem } ?? true
+        hostStrained(hostKey, now: now.timeIntervalSince1970, why: "connections refused or reset")
         if let key = failedItem, let entry = running.removeValue(forKey: key) {
             releaseSlot(entry)
             insertReady(entry)

@@ -48,11 +48,15 @@ public struct SchedulerConfiguration: Sendable, Hashable {
     /// Back-off between probes of a host that could not be reached (an outage). Separate from the
     /// retry back-off of items: outages use no attempts. Default: 1 s doubling to 5 minutes.
     public var probeBackoff: Backoff
+    /// Connections an HTTP/1.1 host may grow to while it gains throughput without strain
+    /// (`HostConnectionLimit`); equal to `perHost`: no growth.
+    public var perHostMax: Int
 
     public init(concurrency: Int = 16, perHost: Int = 6, maxStreams: Int = 100, window: DailyWindow? = nil,
-                highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300)) {
+                highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300), perHostMax: Int? = nil) {
         self.concurrency = max(1, concurrency)
         self.perHost = max(1, perHost)
+        self.perHostMax = max(self.perHost, perHostMax ?? perHost)
         self.maxStreams = max(1, maxStreams)
         self.window = window
         self.highPreempts = highPreempts
@@ -100,6 +104,16 @@ public struct Scheduler: Sendable {
     /// host is shown unreachable (and probed) for work that no longer exists.
     private var liveHosts: [ItemKey: UInt32] = [:]
     private var liveCounts: [UInt32: Int] = [:]
+    /// Hosts that limit their clients' rate, and every host's recent starts (see `HostPacing.swift`).
+    var paces: [String: HostPace] = [:]
+    var starts: [String: RecentStarts] = [:]
+    /// The `now` of the last `nextActions` (see `nextPacedStart`).
+    var decidedAt: Double = 0
+    /// HTTP/1.1 hosts' adaptive connection limits, and what measures them (`HostConnectionLimit.swift`).
+    var limits: [String: HostConnectionLimit] = [:]
+    var limitChanges: Set<String> = []
+    var startedAt: [ItemKey: Double] = [:]
+    var endedSince: [(String, Double)] = []
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does
     /// not match (the item was removed, or removed and submitted again) is stale and skipped
     /// when it surfaces: removal is O(1) and never searches a heap.
@@ -173,6 +187,7 @@ public struct Scheduler: Sendable {
     /// The item's transfer ended for good (published, failed, cancelled): its slot is free.
     public mutating func finished(_ key: ItemKey) {
         guard let entry = running.removeValue(forKey: key) else { return }
+        noteEnd(key, host: hostKey(of: entry), succeeded: true)
         releaseSlot(entry)
         forget(key)
     }
@@ -223,6 +238,7 @@ public struct Scheduler: Sendable {
     /// Lifts a host's back-off (an operator's `retry`: the operator wins over a `Retry-After`).
     public mutating func releaseHold(_ hostKey: String) {
         hostHolds.removeValue(forKey: hostKey)
+        paces[hostKey]?.holdUntil = 0
     }
 
     // MARK: Decisions
@@ -233,6 +249,8 @@ public struct Scheduler: Sendable {
     /// again at the next call, and a preemption happens only where a start is still allowed.
     public mutating func nextActions(now date: Date, maxStarts: Int = .max) -> [SchedulerAction] {
         let now = date.timeIntervalSince1970
+        decidedAt = now
+        measureEnds(now: now)
         var actions: [SchedulerAction] = []
         var starts = 0
         promoteDue(now: now)
@@ -253,7 +271,7 @@ public struct Scheduler: Sendable {
         while starts < maxStarts {
             // A stream on a host's connection needs no free connection (`hostHasCapacity`).
             if let entry = popBest(discretionary: false, now: now) {
-                start(entry, &actions)
+                start(entry, now: now, &actions)
                 starts += 1
                 continue
             }
@@ -266,7 +284,7 @@ public struct Scheduler: Sendable {
             }
             if discretionaryAllowed,
                let entry = popBest(discretionary: true, now: now) {
-                start(entry, &actions)
+                start(entry, now: now, &actions)
                 starts += 1
                 continue
             }
@@ -293,6 +311,7 @@ public struct Scheduler: Sendable {
             if (ready[host]?.count ?? 0) > 0 || (readyDiscretionary[host]?.count ?? 0) > 0 { consider(until) }
         }
         if let probe = nextProbeDue(), probe > now { consider(probe) }
+        if let paced = nextPacedStart(now: now) { consider(paced) }
         if let window = configuration.window {
             let waitingDiscretionary = readyDiscretionaryCount > 0
             let runningDiscretionary = running.values.contains { $0.discretionary }
@@ -305,10 +324,12 @@ public struct Scheduler: Sendable {
 
     // MARK: Internals
 
-    private mutating func start(_ entry: ReadyEntry, _ actions: inout [SchedulerAction]) {
+    private mutating func start(_ entry: ReadyEntry, now: Double, _ actions: inout [SchedulerAction]) {
         let host = hostKey(of: entry)
         running[entry.key] = entry
         if outages[host] != nil { outages[host]!.probe = entry.key }
+        pacedStart(host, now: now)
+        noteStart(entry.key, host: host, now: now)
         connections.add(host)
         actions.append(.start(entry.key))
     }
@@ -328,6 +349,7 @@ public struct Scheduler: Sendable {
         let host = hostKey(of: entry)
         releaseProbe(entry.key, host: host)
         releaseSegments(entry)
+        noteEnd(entry.key, host: host, succeeded: false)
         connections.remove(host)
     }
 
@@ -359,8 +381,9 @@ public struct Scheduler: Sendable {
     private func hostHasCapacity(_ host: String, now: Double, ignoringHostLimit: Bool = false) -> Bool {
         if let until = hostHolds[host], until > now { return false }
         if !outageAllowsStart(host, now: now) { return false }
+        if !paceAllowsStart(host, now: now) { return false }
         if ignoringHostLimit { return true }
-        guard connections.hostHasRoom(host, perHost: configuration.perHost) else { return false }
+        guard connections.hostHasRoom(host, perHost: connectionLimit(host)) else { return false }
         return connections.added(by: host) == 0 || connections.total < configuration.concurrency
     }
 

@@ -173,12 +173,14 @@ public struct ItemState: Codable, Sendable, Hashable {
     /// The refresh hook's URL in place of the request's, so that a restart resumes with it.
     public var refreshedURL: String?
     /// Phase running: the body is being fetched as this many ranges at once (a segmented
-    /// transfer). Its part then holds bytes past the in-order prefix, with holes between them,
-    /// so a restart in any boot trusts only the synced prefix.
+    /// transfer, running or stopped with its ranges kept). Its part then holds bytes past the
+    /// in-order prefix, with holes between them: a restart keeps only what `ranges` vouches for.
     public var segments: Int?
-    /// Phase running, segmented: `[from, done, to]` for each range after the in-order prefix
-    /// (`bytes`), in order; `[from, done)` was in the file when the state was written. Trusted
-    /// only in the boot it was written in (a killed process loses no write it made).
+    /// Phase running, segmented: `[from, done, to, durable]` for each range after the in-order
+    /// prefix (`bytes`), in order; `[from, done)` was in the file when the state was written
+    /// (trusted in the boot it was written in: a killed process loses no write it made), and
+    /// `[from, durable)` had been synced (trusted after a power cut too). States written before
+    /// `durable` existed have three numbers: their ranges hold only within their boot.
     public var ranges: [[Int64]]?
 
     public init(request: String, index: Int, url: String, phase: Phase, inode: UInt64? = nil,

@@ -59,6 +59,9 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var watcher: String? = nil
     /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
     public var unreachableHosts: [UnreachableHost]? = nil
+    /// Hosts with transfers running: their connections, the most they may have now and why
+    /// (adaptive over HTTP/1.1), and the request rate they are paced to (429/503, `RateLimit`).
+    public var busyHosts: [BusyHost]? = nil
     /// Requests taken in whose items may start only after their URL expires (the last
     /// `StatusReporter.expiryWarningLimit`), one line each.
     public var urlExpiryWarnings: [String]? = nil
@@ -97,6 +100,29 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
         self.watcher = watcher
         self.unreachableHosts = unreachableHosts
         self.urlExpiryWarnings = urlExpiryWarnings
+    }
+}
+
+/// A host with transfers running (`status --json`): see `DaemonStatus.busyHosts`.
+public struct BusyHost: Codable, Sendable, Hashable {
+    /// `host:port`.
+    public var host: String
+    /// Connections its transfers hold now (an HTTP/2 connection once).
+    public var connections: Int
+    /// The most it may have now, and why (`per-host`, `throughput rising`, `no more
+    /// throughput`, `response times rising`, `refused requests (429/503)`, `connections refused
+    /// or reset`, `http/2`).
+    public var limit: Int
+    public var why: String
+    /// Requests a second it is paced to, when it limits its clients' rate.
+    public var pacedRate: Double?
+
+    public init(host: String, connections: Int, limit: Int, why: String, pacedRate: Double? = nil) {
+        self.host = host
+        self.connections = connections
+        self.limit = limit
+        self.why = why
+        self.pacedRate = pacedRate
     }
 }
 

@@ -38,6 +38,10 @@ final class Transfer {
     var stopAt: Int64 = .max
     /// The body reached `stopAt`: the transfer was cut there on purpose, and succeeded.
     var reachedStop = false
+    /// Body bytes received past `stopAt` and dropped (the server sent them for nothing).
+    var overshoot: Int64 = 0
+    /// When the transfer was created (monotonic seconds): its rate, for work stealing.
+    let startedAt = ProcessInfo.processInfo.systemUptime
     /// The last checkpoint the session reported (see `BodyWriter`, "Checkpoints"), and the
     /// session's flag a checkpoint raises.
     var checkpointReported: Int64 = 0
@@ -45,6 +49,13 @@ final class Transfer {
 
     /// The offset up to which the body is in the file (handed to the kernel), whoever writes it.
     var writtenOnDisk: Int64 { background?.writtenBytes ?? bytesOnDisk }
+
+    /// The offset up to which the body is known durable: the last checkpoint, else where the
+    /// request began (the caller synced what is before it).
+    var durableOnDisk: Int64 {
+        let base = restartedFromZero ? 0 : request.resumeFrom
+        return max(base, background?.durableBytes ?? base)
+    }
 
     /// Bytes made durable by a checkpoint since the session last asked; nil when none.
     func newCheckpoint() -> Int64? {
@@ -137,6 +148,10 @@ final class Transfer {
         else if named("content-length") { facts.contentLength = Int64(value) }
         else if named("location") { facts.location = value }
         else if named("accept-ranges") { facts.acceptsRanges = value.lowercased().contains("bytes") }
+        else if name.count >= 9, name[0] | 0x20 == UInt8(ascii: "r") || name[0] | 0x20 == UInt8(ascii: "x"),
+                let header = Self.rateLimitHeader(name) {
+            facts.rateLimitHeaders[header] = value
+        }
         else if named("retry-after") {
             let v = value
             if let seconds = Double(v) { facts.retryAfter = max(0, seconds) }
@@ -151,6 +166,13 @@ final class Transfer {
                 if let dash = halves[0].firstIndex(of: "-") { facts.rangeStart = Int64(halves[0][..<dash]) }
             }
         }
+    }
+
+    /// The lowercased name of a rate-limit header (`RateLimit`, `RateLimit-Policy`,
+    /// `RateLimit-Remaining`, `X-RateLimit-Reset` …), nil for any other.
+    static func rateLimitHeader(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        let lower = String(decoding: name, as: UTF8.self).lowercased()
+        return lower.hasPrefix("ratelimit") || lower.hasPrefix("x-ratelimit") ? lower : nil
     }
 
     // MARK: Write callback
@@ -170,10 +192,20 @@ final class Transfer {
             return discarded <= 64 * 1024
         }
         var bytes = bytes
+        if reachedStop {
+            // Past the end of a closed range that was cut shorter (see `stopAt`): dropped.
+            overshoot += Int64(bytes.count)
+            return false
+        }
         if Int64(bytes.count) >= stopAt - bytesOnDisk {
             reachedStop = true
-            bytes = UnsafeRawBufferPointer(rebasing: bytes[0..<Int(max(0, stopAt - bytesOnDisk))])
+            let keep = Int(max(0, stopAt - bytesOnDisk))
+            overshoot += Int64(bytes.count - keep)
+            bytes = UnsafeRawBufferPointer(rebasing: bytes[0..<keep])
         }
+        // The end of the range the request asked for: the response ends here by itself (its
+        // connection stays usable); any other stop cuts the response short.
+        let naturalEnd = reachedStop && stopAt == request.rangeEnd && bytes.count + Int(bytesOnDisk) == Int(stopAt)
         bytesReceived += Int64(bytes.count)
         if let limit = request.maxBytes, bytesOnDisk + Int64(bytes.count) > limit {
             abortReason = .tooLarge(limit: limit)
@@ -184,7 +216,7 @@ final class Transfer {
                 held!.append(contentsOf: bytes)
                 hasher.update(bufferPointer: bytes)
                 bytesOnDisk += Int64(bytes.count)
-                return !reachedStop
+                return !reachedStop || naturalEnd
             }
             // More than Content-Length said (a decoded body): write what is held, then as it comes.
             if let error = writeHeld() { abortReason = .write(errno: error); return false }
@@ -193,7 +225,7 @@ final class Transfer {
             let error = background.append(bytes, at: bytesOnDisk)
             if error != 0 { abortReason = .write(errno: error); return false }
             bytesOnDisk += Int64(bytes.count)
-            return !reachedStop
+            return !reachedStop || naturalEnd
         }
         let error = writeAll(request.destination, bytes, at: bytesOnDisk)
         if error != 0 { abortReason = .write(errno: error); return false }
@@ -205,7 +237,7 @@ final class Transfer {
                                     durableFrom: restartedFromZero ? 0 : request.resumeFrom, syncEvery: request.syncEvery,
                                     announce: checkpoints, hashing: !request.segment)
         }
-        return !reachedStop
+        return !reachedStop || naturalEnd
     }
 
     /// Holds the body in memory instead of writing it (see `ReceivedBody`) when the caller
@@ -244,7 +276,7 @@ final class Transfer {
             return false
         }
         switch status {
-        case 206 where request.resumeFrom > 0:
+        case 206 where request.resumeFrom > 0 || request.rangeEnd != nil:
             if facts.rangeStart != request.resumeFrom {
                 abortReason = .rangeMismatch(asked: request.resumeFrom, got: facts.rangeStart)
                 return false
@@ -362,6 +394,11 @@ final class Transfer {
             // next bodies arrive.
             _ = spoolfetch_start_writeback(request.destination, writebackStart, bytesOnDisk - writebackStart)
             writebackStart = bytesOnDisk
+        }
+        if failure == nil, !reachedStop, facts.httpStatus == 206, let end = request.rangeEnd, bytesOnDisk < (facts.rangeTotal ?? .max) {
+            // A closed range that ended where it was asked to, but this transfer was to go on
+            // (its stop was lifted): the body is not whole.
+            failure = .curl(code: 18, text: "the range ended at \(bytesOnDisk) (asked up to \(end)), before the body's end")
         }
         if failure == nil, !reachedStop, let expected = facts.contentLength {
             // curl already checks Content-Length; this guards the 206 arithmetic too.

@@ -49,7 +49,11 @@ extension TransferSession {
             try easy.set(.maxRecvSpeed, maxRecvSpeed)
         }
         var headers = request.headers
-        if request.resumeFrom > 0 {
+        if let end = request.rangeEnd {
+            // A closed range: the server stops at its end, and no byte past it is sent for nothing.
+            try easy.set(.range, "\(request.resumeFrom)-\(max(request.resumeFrom, end - 1))")
+            if let validator = request.ifRange { headers.append("If-Range: \(validator)") }
+        } else if request.resumeFrom > 0 {
             try easy.set(.range, "\(request.resumeFrom)-")
             if let validator = request.ifRange { headers.append("If-Range: \(validator)") }
         }

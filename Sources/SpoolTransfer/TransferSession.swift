@@ -98,6 +98,9 @@ public final class TransferSession {
         // anyway, and libcurl 7.88 refuses CURLOPT_BUFFERSIZE on a reset handle whose last
         // transfer failed in some ways (its receive buffer is still allocated).
         let easy = try EasyHandle()
+        var request = request
+        // In front of kept ranges the primary asks only up to the first (a closed range).
+        if let first = Self.keptRangesStart(request) { request.rangeEnd = max(first, request.resumeFrom + 1) }
         let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         splittable.remove(key)
@@ -175,8 +178,9 @@ public final class TransferSession {
         for (key, t) in running where t.bodyJustBegan {
             t.bodyJustBegan = false
             started.append((key, t.facts, t.restartedFromZero))
-            if mayBeSplit(t) { splittable.insert(key) }
+            // First: a body that starts over forgets its kept ranges, and may then be split afresh.
             checkKeptRanges(t)
+            if segmentSets[key] == nil, mayBeSplit(t) { splittable.insert(key) }
         }
         return started
     }

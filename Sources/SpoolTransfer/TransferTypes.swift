@@ -36,9 +36,13 @@ public struct TransferRequest: Sendable {
     /// Segments at most (this transfer's connection included) when the body is large and the
     /// server answers ranges (see `SegmentSet`); 1: one stream.
     public var maxSegments = 1
-    /// Ranges of a segmented body kept from before a restart in this boot, `[from, done, to]`
-    /// each (`[from, done)` is in the file): the session fetches only what is missing.
+    /// Ranges of a segmented body kept from before a restart or a stop, `[from, done, to]`
+    /// each (`[from, done)` is in the file, durable: the caller syncs the part before it
+    /// starts): the session fetches only what is missing.
     public var keptRanges: [[Int64]]?
+    /// Where the asked range ends (exclusive): set, the request is a closed `Range: bytes=a-b`,
+    /// so the server sends no byte past it (a segment, or a primary in front of kept ranges).
+    var rangeEnd: Int64?
     /// A segment of a larger item (set by the session): its bytes are written at their offsets,
     /// not hashed, and only a 206 of the asked range under the item's validator is accepted.
     var segment = false
@@ -131,6 +135,9 @@ public struct ResponseFacts: Sendable, Hashable {
     public var redirects: Int = 0
     /// `Location` of the final response (an upload's created resource).
     public var location: String?
+    /// The rate-limit headers of the final response (`RateLimit`, `RateLimit-Policy`,
+    /// `RateLimit-Remaining` & co.), by lowercased name, as sent: the scheduler reads them.
+    public var rateLimitHeaders: [String: String] = [:]
 
     public init() {}
 }
@@ -265,6 +272,14 @@ public struct TransferOutcome: Sendable {
     /// The destination holds bytes past `bytesOnDisk` (ranges of a segmented transfer that
     /// stopped): the caller cuts it back before anything builds on it.
     public var partHasMore = false
+    /// A segmented transfer that stopped without breaking a promise (a failure to retry, a
+    /// pause, a stop): its ranges past `bytesOnDisk`, `[from, done, to]` each, as far as they are
+    /// in the destination (written, not necessarily synced). The caller keeps them instead of
+    /// cutting the part back, and the next start fetches only what is missing of them.
+    public var keptRanges: [[Int64]]? = nil
+    /// Body bytes the server sent past the ranges asked of it (a range cut where another
+    /// connection took over its tail, the primary cut at its range's end): received and dropped.
+    public var overshootBytes: Int64 = 0
     /// On success only: body bytes not yet in the destination file, which the caller must write
     /// at `unwritten.offset` before anything reads, syncs or names the file (see `ReceivedBody`).
     public var unwritten: ReceivedBody?

@@ -41,6 +41,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("final-folder"), help: .setting("final-folder")) var finalFolder: String?
     @Option(help: .setting("concurrency")) var concurrency: String?
     @Option(name: .customLong("per-host"), help: .setting("per-host")) var perHost: String?
+    @Option(name: .customLong("per-host-max"), help: .setting("per-host-max")) var perHostMax: String?
     @Option(name: .customLong("max-streams"), help: .setting("max-streams")) var maxStreams: String?
     @Option(name: .customLong("max-segments"), help: .setting("max-segments")) var maxSegments: String?
     @Option(help: .setting("window")) var window: String?

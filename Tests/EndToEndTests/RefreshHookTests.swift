@@ -139,4 +139,37 @@ extension RefreshHookTests {
         if kept > 0 { XCTAssertEqual(last.header("Range"), "bytes=\(kept)-") }
         XCTAssertEqual(server.refusedSignatures, 0)
     }
+
+    /// kill -9 in the middle of a segmented download, then its URL stops working (the server's
+    /// key changed: every old signature gets 403); the restart's 403 asks the hook, and the
+    /// resume keeps every range already in the part, not only the in-order prefix.
+    func testAKilledSegmentedDownloadWhoseURLExpiredKeepsItsRangesThroughTheRefresh() throws {
+        let size = 24 << 20
+        let body = TestBody.random(count: size, seed: 404)
+        server.serve("/seg.bin", body: body, etag: "\"s1\"", script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(20))])
+        try spool.drop("seg", "refresh-key: seg\nurl: \(server.signedURL("/seg.bin", validFor: 600, readable: false))\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root, "--refresh-hook", hookCommand])
+        var done = 0
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 60, what: "a state with ranges half done") {
+            guard let name = self.spool.files(in: "staging").first(where: { $0.hasSuffix(".state") }),
+                  let bytes = try? self.spool.read("staging", name),
+                  let state = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+                  let ranges = state["ranges"] as? [[Int]], let prefix = state["bytes"] as? Int else { return false }
+            done = prefix + ranges.reduce(0) { $0 + ($1[1] - $1[0]) }
+            return done > size / 2
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        let sentBefore = server.bodyBytesSent
+        server.requireSignedURLs(key: "rotated")
+        try fresh("seg", server.signedURL("/seg.bin", validFor: 600, readable: false))
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--refresh-hook", hookCommand, "--retry-base", "0.2"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "seg.bin")), TestBody.sha256Hex(body))
+        XCTAssertGreaterThanOrEqual(server.refusedSignatures, 1, "the old URL was refused")
+        XCTAssertEqual(try hookEnvironment("seg")["SPOOLFETCH_REASON"], "http-403")
+        let after = server.bodyBytesSent - sentBefore
+        XCTAssertLessThanOrEqual(after, size - done + size / 20,
+                                 "after the kill the server sent \(after) bytes; \(done) of \(size) were in the part")
+    }
 }

@@ -38,6 +38,61 @@ final class SegmentedTransferTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
     }
 
+    /// Every segment asks a closed range (`bytes=a-b`): the server sends the file and at most
+    /// 2 % more, work stealing and the primary's cut included (counted by the server itself).
+    func testSegmentsAskClosedRangesAndTheServerSendsAtMostTwoPercentMore() throws {
+        let body = TestBody.random(count: size, seed: 55)
+        server.serve("/exact.bin", body: body, etag: "\"v1\"", script: [capped])
+        try spool.drop("exact", server.url("/exact.bin") + "\n")
+        try drain()
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "exact.bin")), TestBody.sha256Hex(body), "exact.bin byte-identical")
+        XCTAssertGreaterThan(try marker("exact.bin")["connections"] as? Int ?? 1, 1, "fetched in segments")
+        let ranges = server.requests(for: "/exact.bin").compactMap { $0.header("Range") }
+        XCTAssertGreaterThanOrEqual(ranges.count, 2)
+        for range in ranges {
+            let spec = range.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+            XCTAssertTrue(range.hasPrefix("bytes=") && spec.count == 2 && Int(spec[1]) != nil, "a closed range: \(range)")
+        }
+        XCTAssertLessThanOrEqual(server.bodyBytesSent, size + size / 50,
+                                 "the server sent \(server.bodyBytesSent) bytes for a file of \(size)")
+    }
+
+    /// kill -9 with `--sync-every 1M`: every range the state recorded as durable is kept by the
+    /// restart (no range request asks for any of its bytes again), not only the in-order prefix.
+    func testKillNineKeepsEveryDurableRange() throws {
+        let body = TestBody.random(count: size, seed: 56)
+        server.serve("/durable.bin", body: body, etag: "\"v1\"",
+                     script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(20))])
+        try spool.drop("durable", server.url("/durable.bin") + "\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root, "--sync-every", "1M"])
+        var recorded: [[Int]] = []
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 60, what: "a state with three ranges durable in part") {
+            guard let name = self.spool.files(in: "staging").first(where: { $0.hasSuffix(".state") }),
+                  let bytes = try? self.spool.read("staging", name),
+                  let state = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+                  let ranges = state["ranges"] as? [[Int]] else { return false }
+            recorded = ranges.filter { $0.count == 4 && $0[3] > $0[0] }
+            return recorded.count >= 3
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        let before = server.requests(for: "/durable.bin").count
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "durable.bin")), TestBody.sha256Hex(body))
+        let asked = server.requests(for: "/durable.bin").dropFirst(before).map { $0.header("Range") ?? "bytes=0-" }
+        XCTAssertFalse(asked.isEmpty)
+        for range in asked {
+            let spec = range.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+            guard spec.count == 2, let from = Int(spec[0]) else { XCTFail("unexpected range \(range)"); continue }
+            let last = Int(spec[1]) ?? size - 1
+            for r in recorded {
+                XCTAssertFalse(from < r[3] && last >= r[0], "\(range) asks again for durable bytes \(r[0])..<\(r[3])")
+            }
+        }
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
+    }
+
     /// kill -9 while ranges are being written past the in-order prefix: the restart builds only
     /// on the synced prefix, and the published file has no hole.
     func testKillNineMidSegmentedTransferPublishesTheWholeFile() throws {
@@ -202,6 +257,32 @@ final class SegmentedTransferTests: SpoolTestCase {
             return (try? FileManager.default.attributesOfItem(atPath: spool.path("staging", name))[.size] as? Int) ?? 0
         }
         return 0
+    }
+
+    /// kill -9 mid-way, and the resource changes before the restart: the resume's `If-Range`
+    /// gets the new version whole (a 200), the kept ranges are forgotten, and the new body is
+    /// split into segments again rather than fetched over one connection.
+    func testABodyThatStartsOverAfterARestartIsSegmentedAgain() throws {
+        let old = TestBody.random(count: size, seed: 57)
+        let new = TestBody.random(count: size, seed: 58)
+        server.serve("/moving.bin", body: old, etag: "\"old\"", script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(20))])
+        try spool.drop("moving", server.url("/moving.bin") + "\n")
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root])
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 60, what: "a state with ranges") {
+            guard let name = self.spool.files(in: "staging").first(where: { $0.hasSuffix(".state") }),
+                  let bytes = try? self.spool.read("staging", name),
+                  let state = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+                  let ranges = state["ranges"] as? [[Int]] else { return false }
+            return ranges.contains { $0[1] - $0[0] > 1 << 20 }
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        server.serve("/moving.bin", body: new, etag: "\"new\"", script: [capped])
+        try drain()
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "moving.bin")), TestBody.sha256Hex(new), "the new version, whole")
+        let done = try marker("moving.bin")
+        XCTAssertEqual(done["sha256"] as? String, TestBody.sha256Hex(new))
+        XCTAssertGreaterThan(done["connections"] as? Int ?? 1, 1, "the new body came in segments")
     }
 
     func testSegmentsOffGivesOneStream() throws {

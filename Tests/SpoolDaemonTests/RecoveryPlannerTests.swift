@@ -143,6 +143,27 @@ final class RecoveryPlannerTests: XCTestCase {
         XCTAssertNil(RecoveryPlanner.keptRanges(pastThePart), "a range done past the part's end")
     }
 
+    /// After a power cut (another boot) a segmented state's ranges are kept as far as each was
+    /// synced (`[from, done, to, durable]`): the synced prefix, then `[from, durable)` of each.
+    func testRunningSegmentedKeepsItsDurableRangesInAnotherBoot() {
+        var segmented = state(.running, etag: "\"e\"", synced: 512)
+        segmented.segments = 3
+        segmented.bytes = 1000
+        segmented.bootID = "b0"
+        segmented.ranges = [[1500, 2000, 2500, 1800], [2500, 2600, 4096, 2500]]
+        let facts = RecoveryFacts(state: segmented, partSize: 4096, partInode: 42, partSHA256: nil, publishedFile: nil,
+                                  publishedMarkerExists: false, publishedFileExists: false, markersPerItem: true, currentBoot: "b1")
+        XCTAssertEqual(RecoveryPlanner.keptRanges(facts), [[1500, 1800, 2500], [2500, 2500, 4096]])
+        XCTAssertEqual(RecoveryPlanner.plan(facts), .resume(bytes: 512, etag: "\"e\"", lastModified: nil))
+        var sameBoot = facts
+        sameBoot.currentBoot = "b0"
+        XCTAssertEqual(RecoveryPlanner.keptRanges(sameBoot), [[1500, 2000, 2500], [2500, 2600, 4096]], "written, in its boot")
+        var nothingSynced = facts
+        nothingSynced.state!.ranges = [[1500, 2000, 2500, 1500], [2500, 2600, 4096, 2500]]
+        XCTAssertNil(RecoveryPlanner.keptRanges(nothingSynced))
+        XCTAssertEqual(RecoveryPlanner.plan(nothingSynced), .resume(bytes: 512, etag: "\"e\"", lastModified: nil))
+    }
+
     func testRunningWithOnlyAWeakETagStartsOver() {
         XCTAssertEqual(plan(state(.running, etag: "W/\"e\""), part: 4096), .startOver,
                        "a weak ETag promises no bytes: If-Range must not carry it")

@@ -12,9 +12,13 @@ public final class NginxServer: @unchecked Sendable {
     /// `http2`, https offers HTTP/2 (ALPN). With `proxyTo` (an origin's `http://host:port`) every
     /// request is passed to that origin instead (one origin connection per request).
     /// Each request is logged (`requestLog`): its client connection's serial number and protocol.
-    /// `rateLimit` (nginx's `limit_rate`, such as `4m`) caps each connection.
+    /// `rateLimit` (nginx's `limit_rate`, such as `4m`) caps each connection. `httpDirectives`
+    /// and `serverDirectives` go into the `http` and `server` blocks as they are (for example
+    /// `keepalive_requests 100;`, or a `limit_req_zone` and its `limit_req`).
+    /// Each response's status and body bytes sent are logged too (`sentLog`).
     public init(root: String, certificate: String? = nil, key: String? = nil, http2: Bool = false,
-                proxyTo origin: String? = nil, rateLimit: String? = nil) throws {
+                proxyTo origin: String? = nil, rateLimit: String? = nil,
+                httpDirectives: String = "", serverDirectives: String = "") throws {
         let nginx = "/usr/sbin/nginx"
         guard FileManager.default.isExecutableFile(atPath: nginx) else {
             throw WaitError.timedOut(what: "nginx at \(nginx) (install nginx-light; `make test` does)", after: 0)
@@ -30,10 +34,13 @@ public final class NginxServer: @unchecked Sendable {
             http {
               log_format connections '$connection $server_protocol';
               access_log \(workDir)/access.log connections;
+              log_format sent '$status $body_bytes_sent';
+              access_log \(workDir)/sent.log sent;
+              \(httpDirectives)
               client_body_temp_path \(workDir); proxy_temp_path \(workDir); fastcgi_temp_path \(workDir);
               uwsgi_temp_path \(workDir); scgi_temp_path \(workDir);
               server { listen 127.0.0.1:\(port)\(certificate == nil ? "" : " ssl")\(http2 ? " http2" : ""); \(tls) root \(root);
-                \(origin.map { "location / { proxy_pass \($0); }" } ?? "") \(rateLimit.map { "limit_rate \($0);" } ?? "") }
+                \(origin.map { "location / { proxy_pass \($0); }" } ?? "") \(rateLimit.map { "limit_rate \($0);" } ?? "") \(serverDirectives) }
             }
             """
         try config.write(toFile: workDir + "/nginx.conf", atomically: true, encoding: .utf8)
@@ -58,6 +65,17 @@ public final class NginxServer: @unchecked Sendable {
             let f = line.split(separator: " ")
             guard f.count == 2, let c = Int(f[0]) else { return nil }
             return (c, String(f[1]))
+        }
+    }
+
+    /// Responses so far: each one's status and the body bytes nginx sent for it (`$body_bytes_sent`,
+    /// for a response cut short too: what it had written to the connection).
+    public func sentLog() -> [(status: Int, bytes: Int)] {
+        let text = (try? String(contentsOfFile: workDir + "/sent.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: " ")
+            guard f.count == 2, let status = Int(f[0]), let bytes = Int(f[1]) else { return nil }
+            return (status, bytes)
         }
     }
 

@@ -26,6 +26,7 @@ struct Partial {
     mutating func discard() {
         bytes = 0
         hash = nil
+        keptRanges = nil
         etag = nil
         lastModified = nil
     }
@@ -35,6 +36,7 @@ struct Partial {
     mutating func emptied() {
         bytes = 0
         hash = nil
+        keptRanges = nil
     }
 
     /// The hash of the kept bytes, computed again before a resume.
@@ -42,6 +44,10 @@ struct Partial {
 
     /// The kept ranges have gone into the transfer that starts now.
     mutating func rangesTaken() { keptRanges = nil }
+
+    /// A segmented transfer stopped without breaking a promise (`TransferOutcome.keptRanges`):
+    /// its ranges past the prefix stay in the part for the next start.
+    mutating func keptRanges(_ ranges: [[Int64]]) { keptRanges = ranges }
 
     /// A response began: its validators are the part's from now on; `restartedFromZero`: the
     /// server sent the whole body again, so the bytes start over.

@@ -150,7 +150,7 @@ public final class Engine {
                 if end.fault?.diskFull == true {
                     end.neverFits = space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
                 }
-                if !end.outage && end.fault?.cancelled != true { hostAnswered(record, outcome.facts) }
+                if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
                 send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { status.markDirty() }

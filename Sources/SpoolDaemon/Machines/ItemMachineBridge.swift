@@ -107,6 +107,6 @@ extension RetryPolicy {
 extension SchedulerConfiguration {
     init(_ c: DaemonConfiguration) {
         self.init(concurrency: c.concurrency, perHost: c.perHost, maxStreams: c.maxStreams,
-                  window: c.window.flatMap(DailyWindow.init(parsing:)))
+                  window: c.window.flatMap(DailyWindow.init(parsing:)), perHostMax: c.perHostMax)
     }
 }

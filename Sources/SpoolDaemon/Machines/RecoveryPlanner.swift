@@ -109,7 +109,7 @@ enum RecoveryPlanner {
             if state.segments == nil {
                 trusted = sameBoot ? size : min(size, state.syncedBytes ?? 0)
             } else if keptRanges(facts) != nil {
-                trusted = min(size, state.bytes)
+                trusted = min(size, sameBoot ? state.bytes : state.syncedBytes ?? 0)
             } else {
                 trusted = min(size, state.syncedBytes ?? 0)
             }
@@ -118,18 +118,26 @@ enum RecoveryPlanner {
         }
     }
 
-    /// A segmented part's ranges a resume may keep: those its state recorded in this boot, when
-    /// they are in order after its prefix and within the part; nil otherwise.
+    /// A segmented part's ranges a resume may keep, `[from, done, to]` each: in the boot its
+    /// state was written in, as far as each was written (a killed process loses no write); in a
+    /// later boot (a power cut), as far as each was synced (`[from, done, to, durable]`), and nil
+    /// when none was. Only ranges in order after its prefix and within the part; nil otherwise.
     static func keptRanges(_ facts: RecoveryFacts) -> [[Int64]]? {
         guard let state = facts.state, state.phase == .running, state.segments != nil,
-              state.bootID != nil, state.bootID == facts.currentBoot,
-              let ranges = state.ranges, !ranges.isEmpty, let size = facts.partSize, state.bytes <= size else { return nil }
+              let ranges = state.ranges, !ranges.isEmpty, let size = facts.partSize else { return nil }
+        let sameBoot = state.bootID != nil && state.bootID == facts.currentBoot
+        guard !sameBoot || state.bytes <= size else { return nil }
         var end = ranges[0].first ?? -1
         guard end >= state.bytes else { return nil }
+        var kept: [[Int64]] = []
         for r in ranges {
-            guard r.count == 3, r[0] == end, r[0] <= r[1], r[1] <= r[2], r[1] <= size else { return nil }
+            guard r.count == 3 || r.count == 4, r[0] == end, r[0] <= r[1], r[1] <= r[2] else { return nil }
+            let done = sameBoot ? r[1] : (r.count == 4 ? min(max(r[3], r[0]), r[1]) : r[0])
+            guard done <= size else { return nil }
+            kept.append([r[0], done, r[2]])
             end = r[2]
         }
-        return ranges
+        if !sameBoot && !kept.contains(where: { $0[1] > $0[0] }) { return nil }
+        return kept
     }
 }

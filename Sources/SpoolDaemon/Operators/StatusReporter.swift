@@ -142,6 +142,10 @@ final class StatusReporter {
     /// Writes the report: the items that are not just waiting (running, retrying, waiting for
     /// space, paused, publishing), the next waiting ones due, the recently ended ones, and counts
     /// per state. It never lists a large queue whole.
+    /// Hosts with transfers running, as the engine last saw them (set every turn, see
+    /// `Engine.growSegments`).
+    var busyHosts: [BusyHost] = []
+
     func write(now: Date, table: ItemTable, window: DailyWindow?,
                task: (ItemRecord) -> TaskStatus, running: Int, summary: RunSummary,
                hooksRunning: Int, hooksWaiting: Int, outages: [HostOutage], watcher: String?,
@@ -188,6 +192,7 @@ final class StatusReporter {
                                 failures: $0.failures, nextProbe: RFC3339.format($0.nextProbe))
             }
         }
+        if !busyHosts.isEmpty { daemon.busyHosts = busyHosts }
         lastDaemon = daemon
         oldestQueued = scan.oldestQueued.map { Date(timeIntervalSinceReferenceDate: $0) }
         lastOutages = outages.map { ($0.hostKey, $0.since) }

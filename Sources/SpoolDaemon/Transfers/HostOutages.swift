@@ -55,15 +55,47 @@ extension Engine {
     }
 
     /// Something of the item's host answered: if the host was held, its items may start now.
-    func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts) {
+    /// `ended`: the transfer's end (else its body began). Returns whether the answer was a
+    /// refusal of a paced host that costs the item no attempt (`HostPace`).
+    @discardableResult
+    func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts, ended: Bool = false) -> Bool {
         // What the host speaks sets its budget: streams of one connection, or a connection each.
         if facts.httpStatus != 0 { scheduler.hostSpoke(record.hostKey, multiplexes: facts.multiplexed) }
         let now = Date()
         record.outageEnded(at: now)
-        guard let outage = scheduler.hostReachable(record.hostKey) else { return }
+        let free = paceHost(record, facts, ended: ended, now: now)
+        guard let outage = scheduler.hostReachable(record.hostKey) else { return free }
         logger.notice("host reachable again", metadata: [
             "host": "\(outage.hostKey)", "unreachable-since": "\(RFC3339.format(outage.since))",
             "seconds": "\(Int(now.timeIntervalSince(outage.since)))", "probes": "\(outage.failures)"])
         status.markDirty()
+        return free
+    }
+
+    /// The host's rate limits (see `HostPace`): a 429 or 503 at a transfer's end slows its
+    /// requests down, any other answer speeds them up again, and `RateLimit` headers hold or cap
+    /// them. Returns whether the refusal costs no attempt.
+    private func paceHost(_ record: ItemRecord, _ facts: ResponseFacts, ended: Bool, now: Date) -> Bool {
+        if !facts.rateLimitHeaders.isEmpty {
+            var limits = RateLimitFacts()
+            for (name, value) in facts.rateLimitHeaders { _ = limits.read(name: name, value: value) }
+            if !limits.isEmpty { scheduler.hostRateLimit(record.hostKey, limits, now: now) }
+        }
+        if ended, facts.httpStatus == 429 || facts.httpStatus == 503 {
+            let wasPaced = scheduler.hostPaces[record.hostKey] != nil
+            let free = scheduler.hostRefused(record.hostKey, now: now, retryAfter: facts.retryAfter)
+            if !wasPaced, let pace = scheduler.hostPaces[record.hostKey] {
+                logger.notice("host refuses requests past its rate; pacing them", metadata: [
+                    "host": "\(record.hostKey)", "status": "\(facts.httpStatus)",
+                    "requests-per-second": "\(String(format: "%.1f", pace.rate))"])
+            }
+            logger.debug("host refused a request; paced", metadata: [
+                "host": "\(record.hostKey)", "status": "\(facts.httpStatus)", "free": "\(free)",
+                "requests-per-second": "\(String(format: "%.1f", scheduler.hostPaces[record.hostKey]?.rate ?? 0))"])
+            return free
+        }
+        // Counted at the end: a small body begins and ends within one turn, unseen in between.
+        if ended, facts.httpStatus >= 200, facts.httpStatus < 400 { scheduler.hostAnsweredRequest(record.hostKey, now: now) }
+        return false
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import SpoolCore
 import Logging
 import SpoolScheduler
+import SpoolStore
 
 /// Segmented transfers, the engine's side: a large body whose server answers ranges gets the
 /// host's spare connections (`Scheduler.spareConnections`) as segments, and gives them back as
@@ -26,6 +27,15 @@ extension Engine {
         }
         for (key, segments) in driver.session.takeSegmentConnectionChanges() {
             scheduler.setSegmentConnections(key, segments)
+        }
+        status.busyHosts = scheduler.busyHosts.map {
+            BusyHost(host: $0.host, connections: $0.connections, limit: $0.limit, why: $0.why, pacedRate: $0.pacedRate)
+        }
+        // An HTTP/1.1 host's connections grew or shrank (`HostConnectionLimit`): said once per change.
+        for change in scheduler.takeHostLimitChanges() {
+            logger.info("host connections", metadata: ["host": "\(change.host)", "connections": "\(change.limit)",
+                                                       "why": "\(change.reason)"])
+            status.markDirty()
         }
     }
 }

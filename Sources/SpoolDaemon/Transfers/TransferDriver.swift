@@ -45,7 +45,8 @@ final class TransferDriver {
         // One token bucket for the whole session (checked in every write callback), so the cap
         // holds over many small transfers and many concurrent ones alike.
         transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
-        transferConfiguration.maxHostConnections = configuration.perHost
+        // libcurl's own bound is the most any host may grow to; the scheduler holds each host to its limit.
+        transferConfiguration.maxHostConnections = max(configuration.perHost, configuration.perHostMax)
         transferConfiguration.maxStreams = configuration.maxStreams
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         self.store = store
@@ -96,6 +97,9 @@ final class TransferDriver {
             // The prefix a resume builds on must outlive a power cut: the state written when the
             // response begins says it is synced (`ItemState.syncedBytes`). Only resumes pay this,
             // and a part kept by `saveResumeState` is synced already.
+            _ = try part.syncedLength()
+        } else if record.keptRanges != nil, record.validator != nil {
+            // Kept ranges with no prefix before them: synced as a resume's prefix would be.
             _ = try part.syncedLength()
         } else if record.keptRanges == nil && (record.bytesOnDisk > 0 || part.size > 0) {
             try part.truncate(to: 0)
@@ -224,12 +228,21 @@ final class TransferDriver {
     }
 
     /// A `B.state` in phase running: the part's validators and how much of it is synced, in this boot.
-    private func runningState(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64?) -> ItemState {
-        ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
-                  phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
-                  bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                  syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string,
-                  segments: segmented[record.key], ranges: segmented[record.key] == nil ? nil : session.segmentExtents(of: record.key)?.ranges)
+    /// `keptSynced`: the item is not running and its part was just synced: its kept ranges (a
+    /// segmented transfer that stopped) are durable as far as they reach.
+    private func runningState(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64?,
+                              keptSynced: Bool = false) -> ItemState {
+        var segments = segmented[record.key]
+        var ranges = segments == nil ? nil : session.segmentExtents(of: record.key)?.ranges
+        if segments == nil, let kept = record.keptRanges, !kept.isEmpty {
+            segments = kept.count
+            ranges = kept.map { r in r.count >= 3 ? [r[0], r[1], r[2], keptSynced ? r[1] : r[0]] : r }
+        }
+        return ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
+                         phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
+                         bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
+                         syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string,
+                         segments: segments, ranges: ranges)
     }
 
     /// A segmented item's state with its ranges as far as they are in the file now, at most every
@@ -266,14 +279,14 @@ final class TransferDriver {
     /// stop) may wait for hours, and a power cut meanwhile must not cost its bytes.
     /// `part`: the part the running phase held (the item has left it by now).
     func saveResumeState(_ record: ItemRecord, part: StagingFile?) {
-        guard record.bytesOnDisk > 0, record.validator != nil, let part,
+        guard record.bytesOnDisk > 0 || record.keptRanges != nil, record.validator != nil, let part,
               nameForResume(record, part) else { return }
         var synced: Int64? = nil
         do { synced = min(try part.syncedLength(), record.bytesOnDisk) } catch {
             // Not fatal: a restart in this boot still resumes; after a power cut it starts over.
             logger.warning("could not sync the partial: \(error)", metadata: ["item": "\(record.id)"])
         }
-        writeState(record, runningState(record, part, bytes: record.bytesOnDisk, synced: synced))
+        writeState(record, runningState(record, part, bytes: record.bytesOnDisk, synced: synced, keptSynced: synced != nil))
     }
 
     /// Gives an unnamed part its staging name, so that a restart finds it; false (logged) when
@@ -302,7 +315,7 @@ final class TransferDriver {
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
         applyRateSchedule(now: Date())
-        do { try session.setConnectionLimits(perHost: configuration.perHost, streams: configuration.maxStreams) } catch {
+        do { try session.setConnectionLimits(perHost: max(configuration.perHost, configuration.perHostMax), streams: configuration.maxStreams) } catch {
             logger.error("SIGHUP: libcurl refused the new connection limits; the old ones stay", metadata: ["error": "\(error)"])
         }
     }
@@ -349,6 +362,19 @@ final class TransferDriver {
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome, part: StagingFile?) {
         segmented.removeValue(forKey: record.key)
         segmentStateWritten.removeValue(forKey: record.key)
+        if outcome.overshootBytes > 0 {
+            logger.debug("segments: bytes received past their ranges' ends", metadata: [
+                "item": "\(record.id)", "bytes": "\(outcome.overshootBytes)"])
+        }
+        if let kept = outcome.keptRanges, !kept.isEmpty, part != nil {
+            // A segmented transfer stopped: its ranges stay in the part, the next start fetches
+            // only what is missing of them (`saveResumeState` syncs them and records them).
+            let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
+            record.partial.kept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
+                                validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
+            record.partial.keptRanges(kept)
+            return
+        }
         if outcome.partHasMore, let part {
             // Ranges past the in-order prefix go: nothing may build on them. Should this fail,
             // the next start cuts the part back to the prefix anyway.
