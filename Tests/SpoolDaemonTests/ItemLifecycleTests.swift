@@ -317,6 +317,16 @@ final class ItemLifecycleTests: XCTestCase {
         return l
     }
 
+    func testAPacedHostsRefusalQueuesTheItemAgainWithoutAnAttemptOrABackOff() {
+        var l = running()
+        var refused = TransferEnd(failure: .httpStatus(429), sha256: nil, retryAfter: 30, hasPartial: false)
+        refused.pacedRefusal = true
+        XCTAssertEqual(l.handle(.transferEnded(refused), policy: policy, context: context),
+                       [.retry(at: t0, holdHost: false), .saveResumeState])
+        XCTAssertEqual(l.phase, .retrying)
+        XCTAssertEqual(l.attempts, 0)
+    }
+
     func testPublishSucceededEndsThePublishedItem() {
         var l = publishing()
         XCTAssertEqual(l.handle(.publishSucceeded(file: "f", marker: "/d/f.done"), policy: policy, context: context), [.ended])
