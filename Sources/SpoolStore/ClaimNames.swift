@@ -14,7 +14,7 @@ final class ClaimNames: @unchecked Sendable {
     static let fileName = ".claims.lock"
 
     init(active: Directory) throws(StoreError) {
-        let fd = openat(active.fd, Self.fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let fd = active.openShared(Self.fileName)
         guard fd >= 0 else { throw StoreError("open", active.path(of: Self.fileName)) }
         self.active = active
         self.fd = fd

@@ -73,6 +73,19 @@ public final class Directory: @unchecked Sendable {
         return fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
     }
 
+    /// Opens `name`, creating it when missing, for a file every worker on the spool shares (a
+    /// lock file). Two clients of a network filesystem creating it at the same instant can be
+    /// told EEXIST even without `O_EXCL` (GlusterFS turns the create into an exclusive one): the
+    /// file is there then, and opening it again succeeds. Returns -1 with `errno` set on failure.
+    func openShared(_ name: String, flags: Int32 = O_RDWR) -> Int32 {
+        var fd: Int32 = -1
+        for _ in 0 ..< 5 {
+            fd = openat(self.fd, name, flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            if fd >= 0 || errno != EEXIST { return fd }
+        }
+        return fd
+    }
+
     /// The file's stat without following a symlink; nil if it does not exist.
     func status(of name: String) -> stat? {
         var st = stat()

@@ -75,7 +75,7 @@ public final class WorkerRegistration: @unchecked Sendable {
     }
 
     private static func open(_ name: String, in staging: Directory) throws(StoreError) -> Int32 {
-        let fd = openat(staging.fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let fd = staging.openShared(name)
         guard fd >= 0 else { throw StoreError("open", staging.path(of: name)) }
         return fd
     }

@@ -47,12 +47,15 @@ final class SpoolStoreTests: StoreTestCase {
     func testRejectWritesTheErrorAndKeepsTheRequestUntouchedWithSuffixOnCollision() throws {
         write("rejected", "bad", "older")
         write("incoming", "bad", "garbage")
+        // The older `rejected/bad` still holds the name: the new request is claimed as `bad~1`,
+        // and filed under that name (one name for the request everywhere).
         guard case .claimed(let claim) = try store.claim("bad") else { return XCTFail() }
-        try store.reject(claim, ErrorRecord(request: "bad", code: "unknown-key", message: "m", line: 3))
-        XCTAssertEqual(files("rejected"), ["bad", "bad-1", "bad-1.error"])
-        XCTAssertEqual(read("rejected", "bad-1"), "garbage")
+        XCTAssertEqual(claim.name, "bad~1")
+        try store.reject(claim, ErrorRecord(request: "bad~1", code: "unknown-key", message: "m", line: 3))
+        XCTAssertEqual(files("rejected"), ["bad", "bad~1", "bad~1.error"])
+        XCTAssertEqual(read("rejected", "bad~1"), "garbage")
         XCTAssertEqual(read("rejected", "bad"), "older")
-        let record = try JSONSerialization.jsonObject(with: Data(read("rejected", "bad-1.error")!.utf8)) as? [String: Any]
+        let record = try JSONSerialization.jsonObject(with: Data(XCTUnwrap(read("rejected", "bad~1.error")).utf8)) as? [String: Any]
         XCTAssertEqual(record?["line"] as? Int, 3)
         XCTAssertEqual(record?["code"] as? String, "unknown-key")
         XCTAssertEqual(files("active/\(try store.workerFolder().name)"), [".lease", ".lock"], "no claim left")
@@ -231,10 +234,11 @@ final class SpoolStoreTests: StoreTestCase {
         // Same group name the next night: a new marker, never an overwrite.
         write("incoming", "req", "y")
         guard case .claimed(let again) = try store.claim("req") else { return XCTFail() }
-        let failure = ErrorRecord(request: "req", code: "items-failed", message: "1 of 1 items failed")
+        XCTAssertEqual(again.name, "req~1", "done/req holds the name: the new request gets its own")
+        let failure = ErrorRecord(request: "req~1", code: "items-failed", message: "1 of 1 items failed")
         let second = try store.endGroup(again, marker: marker, failure: failure)
         XCTAssertTrue(second.markerPath.hasSuffix("/final/nightly-1.group.done"))
-        XCTAssertEqual(files("failed"), ["req", "req.error"])
+        XCTAssertEqual(files("failed"), ["req~1", "req~1.error"])
     }
 
     func testGroupEndAfterACrashDoesNotWriteASecondMarker() throws {
