@@ -12,6 +12,8 @@ final class ClaimNames: @unchecked Sendable {
     private let local = NSLock()
 
     static let fileName = ".claims.lock"
+    /// How long a claim waits for the spool-wide claim lock before it goes on without it.
+    static let longestWait: Double = 2
 
     init(active: Directory) throws(StoreError) {
         let fd = active.openShared(Self.fileName)
@@ -29,8 +31,11 @@ final class ClaimNames: @unchecked Sendable {
         defer { local.unlock() }
         // Held for a rename at a time: on a network filesystem a waiter polls (see `FileLock`)
         // rather than trust the lock manager to wake it.
-        try FileLock.acquire(fd, LOCK_EX, in: active, path: active.path(of: Self.fileName), longest: 0.05)
-        defer { _ = flock(fd, LOCK_UN) }
+        // A claim is one rename and stays correct without the lock (it only makes a name race
+        // rarer): a holder that does not let go for `longestWait` (frozen) is not waited out.
+        let held = try FileLock.acquire(fd, LOCK_EX, in: active, path: active.path(of: Self.fileName), longest: 0.05,
+                                        giveUpAfter: Self.longestWait)
+        defer { if held { _ = flock(fd, LOCK_UN) } }
         let folders = active.entries().filter { $0.isDirectory && !$0.name.hasPrefix(".") }.map(\.name)
         return try body(folders)
     }

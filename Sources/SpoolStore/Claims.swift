@@ -162,7 +162,8 @@ extension SpoolStore {
         var loose: [String] = []
         let entries = layout.active.entries().filter { !$0.name.hasPrefix(".") }
         var liveness = SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe,
-                                     folders: Set(entries.filter(\.isDirectory).map(\.name)))
+                                     folders: Set(entries.filter(\.isDirectory).map(\.name)),
+                                     observations: worker.lease.observations)
         for entry in entries where entry.name != worker.name {
             if entry.isDirectory {
                 guard !worker.hasInherited(entry.name) else { continue }
@@ -192,7 +193,8 @@ extension SpoolStore {
     public func noOtherWorkerAlive() -> Bool {
         guard let worker = try? workerFolder(), case .success(let probe) = worker.lease.renew() else { return false }
         let folders = layout.active.entries().filter { $0.isDirectory && !$0.name.hasPrefix(".") }.map(\.name)
-        var liveness = SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe, folders: Set(folders))
+        var liveness = SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe, folders: Set(folders),
+                                     observations: worker.lease.observations)
         return !folders.contains { folder in
             let owner = SpoolLiveness.owner(of: folder)
             return owner != worker.name && liveness.isAlive(owner)

@@ -11,26 +11,34 @@ import Foundation
 /// one blocking `flock`.
 enum FileLock {
     /// Takes `operation` (`LOCK_EX` or `LOCK_SH`) on `fd` in `folder`, pausing `first` seconds
-    /// after a refusal, doubling up to `longest`.
+    /// after a refusal, doubling up to `longest`. With `giveUpAfter`, for a lock that only makes a
+    /// race rarer, the wait has an exit: a holder that does not let go (frozen by SIGSTOP, a
+    /// paused VM: on GlusterFS its lock reaches every client) is waited for that long at most,
+    /// and the caller goes on without the lock. Returns whether the lock is held.
+    @discardableResult
     static func acquire(_ fd: Int32, _ operation: Int32, in folder: Directory, path: String,
-                        first: Double = 0.001, longest: Double = 0.5) throws(StoreError) {
-        if folder.isLocal {
+                        first: Double = 0.001, longest: Double = 0.5, giveUpAfter: Double? = nil) throws(StoreError) -> Bool {
+        var waited = 0.0
+        if folder.isLocal && giveUpAfter == nil {
             while flock(fd, operation) != 0 {
                 if errno != EINTR { throw StoreError("flock", path) }
             }
-            return
+            return true
         }
         var pause = first
         while flock(fd, operation | LOCK_NB) != 0 {
             switch errno {
             case EINTR: continue
             case EWOULDBLOCK:
+                if let limit = giveUpAfter, waited >= limit { return false }
+                waited += pause
                 var interval = timespec(tv_sec: Int(pause), tv_nsec: Int((pause - pause.rounded(.down)) * 1e9))
                 _ = nanosleep(&interval, nil)
                 pause = min(pause * 2, longest)
             default: throw StoreError("flock", path)
             }
         }
+        return true
     }
 }
 

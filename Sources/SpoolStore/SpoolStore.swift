@@ -203,7 +203,8 @@ public struct SpoolStore: Sendable {
             clock_gettime(CLOCK_REALTIME, &ts)
             return SpoolLiveness(active: layout.active, settings: workerSlot.leaseSettings, probe: ts, folders: folders)
         }
-        return SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe, folders: folders)
+        return SpoolLiveness(active: layout.active, settings: worker.lease.settings, probe: probe, folders: folders,
+                             observations: worker.lease.observations)
     }
 
     /// Item states recorded by publish batches of dead workers (a crash, a kill, a stop with

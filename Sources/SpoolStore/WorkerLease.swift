@@ -60,6 +60,8 @@ final class WorkerLease: @unchecked Sendable {
     }
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
+    /// What this worker saw of the others' leases (see `LeaseObservations`).
+    let observations = LeaseObservations()
 
     init(active: Directory, folder: String, settings: LeaseSettings) {
         self.active = active
@@ -161,6 +163,26 @@ final class WorkerLease: @unchecked Sendable {
     }
 }
 
+/// The other workers' leases as this worker saw them, and since when (by its own monotonic
+/// clock) each has not changed: the second witness of a lapsed lease, beside the mtimes. A
+/// network filesystem's client may answer a file's attributes from its cache (a FUSE
+/// attribute timeout), so a judge's own fresh lease can show an old mtime; a lease whose text
+/// (its counter) has not changed for the timeout, seen by a clock that cannot go back, is
+/// lapsed whatever the timestamps say. No clocks of two machines are compared.
+final class LeaseObservations: @unchecked Sendable {
+    private let seen = Mutex([String: (text: String, since: UInt64)]())
+
+    /// Seconds `owner`'s lease has shown `text` to this worker (0 the first time, or when it changed).
+    func unchanged(_ owner: String, text: String) -> Double {
+        let now = WorkerLease.monotonicNow()
+        return seen.withLock { s in
+            if let last = s[owner], last.text == text { return Double(now &- last.since) / 1e9 }
+            s[owner] = (text, now)
+            return 0
+        }
+    }
+}
+
 /// Who is alive on the spool: the answers of one look at `active/` (one adoption scan, one
 /// start-up), so each worker's lease is read once per look.
 ///
@@ -184,13 +206,17 @@ struct SpoolLiveness {
     let probe: timespec
     /// The folder names listed in `active/`.
     let folders: Set<String>
+    /// What the judging worker saw of each lease before (nil for a reader with no worker).
+    let observations: LeaseObservations?
     private var known: [String: Bool] = [:]
 
-    init(active: Directory, settings: LeaseSettings, probe: timespec, folders: Set<String>) {
+    init(active: Directory, settings: LeaseSettings, probe: timespec, folders: Set<String>,
+         observations: LeaseObservations? = nil) {
         self.active = active
         self.settings = settings
         self.probe = probe
         self.folders = folders
+        self.observations = observations
     }
 
     static func owner(of folder: String) -> String {
@@ -223,6 +249,7 @@ struct SpoolLiveness {
             var buffer = [UInt8](repeating: 0, count: 512)
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
             let text = n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : ""
+            if let observations, observations.unchanged(owner, text: text) > settings.timeout { return false }
             return !ProcessIdentity.isGone(leaseText: text)
         }
         // No lease: a worker of the version before leases (judged by its lock), or one starting.

@@ -132,7 +132,11 @@ final class SharedSpoolRounds {
         a.signal(freeze ? SIGSTOP : SIGKILL)
         if !freeze { _ = try a.waitForExit(timeout: 30) }
         let publishedAtStop = Set(producer.files(in: "final").filter { $0.hasSuffix(".bin.done") }.map { String($0.dropLast(5)) })
-        let takeover = try waitForAdoption(by: b, before: adoptionsBefore, since: stoppedAt, timeout: 4 * Self.leaseTimeout)
+        let takeover: Double
+        do { takeover = try waitForAdoption(by: b, before: adoptionsBefore, since: stoppedAt, timeout: 4 * Self.leaseTimeout) } catch {
+            print("second worker's log:\n\(b.stderrText.suffix(6000))\nactive/: \((try? FileManager.default.contentsOfDirectory(atPath: producer.path("active"))) ?? [])")
+            throw error
+        }
         XCTAssertLessThanOrEqual(takeover, 2 * Self.leaseTimeout, "taken over within two lease timeouts")
         // The second worker cannot see the first's process (another pid namespace): only the
         // lease's age can have told it, so not before the lease ran out.
