@@ -49,7 +49,7 @@ public struct SpoolStore: Sendable {
                 var r = record
                 r.request = candidate
                 // Durable before the request moves beside it: the move is the commit point.
-                try target.writeAtomically(candidate + ".error", SpoolJSON.encode(r), replace: false, sync: true)
+                try target.writeAtomically(candidate + ".error", SpoolJSON.encode(record: r), replace: false, sync: true)
             }
             do throws(StoreError) {
                 if let pathInActive {
@@ -271,7 +271,7 @@ public struct SpoolStore: Sendable {
     }
 
     public func writeState(_ base: String, _ state: ItemState) throws(StoreError) {
-        try layout.staging.writeAtomically(base + ".state", SpoolJSON.encode(state))
+        try layout.staging.writeAtomically(base + ".state", SpoolJSON.encode(record: state))
     }
 
     /// The marker of a data file published as `file` in the final folder.

@@ -154,13 +154,9 @@ extension TransferSession {
     private func startSegment(_ set: SegmentSet, from: Int64, to: Int64) -> Bool {
         let primary = set.primary
         guard let validator = SegmentSet.validator(primary.facts) ?? primary.request.ifRange else { return false }
-        var request = TransferRequest(url: primary.request.url, headers: primary.request.headers,
-                                      destination: primary.request.destination, resumeFrom: from, ifRange: validator,
-                                      syncEvery: primary.request.syncEvery)
-        request.segment = true
         // A closed range: the server sends exactly it (the body's end included, where an open
         // range would do the same: then the connection ends by itself, not cut).
-        request.rangeEnd = min(to, set.total)
+        let request = primary.request.segment(from: from, to: min(to, set.total), validator: validator)
         do {
             let easy = try EasyHandle()
             // Checkpoints as the primary's: each range's durable extent goes into `B.state`.

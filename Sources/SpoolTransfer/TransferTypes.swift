@@ -63,6 +63,27 @@ public struct TransferRequest: Sendable {
     }
 }
 
+extension TransferRequest {
+    /// The request for one range `[from, to)` of a segmented body, made from its primary's
+    /// request — every field it has, so one added later reaches the segments too — asked under
+    /// the body's `validator`, written at its offsets and not hashed. The size limit, write-behind,
+    /// kept ranges, an upload's body and further splitting are the primary's alone.
+    func segment(from: Int64, to: Int64, validator: String) -> TransferRequest {
+        var request = self
+        request.segment = true
+        request.resumeFrom = from
+        request.rangeEnd = to
+        request.ifRange = validator
+        request.prefixHash = nil
+        request.maxBytes = nil
+        request.writeBehind = false
+        request.keptRanges = nil
+        request.maxSegments = 1
+        request.upload = nil
+        return request
+    }
+}
+
 /// Transfers that share one receive-rate cap: those with the same name, together.
 public struct RateGroup: Sendable, Hashable {
     public var name: String

@@ -336,17 +336,48 @@ final class SpoolStoreTests: StoreTestCase {
 }
 
 final class SpoolJSONTests: XCTestCase {
+    /// What JSONEncoder writes, as the spool's other files are written: the oracle of the
+    /// records' one hand-written serialisation.
+    static func jsonEncoder<T: Encodable>(_ value: T) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return [UInt8](try! encoder.encode(value)) + [0x0A]
+    }
+
+    /// Every field of a state (a segmented one's ranges, a power cut's synced prefix, a failure)
+    /// and an error record with its items: one serialisation each, JSONEncoder's bytes.
+    func testEveryRecordHasOneSerialisationEqualToJSONEncoders() {
+        let failure = ItemFailure(index: 4, url: "http://h/\u{1}", name: "n\"", code: "http-status", message: "HTTP 404\n",
+                                  attempts: 3, httpStatus: 404, curlCode: 22, curlError: "e", finalURL: "http://h/b",
+                                  outageSeconds: 9)
+        let running = ItemState(request: "r", index: 1, url: "u", phase: .running, inode: UInt64.max, etag: "\"e\"",
+                                lastModified: "lm", bytes: 1 << 35, attempts: 2, startedAt: "s", syncedBytes: 1 << 20,
+                                bootID: "b-1", refreshedURL: "https://h/p?sig=1", segments: 4,
+                                ranges: [[10, 20, 30, 15], [40, 40, 50]])
+        let failed = ItemState(request: "r", index: 4, url: "u", phase: .failed, attempts: 3, failure: failure)
+        for state in [running, failed] {
+            XCTAssertEqual(SpoolJSON.encode(record: state), Self.jsonEncoder(state))
+            XCTAssertEqual(SpoolJSON.decode(ItemState.self, SpoolJSON.encode(record: state)), state)
+        }
+        XCTAssertEqual(SpoolJSON.encode(states: [running, failed]), Self.jsonEncoder([running, failed]))
+        for record in [ErrorRecord(request: "r\t", code: "items-failed", message: "1 of 2 failed", items: [failure, failure]),
+                       ErrorRecord(request: "r", code: "bad-url", message: "m", line: 3), ErrorRecord(request: "r", code: "c", message: "", items: [])] {
+            XCTAssertEqual(SpoolJSON.encode(record: record), Self.jsonEncoder(record))
+            XCTAssertEqual(SpoolJSON.decode(ErrorRecord.self, SpoolJSON.encode(record: record)), record)
+        }
+    }
+
     func testHandWrittenMarkerAndJournalJSONEqualJSONEncoderOutput() throws {
         let marker = ItemMarker(request: "r \"q\"", group: "g/1", index: 3, url: "http://h/a?b=c&d=\u{1}", finalURL: nil,
                                 name: "naïve\\file\n", bytes: 1 << 40, sha256: "ab", httpStatus: 206, etag: "\"e\"",
                                 lastModified: nil, contentType: "text/plain; charset=utf-8", startedAt: "s", finishedAt: "f",
                                 attempts: 2, urlQuerySha256: "0f", source: 2)
-        XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker))
+        XCTAssertEqual(SpoolJSON.encode(marker: marker), Self.jsonEncoder(marker))
         let state = ItemState(request: "r", index: 3, url: "u", phase: .ready, inode: 42, etag: "e", bytes: 7, attempts: 1,
                               startedAt: "s", marker: marker, refreshedURL: "https://h/p?sig=1")
         let failed = ItemState(request: "r", index: 4, url: "u", phase: .failed,
                                failure: ItemFailure(index: 4, url: "u", name: "n", code: "c", message: "m", attempts: 1))
-        XCTAssertEqual(SpoolJSON.encode(states: [state, failed]), SpoolJSON.encode([state, failed]))
+        XCTAssertEqual(SpoolJSON.encode(states: [state, failed]), Self.jsonEncoder([state, failed]))
         XCTAssertEqual(SpoolJSON.decode([ItemState].self, SpoolJSON.encode(states: [state])), [state])
     }
 
@@ -358,9 +389,9 @@ final class SpoolJSONTests: XCTestCase {
             var marker = ItemMarker(request: "r", group: "g", index: 0, url: "http://h/", finalURL: nil, name: name,
                                     bytes: 0, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
                                     contentType: nil, startedAt: "s", finishedAt: "f", attempts: 1)
-            XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker), "name \(name.debugDescription)")
+            XCTAssertEqual(SpoolJSON.encode(marker: marker), Self.jsonEncoder(marker), "name \(name.debugDescription)")
             marker.url = name
-            XCTAssertEqual(SpoolJSON.encode(marker: marker), SpoolJSON.encode(marker), "url \(name.debugDescription)")
+            XCTAssertEqual(SpoolJSON.encode(marker: marker), Self.jsonEncoder(marker), "url \(name.debugDescription)")
         }
     }
 
@@ -379,7 +410,7 @@ final class SpoolJSONTests: XCTestCase {
         let unchanged = GroupItem(index: 3, url: "http://h/u", outcome: "unchanged", file: "u", marker: "u.done")
         for items in [[published, withMarker, failed, unchanged], [published], [failed], []] {
             let marker = GroupMarker(group: "g/\"1\"", request: "r\t", finishedAt: "2026-11-25T12:00:00Z", items: items)
-            XCTAssertEqual(SpoolJSON.encode(groupMarker: marker), SpoolJSON.encode(marker), "\(items.count) items")
+            XCTAssertEqual(SpoolJSON.encode(groupMarker: marker), Self.jsonEncoder(marker), "\(items.count) items")
             XCTAssertEqual(SpoolJSON.decode(GroupMarker.self, SpoolJSON.encode(groupMarker: marker)), marker)
         }
     }

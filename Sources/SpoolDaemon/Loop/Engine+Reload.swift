@@ -30,22 +30,22 @@ extension Engine {
         let next = result.configuration
         configuration = next
         logger.logLevel = next.loggerLevel
-        policy = RetryPolicy(next)
-        scheduler.reconfigure(SchedulerConfiguration(next))
+        items.reconfigure(next)
+        hosts.reconfigure(next)
         driver.update(next)
-        if let problem = SpaceGate.impossibleMinFree(next.minFree, layout: layout) {
+        if let problem = SpaceGate.impossibleMinFree(next.minFree, layout: store.layout) {
             logger.error("SIGHUP: \(problem); min-free stays \(space.minFree.map { "\($0)" } ?? "auto")")
         } else {
             space.minFree = next.minFree
         }
         intake.update(maxItems: next.maxItems, maxRequestBytes: Int(clamping: next.maxRequestBytes))
         hooks.update(next)
-        metrics.update(path: next.metricsFile, interval: next.metricsInterval)
+        operators.metrics.update(path: next.metricsFile, interval: next.metricsInterval)
         intake.rescheduleAdoptions(every: next.adoptInterval, now: Date())
         for change in result.applied {
             logger.notice("SIGHUP: setting changed", metadata: [
                 "key": "\(change.key)", "old": "\(change.old)", "new": "\(change.new)"])
         }
-        status.markDirty()
+        operators.status.markDirty()
     }
 }

@@ -21,7 +21,7 @@ extension Engine {
     /// 5. `READY=1` to systemd. Requests already in `incoming/` arrive as the watcher's first listing.
     func startUp() throws(DaemonError) -> DirectoryWatcher {
         let inbox = self.inbox
-        let watcher = DirectoryWatcher(directory: layout.incoming.path, controlDirectory: layout.control.path,
+        let watcher = DirectoryWatcher(directory: store.layout.incoming.path, controlDirectory: store.layout.control.path,
                                        rescanInterval: configuration.rescanInterval > 0 ? configuration.rescanInterval : nil,
                                        usesInotify: configuration.inotify) {
             inbox.post(.watcher($0))
@@ -36,8 +36,8 @@ extension Engine {
 
         store.setLease(LeaseSettings(period: configuration.leasePeriod, timeout: configuration.leaseTimeout))
         let registration: WorkerRegistration
-        do { registration = try WorkerRegistration(layout: layout) } catch { throw .spool(error) }
-        self.registration = registration
+        do { registration = try WorkerRegistration(layout: store.layout) } catch { throw .spool(error) }
+        runState.registration = registration
         // The locks may lie (a network filesystem granting them per machine): alone only when
         // no other worker's lease is alive either.
         let alone = registration.alone && store.noOtherWorkerAlive()
@@ -57,20 +57,20 @@ extension Engine {
         // rtnetlink the probes keep their back-off: worth a warning, not a refusal to start.
         let monitor = NetworkChangeMonitor(onChange: { inbox.post(.networkChanged(routes: $0.newRoutes, addresses: $0.newAddresses)) },
                                            onFailure: { inbox.post(.networkMonitorFailed("\($0)")) })
-        do { try monitor.start(); networkMonitor = monitor } catch {
+        do { try monitor.start(); runState.networkMonitor = monitor } catch {
             logger.warning("not watching for network changes; unreachable hosts are probed on their back-off only: \(error)")
         }
         registration.endStartUp()
         intake.scheduleAdoptions(every: configuration.adoptInterval, now: Date())
         logFilesystemMethods()
-        ServiceNotifier.notify("READY=1\nSTATUS=watching \(layout.incoming.path)")
+        ServiceNotifier.notify("READY=1\nSTATUS=watching \(store.layout.incoming.path)")
         logger.info("spoolfetch running", metadata: [
-            "spool": "\(layout.root)", "final": "\(layout.final.path)", "once": "\(configuration.once)",
+            "spool": "\(store.layout.root)", "final": "\(store.layout.final.path)", "once": "\(configuration.once)",
             "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)",
-            "open-files": "\(descriptors.limit)"])
-        if descriptors.openItems < configuration.concurrency {
+            "open-files": "\(runState.descriptors.limit)"])
+        if runState.descriptors.openItems < configuration.concurrency {
             logger.warning("the open-file limit allows fewer transfers than --concurrency; raise it (LimitNOFILE= in the unit, ulimit -n) for more",
-                           metadata: ["open-files": "\(descriptors.limit)", "transfers": "\(descriptors.openItems)",
+                           metadata: ["open-files": "\(runState.descriptors.limit)", "transfers": "\(runState.descriptors.openItems)",
                                       "concurrency": "\(configuration.concurrency)"])
         }
         return watcher
@@ -79,7 +79,7 @@ extension Engine {
     /// Once at start: which rename and sync method each folder uses, and where space cannot be
     /// reserved (a filesystem that reports no size).
     private func logFilesystemMethods() {
-        for folder in layout.folderTraits() {
+        for folder in store.layout.folderTraits() {
             let meta: Logger.Metadata = ["folder": "\(folder.path)", "rename": "\(folder.renameMethod)",
                                          "sync": "\(folder.syncMethod)"]
             switch folder.renameMethod {

@@ -25,58 +25,26 @@ public final class Engine {
     // What the daemon was started with, and how it writes things down.
     var configuration: DaemonConfiguration
     var logger: Logger
-    /// How URLs are written down (without their query unless `keep-url-queries`).
-    let urls: URLPrivacy
-    let layout: SpoolLayout
     let store: SpoolStore
 
-    // The loop: its inbox, the I/O queue that posts to it, and its timers' owners.
+    // The loop: its inbox and the I/O queue that posts to it.
     let inbox: Inbox
-    let wakeTarget = WakeTarget()
     let io: IOQueue
-    var scheduler: Scheduler
-    var policy: RetryPolicy
-    var jitter = JitterSource()
-    var stopping = false
-    var summary = RunSummary()
-
-    // Every claimed request and item (their phases live in the items' lifecycles).
-    let table = ItemTable()
-    /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
-    let requestFile = RequestFileSlot()
-    /// Publish-batch journals and what dead workers' journals say (see `JournalLedger`).
-    let ledger: JournalLedger
-    /// When requests' `deadline:` passes (see `RequestDeadlines`).
-    let deadlines: RequestDeadlines
 
     // The rooms, each owning its state.
+    /// The scheduler, and what is learnt of hosts (outages, pacing, segments).
+    let hosts: Hosts
+    /// Every claimed request and item (their phases live in the items' lifecycles).
+    let items: Items
     let intake: Intake
     let driver: TransferDriver
     let space: SpaceGate
     let publishing: Publishing
     let groupEnds: GroupEnds
-    let drain: Drain
     let hooks: HookDispatch
-
-    // What operators see and say.
-    let status: StatusReporter
-    /// The Prometheus numbers and where they are written (see `MetricsWriter`).
-    let metrics: MetricsWriter
-    let control: ControlHandler
-
-    // What the process holds while it runs.
-    /// The watcher of `incoming/` and `control/`; nil once a drain has stopped it.
-    var watcher: DirectoryWatcher?
-    /// The last thing that went wrong with a watched folder, for status.
-    var watcherTrouble: String?
-    /// Reports network changes (rtnetlink); nil when it could not start.
-    var networkMonitor: NetworkChangeMonitor?
-    /// This worker's presence on the spool (see `WorkerRegistration`), held for the whole run.
-    var registration: WorkerRegistration?
-    /// How many items may hold a staging file open at once (see `DescriptorBudget`).
-    let descriptors = DescriptorBudget.ofThisProcess()
-    /// Gives the heap back once transfers stop (see `HeapPolicy`).
-    var heap = HeapPolicy()
+    let operators: Operators
+    /// Whether the run stops, its tally, its drain, and what the process holds while it runs.
+    let runState: RunState
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
@@ -87,44 +55,46 @@ public final class Engine {
         }
         self.configuration = configuration
         self.logger = logger
-        urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
+        let urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
+        let layout: SpoolLayout
         do {
             layout = try SpoolLayout(root: configuration.spool, finalFolder: configuration.finalFolder)
         } catch {
             throw .spool(error)
         }
         store = SpoolStore(layout: layout, maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
-        scheduler = Scheduler(configuration: SchedulerConfiguration(configuration))
-        policy = RetryPolicy(configuration)
-        let target = wakeTarget
-        inbox = Inbox(wake: { target.wake() })
+        hosts = Hosts(configuration: configuration, logger: logger)
+        items = Items(configuration: configuration)
+        let wakeTarget = WakeTarget()
+        inbox = Inbox(wake: { wakeTarget.wake() })
         io = IOQueue(inbox: inbox)
         if let problem = SpaceGate.impossibleMinFree(configuration.minFree, layout: layout) {
             throw .configuration(ConfigurationError(problem))
         }
         space = SpaceGate(layout: layout, minFree: configuration.minFree, logger: logger)
-        ledger = JournalLedger(staging: layout.staging)
-        deadlines = RequestDeadlines(byDefault: configuration.deadline.flatMap(RequestDeadline.init(parsing:)))
-        intake = Intake(store: store, io: io, logger: logger, ledger: ledger, table: table, maxItems: configuration.maxItems,
+        let ledger = JournalLedger(staging: layout.staging)
+        intake = Intake(store: store, io: io, logger: logger, ledger: ledger, table: items.table, maxItems: configuration.maxItems,
                         maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
-        status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
+        let status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
         let counts = DaemonMetrics(worker: status.workerName, version: Daemon.version, startedAt: Date())
+        let metrics: MetricsWriter
         do {
             metrics = try MetricsWriter(metrics: counts, statusFolder: layout.status, statusName: status.workerName + ".prom",
                                         path: configuration.metricsFile, interval: configuration.metricsInterval, logger: logger)
         } catch {
             throw .configuration(ConfigurationError("--metrics-file: its folder cannot be opened: \(error)"))
         }
+        operators = Operators(status: status, metrics: metrics, control: ControlHandler(directory: layout.control, logger: logger))
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks, metrics: counts), store: store, inbox: inbox,
                              onItem: configuration.onItem, onGroup: configuration.onGroup,
                              refreshHook: configuration.refreshHook,
                              maxGroupHooks: configuration.maxHooks)
-        control = ControlHandler(directory: layout.control, logger: logger)
-        drain = Drain(enabled: (configuration.once || configuration.due) && configuration.inotify, layout: layout, logger: logger)
-        publishing = Publishing(store: store, io: io, logger: logger, urls: urls, metrics: counts, space: space)
-        groupEnds = GroupEnds(store: store, io: io, logger: logger, urls: urls, table: table, ledger: ledger,
-                              requestFile: requestFile, hooks: hooks)
+        runState = RunState(drain: Drain(enabled: (configuration.once || configuration.due) && configuration.inotify,
+                                         layout: layout, logger: logger))
+        publishing = Publishing(store: store, io: io, logger: logger, urls: urls, metrics: counts, space: space, ledger: ledger)
+        groupEnds = GroupEnds(store: store, io: io, logger: logger, urls: urls, table: items.table, ledger: ledger,
+                              requestFile: items.requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
     }
@@ -132,7 +102,7 @@ public final class Engine {
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
     public func run() throws(DaemonError) -> RunSummary {
         HeapPolicy.keepFreedMemoryForReuse()
-        watcher = try startUp()
+        runState.watcher = try startUp()
         while true {
             let messages = inbox.drain()
             for message in messages { route(message) }
@@ -144,19 +114,21 @@ public final class Engine {
             }
             for (record, facts) in driver.bodiesBegan() { hostAnswered(record, facts) }
             driver.checkpointsReached()
-            growSegments()
+            let segments = hosts.tendSegments(driver, now: Date())
+            operators.status.busyHosts = segments.busy
+            if segments.limitsChanged { operators.status.markDirty() }
             for outcome in ended {
-                guard var (record, end) = driver.ended(outcome) else { continue }
+                guard case (let record, var end)? = driver.ended(outcome) else { continue }
                 if end.fault?.diskFull == true {
                     end.neverFits = space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
                 }
                 if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
                 send(.transferEnded(end), to: record)
             }
-            if !messages.isEmpty || !ended.isEmpty { status.markDirty() }
+            if !messages.isEmpty || !ended.isEmpty { operators.status.markDirty() }
             turn(now: Date())
             if shouldExit() { break }
-            heap.turnEnded(working: !messages.isEmpty || !driver.running.isEmpty || table.publishingCount > 0)
+            runState.heap.turnEnded(working: !messages.isEmpty || !driver.running.isEmpty || items.table.publishingCount > 0)
             tendWatcher()
             if configuration.once { reportDrainWait() }
             do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
@@ -164,19 +136,19 @@ public final class Engine {
                 beginStop(reason: "libcurl failed")
             }
         }
-        networkMonitor?.stop()
+        runState.networkMonitor?.stop()
         hooks.waitForAll()
-        requestFile.closeKept()
+        items.requestFile.closeKept()
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
         // it stays, and its lock, released with the process, lets the next worker adopt them.
         store.releaseWorkerFolder()
         writeMetrics(now: Date())
-        metrics.remove()
-        status.remove()
+        operators.metrics.remove()
+        operators.status.remove()
         logger.info("spoolfetch stopped", metadata: [
-            "published": "\(summary.published)", "failed": "\(summary.failed)", "rejected": "\(summary.rejected)",
-            "unclaimed": "\(summary.unclaimed)"])
-        return summary
+            "published": "\(runState.summary.published)", "failed": "\(runState.summary.failed)", "rejected": "\(runState.summary.rejected)",
+            "unclaimed": "\(runState.summary.unclaimed)"])
+        return runState.summary
     }
 
     // MARK: The loop
@@ -186,9 +158,9 @@ public final class Engine {
     private func turn(now: Date) {
         publishing.kick(now: now)
         groupEnds.retryDue(now: now)
-        if stopping { return }
-        for due in deadlines.takeDue(now: now) {
-            guard let request = table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
+        if runState.stopping { return }
+        for due in items.deadlines.takeDue(now: now) {
+            guard let request = items.table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
             logger.warning("deadline passed; items not ended fail", metadata: ["request": "\(request.name)",
                                                                               "deadline": "\(RFC3339.format(due.at))"])
             for record in request.items where due.covers(record.index) { send(.deadlinePassed, to: record) }
@@ -200,32 +172,32 @@ public final class Engine {
         takeInBacklog()
         if let at = driver.rateChangesAt, at <= now {
             driver.applyRateSchedule(now: now)
-            status.markDirty()
+            operators.status.markDirty()
         }
         // Only as many starts as the open-file budget allows: a disk that publishes slower than
         // the network delivers slows the downloads down instead of failing them with EMFILE.
-        let maxStarts = descriptors.starts(withOpen: driver.running.count + table.publishingCount)
-        let actions = scheduler.nextActions(now: now, maxStarts: maxStarts)
+        let maxStarts = runState.descriptors.starts(withOpen: driver.running.count + items.table.publishingCount)
+        let actions = hosts.scheduler.nextActions(now: now, maxStarts: maxStarts)
         for action in actions {
             switch action {
             case .start(let key):
-                guard let record = table.wake(key) else { scheduler.finished(key); continue }
+                guard let record = items.table.wake(key) else { hosts.scheduler.finished(key); continue }
                 let fits = space.answer(for: record, running: driver.running.values)
-                if scheduler.isProbe(key) {
+                if hosts.scheduler.isProbe(key) {
                     logger.info("probing an unreachable host", metadata: ["host": "\(record.hostKey)", "item": "\(record.id)"])
                 }
                 send(.slotGranted(space: fits), to: record)
             case .pause(let key):
-                guard let record = table.item(key) else { continue }
+                guard let record = items.table.item(key) else { continue }
                 send(.preempted, to: record)
                 logger.info("transfer paused; partial kept", metadata: ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)"])
             }
         }
-        if !actions.isEmpty { status.markDirty() }
-        if let due = status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
+        if !actions.isEmpty { operators.status.markDirty() }
+        if let due = operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
             writeStatus(now: now)
         }
-        if let due = metrics.nextWrite, due <= now { writeMetrics(now: now) }
+        if let due = operators.metrics.nextWrite, due <= now { writeMetrics(now: now) }
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
@@ -233,13 +205,13 @@ public final class Engine {
     /// `--max-rate`); "forever" when there is none, and not at all while the intake backlog holds
     /// request files.
     private func sleepMilliseconds() -> Int32 {
-        if !intake.backlogIsEmpty && !stopping { return 0 }
+        if !intake.backlogIsEmpty && !runState.stopping { return 0 }
         let now = Date()
-        let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
-                         publishing.nextRetry, groupEnds.nextRetry, space.checkAt, deadlines.next,
-                         intake.nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
-                         metrics.nextWrite]
-        guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
+        let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
+                         publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
+                         intake.nextAdoptionScan, operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
+                         operators.metrics.nextWrite]
+        guard let next = wakeups.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
     }
@@ -256,56 +228,59 @@ public final class Engine {
             if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
             intake.listed(names, initial: initial)
         case .watcher(.control(let name)):
-            control.handle(name, request: table.wakeRequest(named:)) { record, verb in
+            operators.control.handle(name, request: items.table.wakeRequest(named:)) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
-                if verb == .retry, record.phase == .retrying { scheduler.releaseHold(record.hostKey) }
+                if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
                 return !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty
             }
-            status.markDirty()
+            operators.status.markDirty()
         case .watcher(.rescanned(let names)):
             intake.listed(names)
         case .watcher(.folderLost(let folder, let reason)):
             logger.error("watched folder lost; made again and watched again: \(reason)", metadata: ["folder": "\(folder)"])
-            watcherTrouble = "\(folder) was lost (\(reason)); made again"
-            for directory in [layout.incoming, layout.control] where directory.path == folder {
+            runState.watcherTrouble = "\(folder) was lost (\(reason)); made again"
+            for directory in [store.layout.incoming, store.layout.control] where directory.path == folder {
                 do { try directory.reopen() } catch { logger.error("could not open the watched folder again: \(error)") }
             }
-            status.markDirty()
+            operators.status.markDirty()
         case .watcher(.stopped):
-            watcher = nil
-            drain.watch.watcherStopped()
+            runState.watcher = nil
+            runState.drain.watch.watcherStopped()
         case .watcher(.failed(let reason)):
             logger.critical("watcher stopped: \(reason)")
-            watcherTrouble = "stopped: \(reason)"
-            summary.watcherFailed = true
+            runState.watcherTrouble = "stopped: \(reason)"
+            runState.summary.watcherFailed = true
             beginStop(reason: "watcher failed")
         case .published(let results):
-            ledger.attach(results, requestOf: { table.item(forBase: $0)?.request })
-            for (record, event) in publishing.batchEnded(results, item: table.item(forBase:)) { send(event, to: record) }
+            for (record, event) in publishing.batchEnded(results, item: items.table.item(forBase:)) { send(event, to: record) }
         case .groupEnded(let name, let markerPath, let journal, let error):
             let drains = configuration.once || configuration.due
             if groupEnds.ended(name, markerPath: markerPath, journal: journal, error: error, drain: drains) == .abandoned {
-                summary.unended += 1
+                runState.summary.unended += 1
             }
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
         case .uploadsRecorded(let results):
-            for (record, event) in publishing.uploadsRecorded(results, item: table.item) { send(event, to: record) }
+            for (record, event) in publishing.uploadsRecorded(results, item: items.table.item) { send(event, to: record) }
         case .outgoingFiled(let name, let error):
             if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
         case .refreshEnded(let key, let attempt, let outcome, let line):
-            refreshEnded(key: key, attempt: attempt, outcome: outcome, line: line)
+            operators.status.markDirty()
+            if let record = items.table.item(key),
+               let event = driver.refreshEnded(record, attempt: attempt, outcome: outcome, line: line) {
+                send(event, to: record)
+            }
         case .itemHookFinished:
             break
         case .reload:
             reload()
         case .networkChanged(let routes, let addresses):
-            let hosts = scheduler.probeNow(Date())
-            if !hosts.isEmpty {
+            let probed = hosts.scheduler.probeNow(Date())
+            if !probed.isEmpty {
                 logger.notice("the network changed; probing unreachable hosts now", metadata: [
-                    "hosts": "\(hosts.joined(separator: ","))", "new-routes": "\(routes)", "new-addresses": "\(addresses)"])
+                    "hosts": "\(probed.joined(separator: ","))", "new-routes": "\(routes)", "new-addresses": "\(addresses)"])
             }
         case .networkMonitorFailed(let why):
             logger.warning("stopped watching for network changes; unreachable hosts are probed on their back-off only: \(why)")
@@ -315,40 +290,10 @@ public final class Engine {
     }
 
     private func beginStop(reason: String) {
-        guard !stopping else { return }
-        stopping = true
+        guard !runState.stopping else { return }
+        runState.stopping = true
         logger.notice("stopping: no new claims; partial downloads are kept", metadata: ["reason": "\(reason)"])
         ServiceNotifier.notify("STOPPING=1")
         for record in Array(driver.running.values) { send(.stop, to: record) }
-    }
-
-    private func writeStatus(now: Date) {
-        let window = scheduler.configuration.window
-        status.write(now: now, table: table, window: window, task: { record in
-            var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
-            task.connections = self.driver.session.connections(of: record.key)
-            return task
-        }, running: driver.running.count, summary: summary,
-           hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,
-           watcher: watcherTrouble,
-           maxRate: driver.rateInForce > 0 || driver.rateChangesAt != nil ? (driver.rateInForce, driver.rateChangesAt) : nil)
-        metrics.changed()
-    }
-
-    /// The gauges from the last status report and the engine's parts, then the text if it changed.
-    func writeMetrics(now: Date) {
-        var snapshot = DaemonMetrics.Snapshot()
-        if let d = status.lastDaemon {
-            snapshot.states = d.states ?? [:]
-            snapshot.queued = d.queued
-        }
-        snapshot.running = driver.running.count
-        snapshot.connections = scheduler.connectionsInUse
-        snapshot.outages = status.lastOutages
-        snapshot.oldestQueued = status.oldestQueued
-        snapshot.maxRate = driver.rateInForce
-        snapshot.hooksRunning = hooks.running
-        snapshot.hooksWaiting = hooks.waiting
-        metrics.write(now: now, snapshot: snapshot, bytesReceived: driver.session.bodyBytesReceived)
     }
 }

@@ -27,6 +27,8 @@ final class Publishing {
     private let metrics: DaemonMetrics
     /// Says whether a body can ever fit into the final folder (a publish that hit a full disk).
     private let space: SpaceGate
+    /// Ties each batch's journal to the requests it records (see `JournalLedger`).
+    private let ledger: JournalLedger
     private var queue: [PublishJob] = []
     private var retries = DueTimers<PublishJob>()
     /// A batch is on the I/O queue.
@@ -34,7 +36,9 @@ final class Publishing {
     /// Upload records waiting to be written (see `UploadRecordQueue`).
     private var uploadRecords = UploadRecordQueue()
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics, space: SpaceGate) {
+    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics, space: SpaceGate,
+         ledger: JournalLedger) {
+        self.ledger = ledger
         publisher = Publisher(store: store)
         self.space = space
         self.store = store
@@ -121,6 +125,7 @@ final class Publishing {
     /// done (`alreadyPublishedAs`).
     func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
         inFlight = false
+        ledger.attach(results, requestOf: { item($0)?.request })
         return results.compactMap { result in item(result.base).map { ($0, event(for: result, of: $0)) } }
     }
 

@@ -72,11 +72,9 @@ extension TransferDriver {
         writeState(record, ItemState(request: record.request.name, index: record.index, url: urls.shown(item.url.string),
                                      phase: .running, attempts: record.attempts,
                                      startedAt: record.startedAt.map(RFC3339.format), bootID: BootID.current))
-        var request = TransferRequest(url: (record.currentURL ?? item.url).string,
-                                      headers: Self.headers(item.headers, credentials: credentials).map(\.line),
-                                      destination: -1)
-        request.upload = UploadSource(fd: opened.fd, size: opened.identity.size, method: upload.method.rawValue,
-                                      contentType: upload.contentType)
+        let request = transferRequest(record, item, credentials: credentials, body: .upload(
+            UploadSource(fd: opened.fd, size: opened.identity.size, method: upload.method.rawValue,
+                         contentType: upload.contentType)))
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -135,31 +133,15 @@ extension TransferDriver {
     }
 }
 
-extension Engine {
-    /// An upload item at its turn: its file opened and checked, its transfer added. A file that
-    /// is gone or changed fails the item with `upload-changed`, sending nothing.
-    func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload, credentials: [RequestHeader]) {
-        do throws(UploadStartError) {
-            try driver.startUpload(record, item, upload, credentials: credentials)
-        } catch {
-            switch error {
-            case .refused(let refusal):
-                send(.refusedBeforeRequest(code: refusal.rule, message: refusal.reason), to: record)
-            case .session(let e):
-                send(.couldNotStart(StartProblem(errno: e.errno), message: "\(e)"), to: record)
-            }
-        }
-    }
-
+extension TransferDriver {
     /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue.
-    func fileFailedUpload(_ record: ItemRecord) {
+    func fileFailedUpload(_ record: ItemRecord, io: IOQueue) {
         guard record.summary.isUpload, let name = record.details?.upload?.name else { return }
-        driver.closeUpload(record)
+        closeUpload(record)
         let store = self.store
         io.submit {
             do throws(StoreError) { try store.moveOutgoing(name, failed: true); return .outgoingFiled(name: name, error: nil) }
             catch { return .outgoingFiled(name: name, error: error) }
         }
     }
-
 }

@@ -2,24 +2,20 @@ import Foundation
 import SpoolCore
 import SpoolRequest
 import SpoolStore
+import Logging
 
 /// Mirrors (`mirror:`): an item moves on to its next source when the current one cannot serve it
 /// (404, 410, a name that does not resolve, a certificate that does not verify) or its host has
 /// been unreachable for longer than `--mirror-after`; once every source has failed, it starts
 /// again at the first. The decisions are `ItemLifecycle`'s and `SourceRotation`'s; this carries
-/// them out: the item's current source, the host the scheduler holds it under, and its partial —
-/// kept only under a strong ETag, which the resume's `If-Range` then checks at the new source
-/// (another version answers 200 and the item starts over: bytes of two versions are never joined).
-extension Engine {
-    /// Whether the item's host has been unreachable for longer than `--mirror-after`.
-    func hostDownLong(_ record: ItemRecord, now: Date) -> Bool {
-        let host = record.hostKey
-        guard let outage = scheduler.hostOutages.first(where: { $0.hostKey == host }) else { return false }
-        return now.timeIntervalSince(outage.since) >= configuration.mirrorAfter
-    }
-
-    /// `part`: the part the running phase held, if it just left it.
-    func moveToNextSource(_ record: ItemRecord, part: StagingFile?) {
+/// them out (`Hosts` says when an outage sends items on): the item's current source, the host
+/// the scheduler holds it under, and its partial — kept only under a strong ETag, which the
+/// resume's `If-Range` then checks at the new source (another version answers 200 and the item
+/// starts over: bytes of two versions are never joined).
+extension TransferDriver {
+    /// The item moves on to its next source. `part`: the part the running phase held, if it just
+    /// left it; `requestFile`: where the item's description is read from.
+    func moveToNextSource(_ record: ItemRecord, part: StagingFile?, requestFile: RequestFileSlot) {
         let item: RequestItem
         do { item = try record.load(keepingOpenIn: requestFile) } catch { return }
         var rotation = record.sources ?? SourceRotation(count: item.sources.count)
@@ -30,24 +26,9 @@ extension Engine {
         record.sourceHost = rotation.current == 0 ? nil : source.hostKey
         record.partial.movedToAnotherSource()
         // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
-        if record.bytesOnDisk > 0 { driver.saveResumeState(record, part: part) }
+        if record.bytesOnDisk > 0 { saveResumeState(record, part: part) }
         logger.info("moving on to another source", metadata: [
             "item": "\(record.id)", "from": "\(from)", "to": "\(rotation.current)", "url": "\(urls.shown(source.string))",
             "keeps-bytes": "\(record.bytesOnDisk)"])
-    }
-
-    /// An outage of `host` was confirmed again (a probe failed): items held behind it that have
-    /// mirrors move on once it has lasted longer than `--mirror-after`.
-    func moveHeldItemsToMirrors(host: String, hostID: UInt32, since: Date, now: Date) {
-        guard now.timeIntervalSince(since) >= configuration.mirrorAfter else { return }
-        var dormant: [Int] = []
-        table.dormant.forEachWaiting { key, summary, _ in
-            if summary.hasMirrors && summary.hostID == hostID { dormant.append(key) }
-            return true
-        }
-        for key in dormant { _ = table.wake(key) }
-        for record in Array(table.items.values) where record.summary.hasMirrors && record.hostKey == host {
-            send(.sourceUnreachable, to: record)
-        }
     }
 }

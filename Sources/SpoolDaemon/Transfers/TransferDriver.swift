@@ -15,7 +15,7 @@ final class TransferDriver {
     let session: TransferSession
     let store: SpoolStore
     /// Read for limits and rates at each start; a reload replaces it (`update`).
-    private var configuration: DaemonConfiguration
+    private(set) var configuration: DaemonConfiguration
     let logger: Logger
     /// How URLs are written down; fixed for the daemon's life (`keep-url-queries` takes a restart).
     let urls: URLPrivacy
@@ -105,30 +105,9 @@ final class TransferDriver {
             try part.truncate(to: 0)
             record.partial.emptied()
         }
-        var request = TransferRequest(
-            url: (record.currentURL ?? item.url).string,
-            headers: Self.headers(item.headers, credentials: credentials).map(\.line)
-                + conditionalHeaders(record, item, resumeFrom: resumeFrom),
-            destination: part.fd,
-            resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
-            ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
-            // A small body of an unnamed part may be written off the engine's thread (a crash
-            // loses an unnamed part either way; see `ReceivedBody`) — under `markers: group`
-            // only: with a marker per file the publisher's thread has the most to do, and a third
-            // busy thread on two cores slows those drains down.
-            writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
-            syncEvery: configuration.syncEvery,
-            rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })
-        request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
-        // A segmented part recovered in this boot: only its missing ranges are fetched.
-        if resumeFrom > 0 || record.keptRanges != nil, record.validator != nil {
-            request.keptRanges = record.keptRanges
-            if let kept = request.keptRanges {
-                request.ifRange = record.validator
-                // Every state written from now on says so: its part has ranges past the prefix.
-                segmented[record.key] = kept.count
-            }
-        }
+        let request = transferRequest(record, item, credentials: credentials, body: .download(part, resumeFrom: resumeFrom))
+        // Every state written from now on says so: its part has ranges past the prefix.
+        if let kept = request.keptRanges { segmented[record.key] = kept.count }
         record.partial.rangesTaken()
         do {
             try session.start(key: record.key, request: request)
@@ -138,6 +117,49 @@ final class TransferDriver {
         running[record.key] = record
         logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
+    }
+
+    /// What a transfer carries: a download's part and where it resumes, or an upload's file.
+    enum TransferBody {
+        case download(StagingFile, resumeFrom: Int64)
+        case upload(UploadSource)
+    }
+
+    /// The one builder of an item's transfer request, for downloads and uploads alike (a segment
+    /// is made from its primary's, `TransferRequest.segment`): the URL of the item's current
+    /// source (or the refresh hook's), its headers with the credentials' in place; a download
+    /// adds its conditional headers, its part, resume, size limit, checkpoints, rate group and
+    /// segments; an upload its file, sent whole.
+    func transferRequest(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
+                         body: TransferBody) -> TransferRequest {
+        let url = (record.currentURL ?? item.url).string
+        let headers = Self.headers(item.headers, credentials: credentials).map(\.line)
+        switch body {
+        case .upload(let source):
+            var request = TransferRequest(url: url, headers: headers, destination: -1)
+            request.upload = source
+            return request
+        case .download(let part, let resumeFrom):
+            var request = TransferRequest(
+                url: url, headers: headers + conditionalHeaders(record, item, resumeFrom: resumeFrom),
+                destination: part.fd,
+                resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
+                ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
+                // A small body of an unnamed part may be written off the engine's thread (a crash
+                // loses an unnamed part either way; see `ReceivedBody`) — under `markers: group`
+                // only: with a marker per file the publisher's thread has the most to do, and a
+                // third busy thread on two cores slows those drains down.
+                writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
+                syncEvery: configuration.syncEvery,
+                rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })
+            request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
+            // A segmented part recovered in this boot: only its missing ranges are fetched.
+            if resumeFrom > 0 || record.keptRanges != nil, let validator = record.validator, let kept = record.keptRanges {
+                request.keptRanges = kept
+                request.ifRange = validator
+            }
+            return request
+        }
     }
 
     /// The request's headers with the credentials file's in place of any of the same name.

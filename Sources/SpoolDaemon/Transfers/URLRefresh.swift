@@ -2,6 +2,7 @@ import Foundation
 import SpoolCore
 import SpoolRequest
 import SpoolTransfer
+import Logging
 
 /// The refresh hook (`--refresh-hook`): a fresh URL for an item whose URL has expired, is about
 /// to, or was refused (401, 403, 410). The item keeps its slot and its partial while the hook
@@ -9,39 +10,43 @@ import SpoolTransfer
 /// with its partial, so a restart resumes with it), and the transfer starts again in the same
 /// attempt — a partial resumes with `Range` + `If-Range`, so its bytes are kept when the
 /// resource is the same. Once per attempt: a second refusal fails the item as any refusal does.
-extension Engine {
-    func askForFreshURL(_ record: ItemRecord, reason: String) {
-        guard hooks.refreshHook != nil else {
-            send(.refreshFailed(message: "no refresh hook is configured any more"), to: record)
-            return
-        }
+extension HookDispatch {
+    /// Runs the refresh hook for the item (it keeps its slot and its partial meanwhile); the
+    /// event to hand the item instead when no hook is configured any more.
+    func askForFreshURL(_ record: ItemRecord, reason: String, logger: Logger, urls: URLPrivacy) -> ItemEvent? {
+        guard refreshHook != nil else { return .refreshFailed(message: "no refresh hook is configured any more") }
         record.refreshedInAttempt = record.attempts
         let url = record.currentURL?.string ?? record.url
         logger.info("asking the refresh hook for a new URL", metadata: [
             "item": "\(record.id)", "reason": "\(reason)", "url": "\(urls.shown(url))"])
-        hooks.refresh(record, url: url, reason: reason, refreshKey: record.loaded?.refreshKey, attempt: record.attempts)
+        refresh(record, url: url, reason: reason, refreshKey: record.loaded?.refreshKey, attempt: record.attempts)
+        return nil
     }
+}
 
-    /// The refresh hook has ended: its first stdout line is the item's new URL, or the item fails.
-    func refreshEnded(key: Int, attempt: Int, outcome: HookRunner.Outcome, line: String?) {
-        status.markDirty()
-        guard let record = table.item(key) else { return }
-        let answer = Self.freshURL(outcome: outcome, line: line)
+extension TransferDriver {
+    /// The refresh hook has ended: its first stdout line is the item's new URL (kept, with its
+    /// partial's resume state), or the item fails. Returns the item's event; none when it was
+    /// paused, cancelled, stopped or started again meanwhile (the answer is kept, not acted on).
+    func refreshEnded(_ record: ItemRecord, attempt: Int, outcome: HookRunner.Outcome, line: String?) -> ItemEvent? {
+        let answer = URLRefresh.freshURL(outcome: outcome, line: line)
         if case .success(let url) = answer {
             record.refreshedURL = url
             logger.info("the refresh hook gave a new URL", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url.string))"])
         }
-        // Paused, cancelled, stopped or started again meanwhile: the answer is kept, not acted on.
-        guard record.phase == .running, record.attempts == attempt else { return }
+        guard record.phase == .running, record.attempts == attempt else { return nil }
         switch answer {
         case .success:
-            driver.saveResumeState(record, part: record.part)
-            send(.urlRefreshed, to: record)
+            saveResumeState(record, part: record.part)
+            return .urlRefreshed
         case .failure(let problem):
-            send(.refreshFailed(message: problem.message), to: record)
+            return .refreshFailed(message: problem.message)
         }
     }
+}
 
+/// The refresh hook's answer read.
+enum URLRefresh {
     struct RefreshProblem: Error { let message: String }
 
     /// The hook's answer as a URL, validated exactly as a request's `url`; the reason otherwise

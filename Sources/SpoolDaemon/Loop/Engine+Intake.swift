@@ -8,15 +8,15 @@ import SpoolStore
 extension Engine {
     /// Claims the request file `name` in `incoming/` and accepts it.
     func claim(_ name: String) {
-        guard !stopping else { return }
+        guard !runState.stopping else { return }
         switch intake.claim(name) {
         case .claimed(let claim): accept(claim, adopted: false)
         case .rejected:
-            summary.rejected += 1
-            metrics.metrics.requestRejected()
+            runState.summary.rejected += 1
+            operators.metrics.metrics.requestRejected()
         case .failed:
-            summary.unclaimed += 1
-            drain.claimFailed(name)
+            runState.summary.unclaimed += 1
+            runState.drain.claimFailed(name)
         case .none: break
         }
     }
@@ -24,9 +24,9 @@ extension Engine {
     /// Takes in what the intake backlog holds, a turn's worth.
     func takeInBacklog() {
         guard !intake.backlogIsEmpty else { return }
-        intake.takeIn(stopping: stopping, claim: claim, accept: { accept($0, adopted: true) },
+        intake.takeIn(stopping: runState.stopping, claim: claim, accept: { accept($0, adopted: true) },
                       groupPending: hooks.groupPending)
-        status.markDirty()
+        operators.status.markDirty()
     }
 
     /// A claimed (or adopted) request taken in: counted, and each item sent its first event in
@@ -35,14 +35,18 @@ extension Engine {
         let now = Date()
         switch intake.accept(claim, adopted: adopted, now: now) {
         case .rejected:
-            summary.rejected += 1
-            metrics.metrics.requestRejected()
+            runState.summary.rejected += 1
+            operators.metrics.metrics.requestRejected()
         case .unreadable:
-            summary.unclaimed += 1
+            runState.summary.unclaimed += 1
         case .accepted(let accepted):
             if !adopted {
-                metrics.metrics.requestClaimed()
-                warnOfURLsExpiringBeforeStart(accepted.index, request: claim.name, now: now)
+                operators.metrics.metrics.requestClaimed()
+                if hooks.refreshHook == nil, let warning = ExpiryWarning(accepted.index, request: claim.name,
+                                                                        window: hosts.scheduler.configuration.window,
+                                                                        now: now, logger: logger) {
+                    operators.status.noteExpiryWarning(warning.text)
+                }
             }
             let request = accepted.request
             if let recovered = accepted.recovered {
@@ -51,7 +55,7 @@ extension Engine {
                     case .submit: send(.submitted, to: record)
                     case .ended: itemEnded(record)
                     case .publish:
-                        table.note(record)
+                        items.table.note(record)
                         if let job = record.lifecycle.state.job { publishing.enqueue(job) }
                     }
                 }
@@ -60,8 +64,8 @@ extension Engine {
             }
             logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                          "group": "\(request.group)"])
-            if request.open > 0 { deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
-            if request.open == 0 { groupEnds.end(request) } else { table.sleepIfWaiting(request) }
+            if request.open > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
+            if request.open == 0 { groupEnds.end(request) } else { items.table.sleepIfWaiting(request) }
         }
     }
 }

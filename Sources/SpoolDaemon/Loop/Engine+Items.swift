@@ -15,42 +15,45 @@ extension Engine {
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
         let now = Date()
-        var context = LifecycleContext(now: now, stopping: stopping, jitter: jitter.next(),
-                                       failureFacts: { [urls] in record.failureFacts(urls: urls, at: now) })
-        context.canRefreshURL = hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
-            && record.sourceIndex == 0
-        if record.summary.hasMirrors {
-            context.nextSource = record.sources?.hasNext ?? true
-            context.hostDownLong = hostDownLong(record, now: now)
-        }
+        let context = items.context(for: record, now: now, stopping: runState.stopping, urls: driver.urls,
+                                    refreshHook: hooks.refreshHook != nil,
+                                    hostDownLong: { hosts.downLong($0, now: now) })
         // The phase it leaves: its actions may still need what it held (the part a stopped
         // transfer keeps, the one a verified body is published from). It is let go, and a part
         // no phase holds any more closed, when this call returns.
         let leaving = record.lifecycle.state
-        let actions = record.lifecycle.handle(event, policy: policy, context: context)
-        if !actions.isEmpty { table.note(record) }
+        let actions = record.lifecycle.handle(event, policy: items.policy, context: context)
+        if !actions.isEmpty { items.table.note(record) }
         for action in actions { perform(action, for: record, leaving: leaving) }
-        if !actions.isEmpty { status.markDirty() }
+        if !actions.isEmpty { operators.status.markDirty() }
         return actions
     }
 
     private func perform(_ action: ItemAction, for record: ItemRecord, leaving: ItemLifecycle.State) {
         switch action {
         case .schedule:
-            scheduler.submit(ScheduledItem(key: record.key, hostKey: record.hostKey,
+            hosts.scheduler.submit(ScheduledItem(key: record.key, hostKey: record.hostKey,
                                            priority: SchedulingPriority(record.priority),
                                            earliestStart: record.earliestStart,
                                            discretionary: record.discretionary))
         case .unschedule:
-            scheduler.remove(record.key)
+            hosts.scheduler.remove(record.key)
         case .releaseSlot:
-            scheduler.finished(record.key)
+            hosts.scheduler.finished(record.key)
         case .prepareStart:
-            send(.startChecked(startCheck(record, now: Date())), to: record)
+            send(.startChecked(driver.startCheck(record, requestFile: items.requestFile)), to: record)
         case .startTransfer(let credentials):
             guard let item = record.loaded else { preconditionFailure("startTransfer before prepareStart loaded the item") }
             if let upload = item.upload {
-                startUpload(record, item, upload, credentials: credentials)
+                // A file that is gone or changed fails the item with `upload-changed`, sending nothing.
+                do throws(UploadStartError) {
+                    try driver.startUpload(record, item, upload, credentials: credentials)
+                } catch {
+                    switch error {
+                    case .refused(let refusal): send(.refusedBeforeRequest(code: refusal.rule, message: refusal.reason), to: record)
+                    case .session(let e): send(.couldNotStart(StartProblem(errno: e.errno), message: "\(e)"), to: record)
+                    }
+                }
                 return
             }
             do {
@@ -61,19 +64,19 @@ extension Engine {
         case .stopTransfer:
             driver.stop(record, part: leaving.part)
         case .refreshURL(let reason):
-            askForFreshURL(record, reason: reason)
+            if let event = hooks.askForFreshURL(record, reason: reason, logger: logger, urls: driver.urls) { send(event, to: record) }
         case .nextSource:
-            moveToNextSource(record, part: leaving.part)
+            driver.moveToNextSource(record, part: leaving.part, requestFile: items.requestFile)
         case .retry(let at, let holdHost):
             // The server asked for a pause (429/503): back off the whole host, not just this item.
-            if holdHost { scheduler.holdHost(record.hostKey, until: at) }
-            scheduler.retry(record.key, notBefore: at)
+            if holdHost { hosts.scheduler.holdHost(record.hostKey, until: at) }
+            hosts.scheduler.retry(record.key, notBefore: at)
             logger.info("transfer failed; will retry", metadata: [
-                "item": "\(record.id)", "url": "\(urls.shown(record.loaded?.url.string ?? ""))", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
+                "item": "\(record.id)", "url": "\(driver.urls.shown(record.loaded?.url.string ?? ""))", "error": "\(record.lastFailure.map { "\($0)" } ?? "")",
                 "attempt": "\(record.attempts)", "retry-in": "\(String(format: "%.1f", max(0, at.timeIntervalSinceNow)))s"])
         case .waitForSpace(let reason):
             space.wait(record, reason: reason, running: driver.running.values)
-            metrics.metrics.spaceWait()
+            operators.metrics.metrics.spaceWait()
         case .leaveSpaceQueue:
             space.leave(record)
         case .discardPartial:
@@ -105,7 +108,7 @@ extension Engine {
 
     private func couldNotStart(_ record: ItemRecord, _ problem: StartProblem, _ message: String) {
         if problem == .shortOfResources {
-            logger.warning("could not open the item's files (out of descriptors or memory); it waits and tries again",
+            logger.warning("could not open the item's files (out of runState.descriptors or memory); it waits and tries again",
                            metadata: ["item": "\(record.id)", "error": "\(message)"])
         }
         send(.couldNotStart(problem, message: message), to: record)
@@ -119,7 +122,7 @@ extension Engine {
         guard case .failed(let failed) = record.phase else { preconditionFailure("fail effect without a failed phase") }
         let failure = ItemFailure(failed)
         let url = failure.url
-        fileFailedUpload(record)
+        driver.fileFailedUpload(record, io: io)
         if wasPublishing { publishing.drop(base: record.base) }
         store.removePart(record.base)
         driver.writeState(record, ItemState(request: record.request.name, index: record.index,
@@ -131,19 +134,19 @@ extension Engine {
     }
 
     func itemEnded(_ record: ItemRecord) {
-        status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, urls: urls))
+        operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, urls: driver.urls))
         let request = record.request
         request.open -= 1
         switch record.phase {
         case .published(let file, _):
-            summary.published += 1
-            metrics.metrics.itemEnded(outcome: record.endedUnchanged ? "unchanged" : "published",
+            runState.summary.published += 1
+            operators.metrics.metrics.itemEnded(outcome: record.endedUnchanged ? "unchanged" : "published",
                                       seconds: record.startedAt.map { Date().timeIntervalSince($0) })
             logger.debug(record.endedUnchanged ? "unchanged (304): nothing published" : "published",
                          metadata: ["item": "\(record.id)", "file": "\(file)"])
         case .failed(let failure):
-            summary.failed += 1
-            metrics.metrics.itemEnded(outcome: "failed", code: failure.code,
+            runState.summary.failed += 1
+            operators.metrics.metrics.itemEnded(outcome: "failed", code: failure.code,
                                       seconds: record.startedAt.map { Date().timeIntervalSince($0) })
         default: break
         }
@@ -152,37 +155,26 @@ extension Engine {
         if request.open == 0 { groupEnds.end(request) }
     }
 
-}
+    // MARK: Hosts
 
-extension ItemRecord {
-    /// What the failure record of this item says beside its code and message: its URL and name
-    /// (re-read from the request file if not loaded), the last response's status, curl code and
-    /// final URL, and the time it spent unable to reach its host.
-    func failureFacts(urls: URLPrivacy, at now: Date) -> ItemFailureFacts {
-        var curlCode: Int? = nil, curlText: String? = nil
-        if case .curl(let c, let t) = lastFailure { curlCode = c; curlText = t }
-        let status = lastFacts?.httpStatus
-        let finalURL = lastFacts?.finalURL
-        let item = details
-        return ItemFailureFacts(index: index, url: urls.shown(item?.url.string ?? ""), name: item?.name ?? "",
-                                httpStatus: status == 0 ? nil : status, curlCode: curlCode, curlError: curlText,
-                                finalURL: finalURL == item?.url.string ? nil : urls.shown(finalURL),
-                                outageSeconds: outageSeconds(at: now))
+    /// The item's transfer did not reach its host: the items `Hosts` names look at their resource
+    /// timeout, then those with mirrors move on once the outage has lasted long enough.
+    func hostUnreachable(_ record: ItemRecord, error: String) {
+        let now = Date()
+        guard let checks = hosts.unreachable(record, error: error, table: items.table,
+                                             resourceTimeout: items.policy.resourceTimeout, now: now) else { return }
+        for other in checks { send(.deadlineCheck, to: other) }
+        for other in hosts.itemsMovingToMirrors(from: record, table: items.table, now: now) {
+            send(.sourceUnreachable, to: other)
+        }
     }
 
-    /// `on-exists: replace`, and `skip-unchanged` when the resource changed: the new file takes
-    /// the final name in place of the old one (never a `-N` name).
-    var replacesExisting: Bool { (details?.onExists ?? request.settings.onExists) != .keepBoth }
-
-    /// Ended with the file already published, a 304 having confirmed it (`skip-unchanged`).
-    var endedUnchanged: Bool {
-        guard case .published = phase else { return false }
-        return lastFacts?.httpStatus == 304
-    }
-}
-
-extension SchedulingPriority {
-    init(_ p: Priority) {
-        switch p { case .low: self = .low; case .normal: self = .normal; case .high: self = .high }
+    /// Something of the item's host answered (`ended`: at its transfer's end). Returns whether the
+    /// answer was a paced host's refusal that costs no attempt.
+    @discardableResult
+    func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts, ended: Bool = false) -> Bool {
+        let answer = hosts.answered(record, facts, ended: ended, now: Date())
+        if answer.reachableAgain { operators.status.markDirty() }
+        return answer.free
     }
 }
