@@ -48,7 +48,7 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// A body more than this many times its `expected-bytes` fails (unless `max-bytes` is set).
     public var expectSlack: Double = 2
     /// Bytes of free space kept on the staging (and final) filesystem; nil: the smaller of 64 MiB
-    /// and 5 % of each filesystem (`SpaceGate.automaticMinFree`), so a small final folder drains.
+    /// and 5 % of each filesystem (`SpaceRules.automaticMinFree`), so a small final folder drains.
     public var minFree: Int64? = nil
     /// A large body is synced every this many bytes while it arrives (0: only when it stops), so
     /// that after a power cut its resume starts from there (see `ItemState.syncedBytes`).

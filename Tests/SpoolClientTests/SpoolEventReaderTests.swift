@@ -20,7 +20,7 @@ final class SpoolEventReaderTests: XCTestCase {
                                     contentType: nil, startedAt: "", finishedAt: "", attempts: 1)
             try Data(SpoolJSON.encode(marker: marker)).write(to: URL(fileURLWithPath: "\(root)/final/f\(i).done"))
         }
-        try Data(SpoolJSON.encode(ErrorRecord(request: "bad", code: "bad-url", message: "no"))).write(
+        try Data(SpoolJSON.encode(record: ErrorRecord(request: "bad", code: "bad-url", message: "no"))).write(
             to: URL(fileURLWithPath: root + "/rejected/bad.error"))
         try Data("not a marker".utf8).write(to: URL(fileURLWithPath: root + "/final/plain.done"))
 

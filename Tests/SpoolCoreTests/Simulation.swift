@@ -242,20 +242,28 @@ final class Simulation {
 
     /// The space gate's answer for item `id`'s body in staging (and the final folder, where it
     /// must fit at all): its own part's space is already counted.
+    /// Decided by the core's `SpaceRules` on the simulated filesystems, as `SpaceGate` decides on
+    /// the real ones; the final folder, on a filesystem of its own, must be able to hold the body.
     func stagingAnswer(_ id: Int) -> SpaceAnswer {
         let bytes = spec(id).bytes
-        if bytes > stagingCapacity - minFree { return .never(reason: "\(bytes) bytes can never fit on staging") }
-        if bytes > finalCapacity - minFree { return .never(reason: "\(bytes) bytes can never fit on final") }
-        let needed = inStaging.contains(id) ? 0 : bytes
-        if stagingTaken + needed > stagingCapacity - minFree {
-            return .later(reason: "staging: \(stagingCapacity - stagingTaken) free, \(needed) needed")
-        }
-        return .fits
+        let answer = SpaceRules.answer(needed: inStaging.contains(id) ? 0 : bytes, reserved: 0, on: [stagingSpace])
+        if case .never = answer { return answer }
+        if let why = SpaceRules.never(bytes: bytes, on: finalSpace) { return .never(reason: why) }
+        return answer
     }
 
     /// The shell's fact for a full disk: the body's length is larger than staging can ever hold.
     func neverFitsStaging(_ id: Int) -> String? {
-        spec(id).bytes > stagingCapacity - minFree ? "\(spec(id).bytes) bytes can never fit on staging" : nil
+        SpaceRules.never(bytes: spec(id).bytes, on: stagingSpace)
+    }
+
+    /// The simulated filesystems as the shell reads them.
+    var stagingSpace: FilesystemSpace {
+        FilesystemSpace(path: "staging", filesystem: "sim", free: stagingCapacity - stagingTaken, capacity: stagingCapacity,
+                        minFree: minFree)
+    }
+    var finalSpace: FilesystemSpace {
+        FilesystemSpace(path: "final", filesystem: "sim", free: finalFree, capacity: finalCapacity, minFree: minFree)
     }
 
     var finalFree: Int64 { finalCapacity - finalForeign - finalPublished }
@@ -279,10 +287,11 @@ final class Simulation {
 
     func stage(_ id: Int) { onDisk[id] = .staged }
 
-    /// A publish into the final folder, as the publisher does it: the bytes must fit.
+    /// A publish into the final folder, as the publisher does it: the bytes (a copy: the final
+    /// folder is on a filesystem of its own) and room for the marker and journal must fit.
     func publish(_ id: Int) -> PublishFault? {
         let bytes = spec(id).bytes
-        if finalFree - minFree < bytes {
+        if finalFree - minFree < bytes + SpaceRules.publishHeadroom {
             let never = bytes > finalCapacity - minFree
             return PublishFault(diskFull: true, neverFits: never, message: "ENOSPC on final: \(finalFree) free, \(bytes) needed")
         }
@@ -355,8 +364,8 @@ final class SimDaemon {
     private var open: [String: Int] = [:]
     /// Transfers in flight: when each reports.
     private var transfers: [Int: Date] = [:]
-    private var spaceWaiters: [Int] = []
-    private var spaceCheckAt: Date?
+    /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
+    private var spaceQueue = SpaceQueue<Int>()
     private var publishQueue: [SimJob] = []
     private var publishRetries: [(at: Date, job: SimJob)] = []
     private var batch: (at: Date, jobs: [SimJob])?
@@ -456,15 +465,7 @@ final class SimDaemon {
             batch = (now.addingTimeInterval(0.05), publishQueue)
             publishQueue = []
         }
-        if let at = spaceCheckAt, at <= now {
-            spaceCheckAt = nil
-            var still: [Int] = []
-            for id in spaceWaiters {
-                if fits(id) { send(.spaceAvailable, to: id) } else { still.append(id) }
-            }
-            spaceWaiters = still.filter { !(machines[$0]?.phase.hasEnded ?? true) && spaceWaiters.contains($0) }
-            if !spaceWaiters.isEmpty { spaceCheckAt = now.addingTimeInterval(2) }
-        }
+        for id in spaceQueue.release(now: now, fits: fits) { send(.spaceAvailable, to: id) }
         for action in scheduler.nextActions(now: now) {
             switch action {
             case .start(let key):
@@ -478,7 +479,9 @@ final class SimDaemon {
 
     private func fits(_ id: Int) -> Bool {
         let spec = world.spec(id)
-        if machines[id]?.phase == .waitingToPublish { return world.finalFree - (1 << 20) >= spec.bytes }
+        if machines[id]?.phase == .waitingToPublish {
+            return SpaceRules.publishShortage(bytes: spec.bytes, copies: true, final: world.finalSpace) == nil
+        }
         // The gate knows only the expected size: without one, it lets the item try again.
         guard spec.announced else { return true }
         if case .fits = world.stagingAnswer(id) { return true }
@@ -488,7 +491,7 @@ final class SimDaemon {
     func nextDeadline() -> Date? {
         var all: [Date] = Array(transfers.values) + Array(refreshes.values) + Array(deadlines.values) + publishRetries.map(\.at)
         if let b = batch { all.append(b.at) }
-        if let s = spaceCheckAt { all.append(s) }
+        if let s = spaceQueue.checkAt { all.append(s) }
         if batch == nil && !publishQueue.isEmpty { all.append(world.now) }
         if let w = scheduler.nextWakeup(now: world.now) { all.append(w) }
         return all.min()
@@ -547,10 +550,9 @@ final class SimDaemon {
             if holdHost { scheduler.holdHost(spec.host, until: at) }
             scheduler.retry(id, notBefore: at)
         case .waitForSpace:
-            if !spaceWaiters.contains(id) { spaceWaiters.append(id) }
-            if spaceCheckAt == nil { spaceCheckAt = world.now.addingTimeInterval(2) }
+            spaceQueue.wait(id, now: world.now)
         case .leaveSpaceQueue:
-            spaceWaiters.removeAll { $0 == id }
+            spaceQueue.leave(id)
         case .discardPartial, .saveResumeState, .nextSource:
             break
         case .publish:
@@ -586,7 +588,7 @@ final class SimDaemon {
     }
 
     private func itemEnded(_ id: Int) {
-        spaceWaiters.removeAll { $0 == id }
+        spaceQueue.leave(id)
         cancelledInBatch.remove(id)
         let name = world.spec(id).request
         open[name, default: 1] -= 1
@@ -663,7 +665,7 @@ final class SimDaemon {
             switch machine.phase {
             case .queued, .retrying: ok = scheduler.holds(id)
             case .running: ok = transfers[id] != nil || refreshes[id] != nil
-            case .waitingForSpace, .waitingToPublish: ok = spaceWaiters.contains(id) && spaceCheckAt != nil
+            case .waitingForSpace, .waitingToPublish: ok = spaceQueue.contains(id) && spaceQueue.checkAt != nil
             case .paused: ok = true   // the operator's `resume` or `cancel`, named by status
             case .publishing:
                 ok = publishQueue.contains { $0.item == id } || publishRetries.contains { $0.job.item == id }
@@ -675,7 +677,7 @@ final class SimDaemon {
         for outage in scheduler.hostOutages where scheduler.itemCount(ofHost: outage.hostKey) == 0 {
             throw SimulationError("host \(outage.hostKey) is held unreachable with no item that needs it")
         }
-        for id in spaceWaiters {
+        for id in spaceQueue.waiting {
             let phase = machines[id]?.phase
             if phase != .waitingForSpace && phase != .waitingToPublish {
                 throw SimulationError("item \(id) is in the space queue in phase \(phase?.label ?? "gone")")

@@ -44,7 +44,7 @@ final class PartRecoveryTests: SpoolTestCase {
         try deadWorker(paths: ["/f", "/g"], part: body, journaled: body) { _, marker, base in
             XCTAssertEqual(rename(self.spool.path("staging", base + ".part"), self.spool.path("final", "f.bin")), 0)
             XCTAssertTrue(FileManager.default.createFile(atPath: self.spool.path("final", "f.bin.done"),
-                                                         contents: Data(SpoolJSON.encode(marker))))
+                                                         contents: Data(SpoolJSON.encode(marker: marker))))
         }
     }
 
