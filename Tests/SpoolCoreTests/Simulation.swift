@@ -240,6 +240,15 @@ final class Simulation {
 
     func isDown(_ host: String) -> Bool { hostsDown.contains(host) }
 
+    /// A draw of its own for `key` (from the seed and the key, FNV-1a), leaving the seed's main
+    /// stream alone: a fault added to the simulation does not change every trace it does not touch.
+    func sideChance(_ p: Double, _ key: String) -> Bool {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in key.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        var side = SimRandom(seed: rng.seed ^ hash)
+        return side.chance(p)
+    }
+
     /// The space gate's answer for item `id`'s body in staging (and the final folder, where it
     /// must fit at all): its own part's space is already counted.
     /// Decided by the core's `SpaceRules` on the simulated filesystems, as `SpaceGate` decides on
@@ -361,7 +370,11 @@ final class SimDaemon {
         return p
     }()
     private var machines: [Int: Machine] = [:]
-    private var open: [String: Int] = [:]
+    /// Each claimed request's group: the core's machine, as the shell's group-end room keeps it.
+    private var groups: [String: GroupMachine] = [:]
+    /// Group ends whose write failed: when each is tried again.
+    private var groupRetries: [String: Date] = [:]
+    private var groupEndTries: [String: Int] = [:]
     /// Transfers in flight: when each reports.
     private var transfers: [Int: Date] = [:]
     /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
@@ -411,9 +424,9 @@ final class SimDaemon {
                 left += 1
             }
         }
-        open[name] = left
-        if left == 0 { endGroup(name) }
+        groups[name] = GroupMachine(openItems: left)
         for id in request.items where machines[id]!.phase == .queued { send(.submitted, to: id) }
+        group(name, .taken)
     }
 
     func operatorCommand(_ verb: OperatorVerb, item id: Int) {
@@ -445,6 +458,10 @@ final class SimDaemon {
             deadlines.removeValue(forKey: name)
             world.log("deadline of \(name) passed")
             for id in world.request(name).items { send(.deadlinePassed, to: id) }
+        }
+        for (name, at) in groupRetries.sorted(by: { $0.key < $1.key }) where at <= now {
+            groupRetries.removeValue(forKey: name)
+            group(name, .retryDue)
         }
         for (id, at) in refreshes.sorted(by: { $0.key < $1.key }) where at <= now {
             refreshes.removeValue(forKey: id)
@@ -490,6 +507,7 @@ final class SimDaemon {
 
     func nextDeadline() -> Date? {
         var all: [Date] = Array(transfers.values) + Array(refreshes.values) + Array(deadlines.values) + publishRetries.map(\.at)
+            + Array(groupRetries.values)
         if let b = batch { all.append(b.at) }
         if let s = spaceQueue.checkAt { all.append(s) }
         if batch == nil && !publishQueue.isEmpty { all.append(world.now) }
@@ -590,17 +608,38 @@ final class SimDaemon {
     private func itemEnded(_ id: Int) {
         spaceQueue.leave(id)
         cancelledInBatch.remove(id)
-        let name = world.spec(id).request
-        open[name, default: 1] -= 1
-        if open[name] == 0 { endGroup(name) }
+        group(world.spec(id).request, .itemEnded)
     }
 
-    private func endGroup(_ name: String) {
-        open.removeValue(forKey: name)
-        deadlines.removeValue(forKey: name)
-        let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
-        world.groupEnded(name, allPublished: all)
-        for id in world.request(name).items { machines.removeValue(forKey: id) }
+    /// Hands the request's group machine an event and carries out its effects as the group-end
+    /// room does: the end written (or its write failing, with faults on), the request forgotten,
+    /// a retry timed.
+    private func group(_ name: String, _ event: GroupMachine.Event) {
+        guard var machine = groups[name] else { return }
+        let effects = machine.handle(event, now: world.now)
+        groups[name] = machine
+        for effect in effects {
+            switch effect {
+            case .writeEnd:
+                groupEndTries[name, default: 0] += 1
+                if world.faultsOn && world.sideChance(0.1, "group end \(name) \(groupEndTries[name]!)") {
+                    world.log("group end of \(name) failed: EIO")
+                    group(name, .endFailed(GroupEndFault()))
+                } else {
+                    let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
+                    world.groupEnded(name, allPublished: all)
+                    group(name, .endWritten)
+                }
+            case .forget:
+                groups.removeValue(forKey: name)
+                deadlines.removeValue(forKey: name)
+                for id in world.request(name).items { machines.removeValue(forKey: id) }
+            case .retry(let at):
+                groupRetries[name] = at
+            case .letGo:
+                violation = "request \(name) was let go without an end"
+            }
+        }
     }
 
     /// A transfer reports: its outcome drawn from the seed, faults or not.
@@ -683,8 +722,17 @@ final class SimDaemon {
                 throw SimulationError("item \(id) is in the space queue in phase \(phase?.label ?? "gone")")
             }
         }
-        for (name, count) in open where count <= 0 {
-            throw SimulationError("request \(name) has a group record with no open item")
+        for (name, group) in groups.sorted(by: { $0.key < $1.key }) {
+            let notEnded = world.request(name).items.filter { !(machines[$0]?.phase.hasEnded ?? true) }.count
+            switch group.phase {
+            case .open(let n):
+                if n <= 0 { throw SimulationError("request \(name) has a group record with no open item") }
+                if Int(n) != notEnded { throw SimulationError("request \(name) counts \(n) open items; \(notEnded) have not ended") }
+            case .waitingToRetry:
+                if groupRetries[name] == nil { throw SimulationError("request \(name)'s group end waits with no retry timed") }
+            case .ending, .ended, .abandoned:
+                throw SimulationError("request \(name)'s group is \(group.phase) after a step")
+            }
         }
     }
 

@@ -24,6 +24,8 @@ final class StateTableCopyTests: XCTestCase {
         Machine(file: "ItemMachine.swift", marker: "The transition table", heading: "## An item's lifecycle"),
         Machine(file: "RecoveryPlanner.swift", marker: "From plain facts to a recovery plan",
                 heading: "## Recovering an adopted item"),
+        Machine(file: "GroupMachine.swift", marker: "(it stalled past its lease) lets go at once",
+                heading: "## A request's group end"),
         Machine(file: "DrainWatch.swift", marker: "When a drain (`run --once`, `run --due`) lets its inotify watcher go",
                 heading: "## When a drain stops watching"),
     ]

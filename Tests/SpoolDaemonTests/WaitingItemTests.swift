@@ -190,7 +190,7 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertEqual(woken.request.name, "w0000001")
         XCTAssertEqual(woken.request.group, "w0000001")
         XCTAssertEqual(woken.request.inode, plain.inode)
-        XCTAssertEqual(woken.request.open, 1)
+        XCTAssertEqual(woken.request.groupEnd.openItems, 1)
         XCTAssertEqual(woken.details, plainItem)
         XCTAssertTrue(table.request(named: "w0000001") === woken.request)
         let fancyWoken = try XCTUnwrap(table.wakeRequest(named: "w0000002"))

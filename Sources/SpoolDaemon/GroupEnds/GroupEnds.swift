@@ -4,12 +4,9 @@ import Logging
 import SpoolRequest
 import SpoolStore
 
-/// The group-end room: ends a request's group once every item has ended — the group marker,
-/// then the request file into `done/` or `failed/` (with `R.error`), on the I/O queue — and then
-/// forgets the request and runs its group hook. A group end that fails keeps the claim and is
-/// tried again: letting go would leave the request in this worker's folder with nobody working
-/// on it, until a later worker adopted it and fetched everything again. Only a drain lets go, of
-/// an error retrying cannot fix (`Result.abandoned`).
+/// The group-end room: carries out what a request's `GroupMachine` (the core) decides — the
+/// group marker, then the request file into `done/` or `failed/` (with `R.error`), on the I/O
+/// queue; then the request forgotten and its group hook run; a failed end tried again, or let go.
 final class GroupEnds {
     private let store: SpoolStore
     private let io: IOQueue
@@ -20,9 +17,6 @@ final class GroupEnds {
     private let requestFile: RequestFileSlot
     private let hooks: HookDispatch
     private var retries = DueTimers<String>()
-
-    /// How long a failed group end waits before it is tried again.
-    static let retryDelay: Double = 5
 
     init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
          requestFile: RequestFileSlot, hooks: HookDispatch) {
@@ -41,14 +35,29 @@ final class GroupEnds {
     /// Tries again the failed group ends that are due.
     func retryDue(now: Date) {
         for name in retries.takeDue(now: now) {
-            if let request = table.request(named: name) { end(request) }
+            if let request = table.request(named: name) { carryOut(request.groupEnd.handle(.retryDue, now: now), for: request) }
         }
     }
 
-    /// Hands the group end to the I/O queue (once: a second call while one is under way is ignored).
-    func end(_ request: RequestRecord) {
-        guard !request.ending else { return }
-        request.ending = true
+    /// Carries out the request's group machine's effects. `markerPath`, `journal`: what the
+    /// written end left, for the group hook.
+    func carryOut(_ effects: [GroupMachine.Effect], for request: RequestRecord,
+                  markerPath: String? = nil, journal: HeldLock? = nil) {
+        for effect in effects {
+            switch effect {
+            case .writeEnd: write(request)
+            case .forget: forget(request, markerPath: markerPath, journal: journal)
+            case .retry(let at): retries.add(request.name, at: at)
+            case .letGo:
+                // Its batch journals stay on disk (unlocked once dropped): the next run knows
+                // what was published.
+                table.remove(request)
+            }
+        }
+    }
+
+    /// Hands the group end to the I/O queue.
+    private func write(_ request: RequestRecord) {
         var groupItems: [GroupItem] = []
         var failures: [ItemFailure] = []
         // Items keep no URL once ended: the marker's are read again from the request file, opened
@@ -105,31 +114,18 @@ final class GroupEnds {
         record.writesItemMarker || record.endedUnchanged ? nil : record.publishedMarker
     }
 
-    /// What became of a group end.
-    enum Result: Equatable {
-        /// Ended for good: forget the request, run the group hook.
-        case ended
-        /// Failed; tried again in `retryDelay` (the claim is kept meanwhile).
-        case willRetry
-        /// Failed in a drain, of an error retrying cannot fix: the request is let go, still in
-        /// `active/`, for the next run (a running daemon instead retries: an operator may fix it).
-        case abandoned
-    }
-
-    /// The I/O queue's answer for the request `name`: ended (the request is forgotten, its group
-    /// hook run), to be tried again, or let go (a drain: it stays in `active/`).
-    func ended(_ name: String, markerPath: String?, journal: HeldLock?, error: StoreError?, drain: Bool) -> Result {
-        guard let request = table.request(named: name) else { return .ended }
-        let result = ended(request, error: error, drain: drain)
-        switch result {
-        case .ended: forget(request, markerPath: markerPath, journal: journal)
-        case .willRetry: break
-        case .abandoned:
-            // Its batch journals stay on disk (unlocked once dropped): the next run knows what
-            // was published.
-            table.remove(request)
-        }
-        return result
+    /// The I/O queue's answer for the request `name`, handed to its group machine: ended (the
+    /// request is forgotten, its group hook run), to be tried again, or let go (a drain: it stays
+    /// in `active/`; taken over: it is the other worker's). Returns whether it was let go.
+    func ended(_ name: String, markerPath: String?, journal: HeldLock?, error: StoreError?, drain: Bool) -> Bool {
+        guard let request = table.request(named: name) else { return false }
+        let event: GroupMachine.Event = error.map {
+            .endFailed(GroupEndFault(takenOver: $0.isFenced, permanent: $0.isPermanent, inDrain: drain))
+        } ?? .endWritten
+        let effects = request.groupEnd.handle(event, now: Date())
+        if let error { log(error, of: request, effects) }
+        carryOut(effects, for: request, markerPath: markerPath, journal: journal)
+        return request.groupEnd.phase == .abandoned
     }
 
     /// The group marker is written and the request filed: forget the request and its items, and
@@ -146,24 +142,23 @@ final class GroupEnds {
                          items: request.items.count, failed: failed)
     }
 
-    private func ended(_ request: RequestRecord, error: StoreError?, drain: Bool) -> Result {
-        guard let error else { return .ended }
-        if error.isFenced {
-            // Another worker took the request over while this one stalled past its lease: that
-            // worker ends its group. Nothing of it is filed or hooked here.
-            logger.error("dropped a request another worker took over while this worker was stalled; its group end is that worker's: \(error)",
-                         metadata: ["request": "\(request.name)", "group": "\(request.group)"])
-            return .abandoned
+    /// A failed end's error, with what becomes of the request.
+    private func log(_ error: StoreError, of request: RequestRecord, _ effects: [GroupMachine.Effect]) {
+        let meta: Logger.Metadata = ["request": "\(request.name)", "group": "\(request.group)"]
+        for effect in effects {
+            switch effect {
+            case .letGo(.takenOver):
+                // Another worker took the request over while this one stalled past its lease:
+                // that worker ends its group. Nothing of it is filed or hooked here.
+                logger.error("dropped a request another worker took over while this worker was stalled; its group end is that worker's: \(error)",
+                             metadata: meta)
+            case .letGo(.permanent):
+                logger.error("could not end the group, and retrying cannot help; the request stays in active/ for the next run: \(error)",
+                             metadata: meta)
+            case .retry:
+                logger.error("could not end the group; will try again in \(Int(GroupMachine.retryDelay)) s: \(error)", metadata: meta)
+            default: break
+            }
         }
-        if drain && error.isPermanent {
-            logger.error("could not end the group, and retrying cannot help; the request stays in active/ for the next run: \(error)",
-                         metadata: ["request": "\(request.name)", "group": "\(request.group)"])
-            return .abandoned
-        }
-        logger.error("could not end the group; will try again in \(Int(Self.retryDelay)) s: \(error)",
-                     metadata: ["request": "\(request.name)", "group": "\(request.group)"])
-        request.ending = false
-        retries.add(request.name, at: Date().addingTimeInterval(Self.retryDelay))
-        return .willRetry
     }
 }

@@ -50,7 +50,7 @@ final class ItemTable {
         }
         // Every item is counted before any is queued or recovered: a recovered item may end at
         // once, and the group must not end before its later items are even known.
-        request.open = Int32(request.items.count)
+        request.groupEnd = GroupMachine(openItems: request.items.count)
         return request
     }
 
@@ -97,7 +97,7 @@ final class ItemTable {
     func sleepIfWaiting(_ request: RequestRecord) {
         guard request.items.count == 1, let record = request.items.first, DormantRequests.isDormantKey(record.key),
               record.phase == .queued, record.attempts == 0, !record.holdsTransferState,
-              request.journals.isEmpty, !request.ending, request.open == 1 else { return }
+              request.journals.isEmpty, request.groupEnd.phase == .open(items: 1) else { return }
         let settings = request.settings
         let sleeper = DormantRequests.Sleeper(
             key: record.key, name: request.name, inode: request.inode, folder: request.folder, summary: record.summary,
@@ -119,7 +119,7 @@ final class ItemTable {
         let record = ItemRecord(key: sleeper.key, request: request, summary: sleeper.summary,
                                 lifecycle: ItemLifecycle(firstQueued: Date(timeIntervalSinceReferenceDate: sleeper.firstQueued)))
         request.items = [record]
-        request.open = 1
+        request.groupEnd = GroupMachine(openItems: 1)
         return (request, record)
     }
 

@@ -19,11 +19,9 @@ final class RequestRecord {
     var items: [ItemRecord] = []
     /// Publish-batch journals that record items of this request (see `JournalLedger`).
     var journals: [BatchJournal] = []
-    /// Items that have not ended (published or failed) yet. (32 bits and the flags packed
-    /// after it keep a one-item request's record in one 144-byte malloc chunk.)
-    var open: Int32 = 0
-    /// The group end has been handed to the I/O queue.
-    var ending = false
+    /// Its items not ended yet, and its group end (the core's `GroupMachine`; its 32-bit count
+    /// and the flag packed after it keep a one-item request's record in one 144-byte malloc chunk).
+    var groupEnd = GroupMachine(openItems: 0)
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
 

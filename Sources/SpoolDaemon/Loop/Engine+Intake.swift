@@ -64,8 +64,9 @@ extension Engine {
             }
             logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                          "group": "\(request.group)"])
-            if request.open > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
-            if request.open == 0 { groupEnds.end(request) } else { items.table.sleepIfWaiting(request) }
+            if request.groupEnd.openItems > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
+            let ending = request.groupEnd.handle(.taken, now: now)
+            if ending.isEmpty { items.table.sleepIfWaiting(request) } else { groupEnds.carryOut(ending, for: request) }
         }
     }
 }

@@ -136,7 +136,6 @@ extension Engine {
     func itemEnded(_ record: ItemRecord) {
         operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, urls: driver.urls))
         let request = record.request
-        request.open -= 1
         switch record.phase {
         case .published(let file, _):
             runState.summary.published += 1
@@ -152,7 +151,7 @@ extension Engine {
         }
         hooks.itemEnded(record)
         record.shed()
-        if request.open == 0 { groupEnds.end(request) }
+        groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: Date()), for: request)
     }
 
     // MARK: Hosts

@@ -255,7 +255,7 @@ public final class Engine {
             for (record, event) in publishing.batchEnded(results, item: items.table.item(forBase:)) { send(event, to: record) }
         case .groupEnded(let name, let markerPath, let journal, let error):
             let drains = configuration.once || configuration.due
-            if groupEnds.ended(name, markerPath: markerPath, journal: journal, error: error, drain: drains) == .abandoned {
+            if groupEnds.ended(name, markerPath: markerPath, journal: journal, error: error, drain: drains) {
                 runState.summary.unended += 1
             }
         case .rejected(let request, let error):
