@@ -37,43 +37,26 @@ final class Drain {
         if enabled { unclaimable.insert(name) }
     }
 
-    /// `run --due`: nothing runs, retries, waits for space or is being published, and every queued
-    /// item is not due yet (a future earliest start, or discretionary outside the window). Those
-    /// stay claimed and are picked up by the next run. O(items), and only asked once all is quiet.
+    /// `run --due`: whether the drain is done (`DueDrainTally`, the core's rule, on every item
+    /// held); if so, it says what is left and why, and counts those left for hosts or space.
+    /// O(items), and only asked once all is quiet.
     func dueDrainIsDone(table: ItemTable, scheduler: Scheduler, now: Date, summary: inout RunSummary) -> Bool {
-        var left = 0, forHosts = 0, forSpace = 0
-        // Items of a host that cannot be reached are not fetchable now either: they wait for a
-        // later run rather than keep a nightly drain going for as long as the outage lasts.
         let unreachable = Set(scheduler.hostOutages.map(\.hostKey))
-        let windowOpen = scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true
-        func isDue(_ earliestStart: Date?, discretionary: Bool, hostKey: @autoclosure () -> String) -> Bool {
-            let started = earliestStart.map { $0 <= now } ?? true
-            guard started && (!discretionary || windowOpen) else { return false }
-            if unreachable.contains(hostKey()) { forHosts += 1; return false }
-            return true
-        }
+        var tally = DueDrainTally(now: now, unreachable: unreachable,
+                                  windowOpen: scheduler.configuration.window.map { $0.contains(now, in: .current) } ?? true)
         var anyDormantDue = false
         table.dormant.forEachWaiting { _, item, _ in
-            anyDormantDue = isDue(item.earliestStart, discretionary: item.discretionary, hostKey: table.hosts[item.hostID])
+            anyDormantDue = tally.isDue(earliestStart: item.earliestStart, discretionary: item.discretionary,
+                                        hostKey: { table.hosts[item.hostID] })
             return !anyDormantDue
         }
         if anyDormantDue { return false }
-        left += table.dormant.count
+        tally.leaveDormant(table.dormant.count)
         for record in table.items.values {
-            switch record.phase {
-            case .running, .retrying, .publishing:
-                return false
-            case .waitingForSpace, .waitingToPublish:
-                // Space is not there now: the next run tries again, as cron's next night would.
-                forSpace += 1
-                left += 1
-            case .queued:
-                if isDue(record.earliestStart, discretionary: record.discretionary, hostKey: record.hostKey) { return false }
-                left += 1
-            case .paused, .published, .failed:
-                continue
-            }
+            guard tally.count(record.phase, earliestStart: record.earliestStart, discretionary: record.discretionary,
+                              hostKey: { record.hostKey }) else { return false }
         }
+        let (left, forHosts, forSpace) = (tally.left, tally.forHosts, tally.forSpace)
         let metadata: Logger.Metadata = [
             "left": "\(left)", "unreachable-hosts": "\(unreachable.count)", "next-due": "\(scheduler.nextWakeup(now: now).map(RFC3339.format) ?? "-")"]
         summary.leftForHosts = forHosts

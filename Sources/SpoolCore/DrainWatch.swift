@@ -1,3 +1,5 @@
+import Foundation
+
 /// When a drain (`run --once`, `run --due`) lets its inotify watcher go, and what it must do
 /// before it exits without one. Pure: the engine feeds it and carries out its steps.
 ///
@@ -29,8 +31,8 @@
 ///
 /// A drain may exit in `watching` (the watcher never stopped: nothing changes from before), in
 /// `stopped` or `rescanning` after a last listing that finds nothing new; never in `stopping`.
-struct DrainWatch: Equatable {
-    enum Phase: Equatable {
+public struct DrainWatch: Sendable, Equatable {
+    public enum Phase: Sendable, Equatable {
         case watching
         /// Asked to stop; its `stopped` has not come yet.
         case stopping
@@ -40,23 +42,23 @@ struct DrainWatch: Equatable {
         case rescanning
     }
 
-    enum Step: Equatable {
+    public enum Step: Sendable, Equatable {
         case none
         case stopWatcher
         case startRescans
     }
 
-    private(set) var phase: Phase = .watching
+    public private(set) var phase: Phase = .watching
     /// Whether the watcher was asked once; a stop that could not be delivered is not asked again.
     private var asked = false
     /// false: not a drain, or no inotify (nothing to tear down): always `watching`.
-    let enabled: Bool
+    public let enabled: Bool
 
-    init(enabled: Bool) { self.enabled = enabled }
+    public init(enabled: Bool) { self.enabled = enabled }
 
     /// Once per loop turn. `onlyEndingsLeft`: the intake is done and every item held is
     /// publishing or ended (nothing queued, running, retrying, waiting for space, paused or dormant).
-    mutating func turn(onlyEndingsLeft: Bool) -> Step {
+    public mutating func turn(onlyEndingsLeft: Bool) -> Step {
         guard enabled else { return .none }
         switch phase {
         case .watching where onlyEndingsLeft && !asked:
@@ -73,19 +75,73 @@ struct DrainWatch: Equatable {
 
     /// The wake-up could not be delivered: the watcher goes on until an event of its own wakes
     /// it, and then stops (`watcherStopped` in `watching`).
-    mutating func stopNotDelivered() {
+    public mutating func stopNotDelivered() {
         if phase == .stopping { phase = .watching }
     }
 
     /// The inotify watcher reported `stopped` (the rescan-only one is never stopped).
-    mutating func watcherStopped() {
+    public mutating func watcherStopped() {
         if phase == .stopping || phase == .watching { phase = .stopped }
     }
 
     /// The drain may not exit while the watcher's stop is under way: a file that lands in that
     /// moment would be seen neither by the watcher nor by the last listing.
-    var blocksExit: Bool { phase == .stopping }
+    public var blocksExit: Bool { phase == .stopping }
 
     /// No inotify watcher runs: before it exits, the drain lists `incoming/` and `control/`.
-    var needsLastListing: Bool { phase == .stopped || phase == .rescanning }
+    public var needsLastListing: Bool { phase == .stopped || phase == .rescanning }
+}
+
+/// Whether a due drain (`run --due`) is done: nothing runs, retries, waits for space or is being
+/// published, and every queued item is not due yet (a future earliest start, or discretionary
+/// outside the window). Those stay claimed for the next run; items of a host that cannot be
+/// reached, or waiting for space, are counted apart: the run exits 75 (`EX_TEMPFAIL`) for them.
+/// Pure: the shell hands it each item's facts until it answers "not done".
+public struct DueDrainTally: Sendable, Equatable {
+    public let now: Date
+    /// Hosts held unreachable: their items are not fetchable now either, and wait for a later
+    /// run rather than keep a nightly drain going for as long as the outage lasts.
+    public let unreachable: Set<String>
+    /// Whether the discretionary window is open (or there is none).
+    public let windowOpen: Bool
+    /// Items left for the next run; of them, for an unreachable host and for space.
+    public private(set) var left = 0
+    public private(set) var forHosts = 0
+    public private(set) var forSpace = 0
+
+    public init(now: Date, unreachable: Set<String>, windowOpen: Bool) {
+        self.now = now; self.unreachable = unreachable; self.windowOpen = windowOpen
+    }
+
+    /// Whether a queued item with these facts may start now (counting it if only its host
+    /// keeps it back).
+    public mutating func isDue(earliestStart: Date?, discretionary: Bool, hostKey: () -> String) -> Bool {
+        let started = earliestStart.map { $0 <= now } ?? true
+        guard started && (!discretionary || windowOpen) else { return false }
+        if unreachable.contains(hostKey()) { forHosts += 1; return false }
+        return true
+    }
+
+    /// Counts one item; false when it keeps the drain going (under way, or due).
+    public mutating func count(_ phase: ItemPhase, earliestStart: Date?, discretionary: Bool,
+                               hostKey: () -> String) -> Bool {
+        switch phase {
+        case .running, .retrying, .publishing:
+            return false
+        case .waitingForSpace, .waitingToPublish:
+            // Space is not there now: the next run tries again, as cron's next night would.
+            forSpace += 1
+            left += 1
+            return true
+        case .queued:
+            if isDue(earliestStart: earliestStart, discretionary: discretionary, hostKey: hostKey) { return false }
+            left += 1
+            return true
+        case .paused, .published, .failed:
+            return true
+        }
+    }
+
+    /// Items left without a record of their own (dormant one-item requests, none of them due).
+    public mutating func leaveDormant(_ count: Int) { left += count }
 }

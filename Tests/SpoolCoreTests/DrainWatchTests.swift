@@ -1,5 +1,5 @@
 import XCTest
-@testable import SpoolDaemon
+import SpoolCore
 
 /// One test per row of `DrainWatch`'s table.
 final class DrainWatchTests: XCTestCase {
@@ -56,24 +56,43 @@ final class DrainWatchTests: XCTestCase {
         XCTAssertEqual(watch.phase, .rescanning)
     }
 
-    /// The last listing takes up commands for this daemon only: an answer (`res-…`) or another
-    /// daemon's command left in `control/` is not new work.
-    func testTheLastListingCountsOnlyCommandsForThisDaemon() {
-        let pid = getpid()
-        let cases: [(name: String, counts: Bool)] = [
-            ("cmd-\(pid)-abc", true), ("cmd-0-abc", true), ("res-\(pid)-abc", false),
-            ("cmd-\(pid + 1)-abc", false), ("cmd-\(pid)", false), ("notes.txt", false),
-        ]
-        for (name, counts) in cases {
-            XCTAssertEqual(ControlHandler.isCommandForThisProcess(name), counts, name)
-        }
-    }
-
     func testDisabledNeverActs() {
         var watch = DrainWatch(enabled: false)
         XCTAssertEqual(watch.turn(onlyEndingsLeft: true), .none)
         XCTAssertEqual(watch.phase, .watching)
         XCTAssertFalse(watch.blocksExit)
         XCTAssertFalse(watch.needsLastListing)
+    }
+}
+
+/// `DueDrainTally`: what keeps a due drain going, and what it leaves for the next run.
+final class DueDrainTallyTests: XCTestCase {
+    let now = Date(timeIntervalSince1970: 2_000_000)
+
+    func testUnderWayOrDueKeepsTheDrainGoing() {
+        for phase: ItemPhase in [.running, .retrying] {
+            var tally = DueDrainTally(now: now, unreachable: [], windowOpen: true)
+            XCTAssertFalse(tally.count(phase, earliestStart: nil, discretionary: false, hostKey: { "h:80" }), "\(phase)")
+        }
+        var tally = DueDrainTally(now: now, unreachable: [], windowOpen: true)
+        XCTAssertFalse(tally.count(.queued, earliestStart: now, discretionary: false, hostKey: { "h:80" }), "due now")
+        XCTAssertFalse(tally.count(.queued, earliestStart: nil, discretionary: true, hostKey: { "h:80" }), "window open")
+    }
+
+    func testNotDueHostsAndSpaceAreLeftAndCountedApart() {
+        var tally = DueDrainTally(now: now, unreachable: ["down:443"], windowOpen: false)
+        XCTAssertTrue(tally.count(.queued, earliestStart: now.addingTimeInterval(60), discretionary: false, hostKey: { "h:80" }))
+        XCTAssertTrue(tally.count(.queued, earliestStart: nil, discretionary: true, hostKey: { "h:80" }), "window shut")
+        XCTAssertTrue(tally.count(.queued, earliestStart: nil, discretionary: false, hostKey: { "down:443" }))
+        XCTAssertTrue(tally.count(.waitingForSpace, earliestStart: nil, discretionary: false, hostKey: { "h:80" }))
+        XCTAssertTrue(tally.count(.waitingToPublish, earliestStart: nil, discretionary: false, hostKey: { "h:80" }))
+        XCTAssertTrue(tally.count(.paused, earliestStart: nil, discretionary: false, hostKey: { "h:80" }))
+        tally.leaveDormant(3)
+        XCTAssertEqual(tally.left, 8)
+        XCTAssertEqual(tally.forHosts, 1)
+        XCTAssertEqual(tally.forSpace, 2)
+        XCTAssertFalse(tally.isDue(earliestStart: now.addingTimeInterval(1), discretionary: false, hostKey: { "down:443" }),
+                       "not started: its host is not asked")
+        XCTAssertEqual(tally.forHosts, 1)
     }
 }
