@@ -6,7 +6,8 @@ import SpoolStore
 
 /// Segmented transfers, the engine's side: a large body whose server answers ranges gets the
 /// host's spare connections (`Scheduler.spareConnections`) as segments, and gives them back as
-/// they finish; while other items of the host wait, a finished range takes no new one.
+/// they finish; while other items of the host wait, a finished range takes no new one, and the
+/// connections those items lack are given back at once (`Scheduler.segmentConnectionsAllowed`).
 extension Engine {
     func growSegments() {
         for candidate in driver.session.splitCandidates() {
@@ -19,14 +20,22 @@ extension Engine {
             logger.info("large body fetched in segments", metadata: [
                 "item": "\(record.id)", "connections": "\(started + 1)"])
         }
+        // The scheduler counts the segments as they are before it says what each may keep.
+        for (key, segments) in driver.session.takeSegmentConnectionChanges() {
+            scheduler.setSegmentConnections(key, segments)
+        }
         let now = Date()
         for key in driver.session.segmentedKeys {
             guard let record = driver.running[key] else { continue }
             driver.session.setStealing(key, !scheduler.hostHasWaiting(record.hostKey))
+            // Fair shares: connections its host's waiting items lack are given back now.
+            let yielded = driver.session.yieldSegments(key, keep: scheduler.segmentConnectionsAllowed(key))
+            if yielded > 0 {
+                for (key, segments) in driver.session.takeSegmentConnectionChanges() { scheduler.setSegmentConnections(key, segments) }
+                logger.info("segments yielded to waiting items of the host", metadata: [
+                    "item": "\(record.id)", "host": "\(record.hostKey)", "connections": "\(yielded)"])
+            }
             driver.saveSegmentState(record, now: now)
-        }
-        for (key, segments) in driver.session.takeSegmentConnectionChanges() {
-            scheduler.setSegmentConnections(key, segments)
         }
         status.busyHosts = scheduler.busyHosts.map {
             BusyHost(host: $0.host, connections: $0.connections, limit: $0.limit, why: $0.why, pacedRate: $0.pacedRate)
