@@ -326,4 +326,41 @@ final class ReusedNameTests: SpoolTestCase {
         XCTAssertEqual(try json("final", "a-1.done")["request"] as? String, "nightly~1")
         XCTAssertEqual(try json("final", "a.done")["request"] as? String, "nightly")
     }
+
+    /// `wait R` follows the newest request of the name: the one just queued, into its claim as
+    /// `R~N`, not last night's ended `R`.
+    func testWaitFollowsTheNewestRequestOfAReusedName() throws {
+        server.serve("/a", body: Array("a".utf8))
+        server.serve("/gone", body: [], script: [.status(404)])
+        func wait(_ name: String) throws -> DaemonProcess {
+            try DaemonProcess.launch(["wait", name, "--timeout", "120", "--spool", spool.root])
+        }
+        try spool.drop("nightly", "url: \(server.url("/a"))\nurl: \(server.url("/gone"))\n")
+        XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 1)
+
+        // The next night's, queued before any daemon runs: the wait blocks for it.
+        try spool.drop("nightly", "url: \(server.url("/a"))\n")
+        let queued = try wait("nightly")
+        XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 0)
+        XCTAssertEqual(try queued.waitForExit(timeout: 60), 0, "the new one was published: \(queued.stderrText)")
+        XCTAssertEqual(queued.stdoutText, spool.path("final", "nightly~1.group.done") + "\n")
+
+        // Both ended: the newest answers.
+        let ended = try wait("nightly")
+        XCTAssertEqual(try ended.waitForExit(timeout: 60), 0, ended.stderrText)
+        XCTAssertEqual(ended.stdoutText, spool.path("final", "nightly~1.group.done") + "\n")
+
+        // Claimed and running (a slow body): the running one.
+        server.serve("/slow", body: TestBody.random(count: 400_000, seed: 3), script: [.slow(chunkSize: 16_384, interval: .milliseconds(50))])
+        try spool.drop("nightly", "url: \(server.url("/gone"))\nurl: \(server.url("/slow"))\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(inAny: [spool.path("active"), spool.path("staging"), spool.path("failed")], timeout: 60, what: "night 3 claimed") {
+            self.spool.claimed().contains("nightly~2") || self.spool.files(in: "failed").contains("nightly~2")
+        }
+        let running = try wait("nightly")
+        XCTAssertEqual(try running.waitForExit(timeout: 60), 1, "night 3 had a failed item: \(running.stderrText)")
+        XCTAssertEqual(running.stdoutText, spool.path("final", "nightly~2.group.done") + "\n")
+        XCTAssertTrue(running.stderrText.contains("nightly~2 failed"), running.stderrText)
+    }
 }
