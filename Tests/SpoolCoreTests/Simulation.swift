@@ -551,7 +551,7 @@ final class SimDaemon {
             if spaceCheckAt == nil { spaceCheckAt = world.now.addingTimeInterval(2) }
         case .leaveSpaceQueue:
             spaceWaiters.removeAll { $0 == id }
-        case .discardPartial, .saveResumeState, .nextSource:
+        case .discardPartial, .saveResumeState, .keepPartialForRetry, .nextSource:
             break
         case .publish:
             world.stage(id)
