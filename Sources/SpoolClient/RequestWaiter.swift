@@ -1,4 +1,5 @@
 import Foundation
+import SpoolStore
 
 /// `spoolfetch wait` and `add --wait`: blocks until each named request's group has ended, on the
 /// spool's own records (the group marker, or the rejection's error file) read by a
@@ -51,8 +52,9 @@ public enum RequestWaiter {
         var open: [String: RequestName.Target] = [:]
         for request in requests { open[request] = RequestName.newest(request, spool: spool, finalFolder: final) }
         var anyFailed = false
-        /// Endings seen so far by request name: one whose request is still being resolved (its
-        /// claim is under way) may have been read before its name was known.
+        /// Endings of names that a request still being resolved (its claim under way) may turn
+        /// out to have: read before its name was known. Only those are kept, not every ending
+        /// on the spool.
         var seen: [String: Ending] = [:]
         func end(_ given: String, _ ending: Ending) {
             guard open.removeValue(forKey: given) != nil else { return }
@@ -80,9 +82,19 @@ public enum RequestWaiter {
             }
         }
         func take(_ events: [SpoolEvent]) {
+            var byName: [String: [String]] = [:]
+            var pending: [String] = []
+            for (given, target) in open {
+                if let name = target.name { byName[name, default: []].append(given) } else { pending.append(given) }
+            }
             for event in events {
-                seen[event.request] = Ending(request: event.request, outcome: event.event == "rejected" ? "rejected" : event.outcome,
-                                             path: event.record)
+                let ending = Ending(request: event.request, outcome: event.event == "rejected" ? "rejected" : event.outcome,
+                                    path: event.record)
+                for given in byName[event.request] ?? [] { end(given, ending) }
+                // `R` or `R~N`: the names a claim of `incoming/R` may give.
+                if pending.contains(where: { GroupMarkerNames.followRequest(group: $0, request: event.request) }) {
+                    seen[event.request] = ending
+                }
             }
             settle()
         }

@@ -162,8 +162,12 @@ extension TransferSession {
             let outcome = s.outcome(curlCode: CURLE_OK, handingOverHeld: false)
             set.overshoot += s.overshoot
             set.segments.removeAll { $0 === s }
-            if case .write = outcome.failure {
-                fallBack(set, outcome.failure!)
+            // A broken promise (its response was not the range asked) or a failed write: as any
+            // segment's failure would. Anything else is only the cut (no headers yet: status 0).
+            var broken = s.abortReason
+            if case .write = outcome.failure { broken = outcome.failure }
+            if let broken {
+                fallBack(set, broken)
                 return leaving.count
             }
             let from = s.request.resumeFrom, end = min(s.stopAt, set.total)
