@@ -223,9 +223,16 @@ public enum ControlClient {
         let text = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices)
         let stamp = RFC3339.format(Date()).filter { $0.isNumber }
         let name = "\(request)-retry-\(stamp)"
+        var handed = 0
         do {
             let layout = try SpoolLayout(root: spool)
             try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+            // Partials a deadline cut short go to the new request's items (in file order, as
+            // `retryText` writes them), which resume them.
+            for (newIndex, item) in items.sorted(by: { $0.line < $1.line }).enumerated() {
+                if try KeptParts.hand(from: request, index: item.index, to: name, index: newIndex, in: layout) { handed += 1 }
+            }
+            if handed > 0 { try KeptParts.markRequest(name, in: layout) }
             try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
             let line = Array("incoming/\(name)\n".utf8)
             _ = line.withUnsafeBytes { write(noteFD, $0.baseAddress, $0.count) }
@@ -237,6 +244,7 @@ public enum ControlClient {
             throw .io("cannot queue the retry: \(error)")
         }
         var message = "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)"
+        if handed > 0 { message += "; \(handed) partial(s) a deadline cut short resume where they stopped" }
         if !queuedBefore.isEmpty {
             message += "; item(s) \(queuedBefore.sorted().map { "#\($0)" }.joined(separator: ", ")) were already queued again"
         }

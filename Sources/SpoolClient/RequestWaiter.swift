@@ -1,4 +1,5 @@
 import Foundation
+import SpoolStore
 
 /// `spoolfetch wait` and `add --wait`: blocks until each named request's group has ended, on the
 /// spool's own records (the group marker, or the rejection's error file) read by a
@@ -40,12 +41,23 @@ public enum RequestWaiter {
 
     /// Waits until every request in `requests` has ended or `deadline` passes; `ended` is
     /// called for each ending as it is found.
+    ///
+    /// A name stands for the newest request of that name (`RequestName.newest`): one queued in
+    /// `incoming/` is followed into whatever name its claim gives it (`R~1` when an ended `R`
+    /// still holds `R`), so a script that drops the next night's `nightly` and waits for it is
+    /// not answered with last night's.
     public static func wait(for requests: [String], spool: String, finalFolder: String? = nil, deadline: Date?,
                             ended: (Ending) -> Void) throws(WaitError) -> Result {
-        var open = Set(requests)
+        let final = finalFolder ?? spool + "/final"
+        var open: [String: RequestName.Target] = [:]
+        for request in requests { open[request] = RequestName.newest(request, spool: spool, finalFolder: final) }
         var anyFailed = false
-        func end(_ ending: Ending) {
-            guard open.remove(ending.request) != nil else { return }
+        /// Endings of names that a request still being resolved (its claim under way) may turn
+        /// out to have: read before its name was known. Only those are kept, not every ending
+        /// on the spool.
+        var seen: [String: Ending] = [:]
+        func end(_ given: String, _ ending: Ending) {
+            guard open.removeValue(forKey: given) != nil else { return }
             if ending.outcome != "published" { anyFailed = true }
             ended(ending)
         }
@@ -57,28 +69,59 @@ public enum RequestWaiter {
         } catch {
             throw .events(error)
         }
-        func take(_ events: [SpoolEvent]) {
-            for event in events where open.contains(event.request) {
-                end(Ending(request: event.request, outcome: event.event == "rejected" ? "rejected" : event.outcome,
-                           path: event.record))
+        /// Names resolved (a queued request claimed since), then every ending of a resolved name.
+        func settle() {
+            for (given, target) in open {
+                var target = target
+                if target.name == nil, let inode = target.queuedInode {
+                    target.name = RequestName.claimed(given, inode: inode, spool: spool)
+                    open[given] = target
+                }
+                guard let name = target.name else { continue }
+                if let ending = seen[name] { end(given, ending) }
             }
+        }
+        func take(_ events: [SpoolEvent]) {
+            var byName: [String: [String]] = [:]
+            var pending: [String] = []
+            for (given, target) in open {
+                if let name = target.name { byName[name, default: []].append(given) } else { pending.append(given) }
+            }
+            for event in events {
+                let ending = Ending(request: event.request, outcome: event.event == "rejected" ? "rejected" : event.outcome,
+                                    path: event.record)
+                for given in byName[event.request] ?? [] { end(given, ending) }
+                // `R` or `R~N`: the names a claim of `incoming/R` may give.
+                if pending.contains(where: { GroupMarkerNames.followRequest(group: $0, request: event.request) }) {
+                    seen[event.request] = ending
+                }
+            }
+            settle()
         }
         // What is there already (settle 0: all of it at once).
         while !reader.isCaughtUp, let events = reader.next(until: Date()) { take(events) }
         // A request whose group marker a consumer removed: its request file still says how it ended.
-        for request in requests.sorted() where open.contains(request) {
-            if let ending = endedInFolders(request, spool: spool) { end(ending) }
+        func fromFolders() {
+            for (given, target) in open.sorted(by: { $0.key < $1.key }) {
+                if let name = target.name, let ending = endedInFolders(name, spool: spool) { end(given, ending) }
+            }
         }
-        let unknown = open.filter { !isKnown($0, spool: spool) }
+        fromFolders()
+        let unknown = open.filter { $0.value.name == nil && $0.value.queuedInode == nil }.map(\.key)
         if !unknown.isEmpty {
             // Its ending may have landed meanwhile: take what arrived, then look a second time
             // (a request moving on between two folders is seen in one of them).
             while let events = reader.next(until: Date()) { take(events) }
-            let still = unknown.filter { open.contains($0) && !isKnown($0, spool: spool) }
+            for given in unknown where open[given] != nil {
+                open[given] = RequestName.newest(given, spool: spool, finalFolder: final)
+            }
+            settle()
+            fromFolders()
+            let still = unknown.filter { open[$0].map { $0.name == nil && $0.queuedInode == nil } ?? false }
             if !still.isEmpty { throw .unknown(still.sorted()) }
         }
         while !open.isEmpty {
-            guard let events = reader.next(until: deadline) else { return .timedOut(open: open.sorted()) }
+            guard let events = reader.next(until: deadline) else { return .timedOut(open: open.keys.sorted()) }
             take(events)
         }
         return .ended(failed: anyFailed)
@@ -97,17 +140,5 @@ public enum RequestWaiter {
             return Ending(request: request, outcome: "published", path: "\(spool)/done/\(request)")
         }
         return nil
-    }
-
-    /// Whether the request is somewhere on the spool, looked for in the order files move
-    /// (incoming, active, then the ends), so one moving on while we look is still found.
-    static func isKnown(_ request: String, spool: String) -> Bool {
-        let fm = FileManager.default
-        if fm.fileExists(atPath: "\(spool)/incoming/\(request)") { return true }
-        if fm.fileExists(atPath: "\(spool)/active/\(request)") { return true }
-        for worker in (try? fm.contentsOfDirectory(atPath: "\(spool)/active")) ?? [] where !worker.hasPrefix(".") {
-            if fm.fileExists(atPath: "\(spool)/active/\(worker)/\(request)") { return true }
-        }
-        return endedInFolders(request, spool: spool) != nil
     }
 }

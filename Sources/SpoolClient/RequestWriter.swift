@@ -61,9 +61,15 @@ public enum AddError: Error, CustomStringConvertible {
 
 /// Validates a request the way the daemon will, then writes it like a well-behaved producer:
 /// into `tmp/`, fsync, rename into `incoming/` (never over an existing file).
+///
+/// The name is the one the daemon's claim keeps, and its group marker is named after it
+/// (`GroupMarkerNames`), so `groupMarkerPath` is known before the daemon has seen the file:
+/// `add-STAMP-PID-N` for the default group; with a group, the group's name (`G`, or `G~N` when
+/// a request of that name was queued, claimed or has ended).
 public enum RequestWriter {
-    /// Returns the request file's name in `incoming/`.
-    public static func add(_ request: AddRequest, spool: String) throws(AddError) -> String {
+    /// Returns the request file's name in `incoming/`. `finalFolder`: the daemon's, when not
+    /// `SPOOL/final` (a marker there holds a name).
+    public static func add(_ request: AddRequest, spool: String, finalFolder: String? = nil) throws(AddError) -> String {
         let fields: [(String, String?)] = [
             ("URL", request.url), ("--name", request.name), ("--earliest-start", request.earliestStart),
             ("--expected-bytes", request.expectedBytes), ("--max-bytes", request.maxBytes),
@@ -80,7 +86,18 @@ public enum RequestWriter {
             throw .invalid(error)
         }
         do throws(StoreError) {
-            let layout = try SpoolLayout(root: spool)
+            let layout = try SpoolLayout(root: spool, finalFolder: finalFolder)
+            if let group = request.group {
+                // Named after its group, placed under the claim lock (see `GroupMarkerNames`).
+                let temp = uniqueName()
+                try layout.tmp.writeAtomically(temp, Array(text.utf8), sync: true)
+                do throws(StoreError) {
+                    return try GroupMarkerNames.place(temp, group: group, layout: layout)
+                } catch {
+                    layout.tmp.remove(temp)
+                    throw error
+                }
+            }
             // The name is unique to this process and second; a taken name (a clock set back, a
             // pid reused within the second) takes the next counter value rather than failing.
             for _ in 0..<100 {
@@ -100,6 +117,11 @@ public enum RequestWriter {
         } catch {
             throw .spool(error)
         }
+    }
+
+    /// The group marker the request `name` written by `add` will produce.
+    public static func groupMarkerPath(of name: String, spool: String, finalFolder: String? = nil) -> String {
+        (finalFolder ?? spool + "/final") + "/" + name + ".group.done"
     }
 
     /// Counts the names this process made, so two `add`s in one second never share one.

@@ -109,6 +109,9 @@ public enum ItemEffect: Sendable, Hashable {
     case discardPartial
     /// Write `B.state` so a restart resumes the partial.
     case saveResumeState
+    /// The item fails with its partial and `B.state` kept aside for `spoolfetch retry` to
+    /// resume (a deadline cut its transfer): the failure does not remove them.
+    case keepPartialForRetry
     /// Build the verified part's publish job and queue it (answered by `publishQueued`).
     case publish(sha256: String)
     /// Give the job to the publisher again at `at` (`waitingToPublish` ends then).
@@ -188,7 +191,8 @@ public enum ItemEffect: Sendable, Hashable {
 /// | running | cancel | | failed | stopTransfer, releaseSlot, fail(cancelled) |
 /// | publishing | cancel | | publishing (cancel asked) | withdrawPublish |
 /// | waitingToPublish | cancel | | failed | leaveSpaceQueue, fail(cancelled) |
-/// | any not ended | deadlinePassed | | failed (as cancel does; a publish in a batch finishes first) | as cancel, fail(deadline) |
+/// | running | deadlinePassed | | failed | stopTransfer, saveResumeState, keepPartialForRetry, releaseSlot, fail(deadline) |
+/// | any other not ended | deadlinePassed | | failed (as cancel does; a publish in a batch finishes first) | as cancel, fail(deadline) |
 /// | queued, retrying | pause | | paused | unschedule |
 /// | waitingForSpace | pause | | paused | leaveSpaceQueue |
 /// | running | pause | | paused | stopTransfer, saveResumeState, releaseSlot |
@@ -392,6 +396,11 @@ public struct ItemMachine<Part, Job> {
 
         case (_, .operatorCommand(let verb)):
             return operatorCommand(verb, code: "cancelled", message: "cancelled by the operator", context: context)
+
+        case (.running, .deadlinePassed):
+            // Cut, with what it fetched kept for a retry: a deadline says "not now", not "never".
+            return [.stopTransfer, .saveResumeState, .keepPartialForRetry, .releaseSlot]
+                + fail("deadline", Self.deadlineMessage, context)
 
         case (_, .deadlinePassed):
             return operatorCommand(.cancel, code: "deadline", message: Self.deadlineMessage, context: context)

@@ -96,7 +96,7 @@ public struct Scheduler: Sendable {
     var connections: HostConnections
     var segmentConnections: [ItemKey: Int] = [:]
     /// Hosts backed off (Retry-After, repeated 429/503) until a time.
-    private var hostHolds: [String: Double] = [:]
+    var hostHolds: [String: Double] = [:]
     /// Hosts that could not be reached (see `HostOutage.swift`).
     var outages: [String: HostOutage] = [:]
     /// The host of every item the scheduler holds (queued, waiting for a time, or running), and

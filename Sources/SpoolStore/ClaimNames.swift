@@ -15,8 +15,10 @@ final class ClaimNames: @unchecked Sendable {
     /// How long a claim waits for the spool-wide claim lock before it goes on without it.
     static let longestWait: Double = 2
 
-    init(active: Directory) throws(StoreError) {
-        let fd = active.openShared(Self.fileName)
+    /// `flags`: `O_RDONLY` for a producer (`add`) that may not write `active/` (a lock needs no
+    /// write access).
+    init(active: Directory, flags: Int32 = O_RDWR) throws(StoreError) {
+        let fd = active.openShared(Self.fileName, flags: flags)
         guard fd >= 0 else { throw StoreError("open", active.path(of: Self.fileName)) }
         self.active = active
         self.fd = fd

@@ -99,12 +99,28 @@ public struct SpoolStore: Sendable {
             markerName = previous.marker
             journal = held
         } else {
-            markerName = try chooseGroupMarkerName(marker.group)
-            // Durable before the marker exists, or a crash could leave a marker nobody knows of.
-            journal = try layout.staging.writeAtomicallyLocked(
-                journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)), sync: true)
-            try layout.final.writeAtomically(markerName, SpoolJSON.encode(groupMarker: marker), replace: false, sync: true)
-            try layout.final.sync()
+            func write(_ markerName: String) throws(StoreError) -> HeldLock {
+                // Durable before the marker exists, or a crash could leave a marker nobody knows of.
+                let journal = try layout.staging.writeAtomicallyLocked(
+                    journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)), sync: true)
+                try layout.final.writeAtomically(markerName, SpoolJSON.encode(groupMarker: marker), replace: false, sync: true)
+                try layout.final.sync()
+                return journal
+            }
+            let own = claim.name + ".group.done"
+            if GroupMarkerNames.followRequest(group: marker.group, request: claim.name) && !layout.final.exists(own) {
+                // Its own name, which nobody else takes (`GroupMarkerNames`): no lock needed.
+                markerName = own
+                journal = try write(own)
+            } else {
+                // Chosen and written under the claim lock: `add` places a request named after
+                // its group under it too, having checked that its marker's name is free.
+                let names = try workerFolder().names
+                (markerName, journal) = try names.withLock { folders throws(StoreError) in
+                    let name = try chooseGroupMarkerName(marker.group, request: claim.name, names: names, folders: folders)
+                    return (name, try write(name))
+                }
+            }
         }
         // On a retry whose move went through (only its folder sync failed), nothing is left to move.
         guard claim.folder.status(of: claim.name).map({ UInt64($0.st_ino) }) == claim.inode else {
@@ -118,10 +134,16 @@ public struct SpoolStore: Sendable {
         return (layout.final.path(of: markerName), journal)
     }
 
-    private func chooseGroupMarkerName(_ group: String) throws(StoreError) -> String {
+    /// `GROUP.group.done`, else `GROUP-N.group.done`: the first free, and not the marker a
+    /// request named so will want for its own (it is queued or claimed: `GroupMarkerNames`).
+    private func chooseGroupMarkerName(_ group: String, request: String, names: ClaimNames,
+                                       folders: [String]) throws(StoreError) -> String {
         for attempt in 0..<10_000 {
-            let name = (attempt == 0 ? group : "\(group)-\(attempt)") + ".group.done"
-            if !layout.final.exists(name) { return name }
+            let base = attempt == 0 ? group : "\(group)-\(attempt)"
+            let name = base + ".group.done"
+            if layout.final.exists(name) { continue }
+            if base != request && (layout.incoming.exists(base) || names.isTaken(base, folders: folders)) { continue }
+            return name
         }
         throw StoreError("create", layout.final.path(of: group + ".group.done"), errno: EEXIST)
     }

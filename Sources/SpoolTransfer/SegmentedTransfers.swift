@@ -145,6 +145,44 @@ extension TransferSession {
     /// connection free for the host's other items.
     public func setStealing(_ key: Int, _ allowed: Bool) { segmentSets[key]?.stealing = allowed }
 
+    /// Fair shares: `key` keeps at most `keep` segment connections (`Scheduler.segmentConnectionsAllowed`).
+    /// The segments with most left are stopped now, their connections closed: what each wrote
+    /// stays as a finished range, the rest of its range waits in `pending` for a connection the
+    /// host can spare later (or for the item's own, once its other ranges are in). Stealing
+    /// stops with it. Returns how many were stopped.
+    @discardableResult
+    public func yieldSegments(_ key: Int, keep: Int) -> Int {
+        guard let set = segmentSets[key], set.broken == nil, set.segments.count > max(0, keep) else { return 0 }
+        set.stealing = false
+        let leaving = set.segments.sorted { ($0.stopAt - $0.bytesOnDisk) > ($1.stopAt - $1.bytesOnDisk) }
+            .prefix(set.segments.count - max(0, keep))
+        for s in leaving {
+            gate.forget(s)
+            _ = curl_multi_remove_handle(multi, s.easy.raw)
+            let outcome = s.outcome(curlCode: CURLE_OK, handingOverHeld: false)
+            set.overshoot += s.overshoot
+            set.segments.removeAll { $0 === s }
+            // A broken promise (its response was not the range asked) or a failed write: as any
+            // segment's failure would. Anything else is only the cut (no headers yet: status 0).
+            var broken = s.abortReason
+            if case .write = outcome.failure { broken = outcome.failure }
+            if let broken {
+                fallBack(set, broken)
+                return leaving.count
+            }
+            let from = s.request.resumeFrom, end = min(s.stopAt, set.total)
+            let written = min(max(s.writtenOnDisk, from), end)
+            if written > from {
+                set.finishedBytes += written - from
+                set.doneRanges.append((from, written, min(written, max(from, s.durableOnDisk))))
+            }
+            if written < end { set.pending.append((written, end)) }
+        }
+        set.pending.sort { $0.from < $1.from }
+        segmentConnectionChanges[key] = set.segments.count
+        return leaving.count
+    }
+
     /// Items whose count of segment connections changed since the last call, with the count.
     public func takeSegmentConnectionChanges() -> [(key: Int, segments: Int)] {
         defer { segmentConnectionChanges.removeAll() }

@@ -8,7 +8,8 @@ struct Add: ParsableCommand {
         abstract: "Validate a request and drop it into the spool's incoming/ folder.",
         discussion: """
         The request is checked exactly as the daemon checks dropped files; a bad URL, scheme or option is
-        refused with a message, exit status 2, and nothing is written. Prints the request file's name.
+        refused with a message, exit status 2, and nothing is written. Prints the request's name, then the path
+        of the group marker it will produce (with --group G: the request is named G, or G~N when G was used).
         Example:
           spoolfetch add https://example.org/a.iso --name a.iso --priority high \\
             --earliest-start 2026-11-23T02:00:00Z
@@ -50,13 +51,13 @@ struct Add: ParsableCommand {
     @Option(help: ArgumentHelp("With --wait: give up after this long (s, m, h, d suffixes). Example: --timeout 30m", valueName: "duration"))
     var timeout: WaitTimeout?
 
-    @Option(name: .customLong("final-folder"), help: ArgumentHelp("With --wait: the daemon's final folder, when not SPOOL/final.", valueName: "dir"))
+    @Option(name: .customLong("final-folder"), help: ArgumentHelp("The daemon's final folder, when not SPOOL/final (where the group marker will be).", valueName: "dir"))
     var finalFolder: String?
 
     @OptionGroup var spool: SpoolOption
 
     func validate() throws {
-        if !wait && (timeout != nil || finalFolder != nil) { throw ValidationError("--timeout and --final-folder go with --wait") }
+        if !wait && timeout != nil { throw ValidationError("--timeout goes with --wait") }
     }
 
     func run() throws {
@@ -72,12 +73,13 @@ struct Add: ParsableCommand {
         request.headers = header
         let written: String
         do {
-            written = try RequestWriter.add(request, spool: spool.resolved)
+            written = try RequestWriter.add(request, spool: spool.resolved, finalFolder: finalFolder)
         } catch {
             FileHandle.standardError.write(Data("spoolfetch add: \(error.description); nothing was written\n".utf8))
             throw ExitCode(2)
         }
         Output.line(written)
+        Output.line(RequestWriter.groupMarkerPath(of: written, spool: spool.resolved, finalFolder: finalFolder))
         if wait { try WaitRunner.run([written], spool: spool.resolved, finalFolder: finalFolder, timeout: timeout) }
     }
 }

@@ -51,7 +51,7 @@ struct Wait: ParsableCommand {
         abstract: "Wait until each request's group has ended; print each group marker's path.",
         discussion: """
         Blocks (inotify, no polling; no daemon needs to run while it waits) until every REQUEST — a request
-        file's name, as add prints it — has ended: its group marker is in the final folder, or its error file
+        file's name, as add prints it (add's whole output may be given as it is) — has ended: its group marker is in the final folder, or its error file
         in rejected/. Prints the group marker's path (a rejection's: rejected/REQUEST.error) as each ends.
         Exit status: 0 every request published, 1 any failed or was rejected, 75 the timeout passed first,
         2 a request found nowhere on the spool.
@@ -69,12 +69,19 @@ struct Wait: ParsableCommand {
 
     @OptionGroup var spool: SpoolOption
 
+    /// The names given, `add`'s output taken as it is: `wait "$(spoolfetch add …)"` gets the
+    /// request's name and its group marker's path on two lines; a path (a request name has no
+    /// `/`) is left out.
+    var names: [String] {
+        requests.flatMap { $0.split(separator: "\n") }.map(String.init).filter { !$0.isEmpty && !$0.contains("/") }
+    }
+
     func validate() throws {
-        if requests.isEmpty { throw ValidationError("name at least one request") }
+        if names.isEmpty { throw ValidationError("name at least one request") }
     }
 
     func run() throws {
-        try WaitRunner.run(requests, spool: spool.resolved, finalFolder: finalFolder, timeout: timeout)
+        try WaitRunner.run(names, spool: spool.resolved, finalFolder: finalFolder, timeout: timeout)
     }
 }
 

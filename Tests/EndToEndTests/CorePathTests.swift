@@ -223,7 +223,9 @@ final class CorePathTests: SpoolTestCase {
         let add = try DaemonProcess.launch(["add", server.url("/added.txt"), "--name", "a.txt", "--priority", "high",
                                             "--spool", spool.root])
         XCTAssertEqual(try add.waitForExit(timeout: 30), 0, add.stderrText)
-        let written = add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        let printed = add.stdoutText.split(separator: "\n").map(String.init)
+        let written = try XCTUnwrap(printed.first)
+        XCTAssertEqual(printed, [written, spool.path("final", written + ".group.done")], "its name, then its group marker's path")
         XCTAssertEqual(spool.files(in: "incoming"), [written])
         XCTAssertEqual(spool.files(in: "tmp"), [])
         XCTAssertNotNil(written.wholeMatch(of: /add-[0-9]{8}T[0-9]{6}Z-[0-9]+-1/), "a readable name, no stray '.': \(written)")
@@ -248,7 +250,7 @@ final class CorePathTests: SpoolTestCase {
         var names: [String] = []
         for add in adders {
             XCTAssertEqual(try add.waitForExit(timeout: 30), 0, add.stderrText)
-            names.append(add.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines))
+            names.append(String(add.stdoutText.split(separator: "\n").first ?? ""))
         }
         XCTAssertEqual(Set(names).count, 8, "eight adds, eight names: \(names)")
         XCTAssertEqual(spool.files(in: "incoming"), names.sorted())

@@ -42,6 +42,39 @@ final class DeadlineTests: SpoolTestCase {
         XCTAssertFalse(spool.files(in: "final").contains("slow"))
     }
 
+    /// A deadline that passes mid-transfer fails the item with `deadline` but keeps what it
+    /// fetched: `spoolfetch retry` resumes it with a Range from the kept offset, under the same
+    /// validator, and publishes the whole file.
+    func testAPartialCutByTheDeadlineIsKeptAndRetryResumesIt() throws {
+        let body = TestBody.random(count: 2_000_000, seed: 7)
+        server.serve("/slow", body: body, etag: "\"v1\"", script: [.slow(chunkSize: 65_536, interval: .milliseconds(100))])
+        try spool.drop("cut", "deadline: 1s\nurl: \(server.url("/slow"))\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, timeout: 60)
+        XCTAssertEqual(status, 1, stderr)
+        let items = try XCTUnwrap(json("failed", "cut.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.first?["code"] as? String, "deadline")
+        XCTAssertTrue(stderr.contains("partial kept for spoolfetch retry"), stderr)
+        let keptState = try json("staging", "cut.0.kept.state")
+        let kept = try XCTUnwrap(keptState["bytes"] as? Int)
+        XCTAssertGreaterThan(kept, 0, "bytes were fetched before the deadline")
+        XCTAssertLessThan(kept, body.count)
+        let keptPart = try FileManager.default.attributesOfItem(atPath: spool.path("staging", "cut.0.kept.part"))
+        XCTAssertGreaterThanOrEqual((keptPart[.size] as? NSNumber)?.intValue ?? 0, kept)
+
+        server.serve("/slow", body: body, etag: "\"v1\"")
+        let retry = try DaemonProcess.launch(["retry", "cut", "--spool", spool.root])
+        XCTAssertEqual(try retry.waitForExit(timeout: 30), 0, retry.stderrText)
+        XCTAssertTrue(retry.stdoutText.contains("1 partial(s)"), retry.stdoutText)
+        XCTAssertFalse(spool.files(in: "staging").contains("cut.0.kept.part"), "handed to the retry")
+        let (again, stderr2) = try DaemonProcess.drain(spool: spool.root, timeout: 60)
+        XCTAssertEqual(again, 0, stderr2)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "slow")), TestBody.sha256Hex(body), "the whole file, byte-identical")
+        let resumed = try XCTUnwrap(server.requests(for: "/slow").last)
+        XCTAssertEqual(resumed.header("Range"), "bytes=\(kept)-", "resumed from the kept offset")
+        XCTAssertEqual(resumed.header("If-Range"), "\"v1\"")
+        XCTAssertEqual(spool.leftovers(in: "staging"), [])
+    }
+
     func testADefaultDeadlineAppliesAndABadOneIsRefusedWithItsLine() throws {
         try spool.drop("late", "url: \(try closedPortURL())\n")
         let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--deadline", "1s"], timeout: 60)

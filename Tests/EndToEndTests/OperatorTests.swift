@@ -326,4 +326,94 @@ final class ReusedNameTests: SpoolTestCase {
         XCTAssertEqual(try json("final", "a-1.done")["request"] as? String, "nightly~1")
         XCTAssertEqual(try json("final", "a.done")["request"] as? String, "nightly")
     }
+
+    /// `add` prints the request's name and the group marker it will produce, and the daemon
+    /// writes exactly that marker: for a new group, and for a group name used again and again
+    /// (`add --group nightly` three times: `nightly`, `nightly~1`, `nightly~2`), also when
+    /// another producer's request with that `group:` ends first.
+    func testAddPrintsTheGroupMarkerItsRequestWillProduce() throws {
+        server.serve("/a", body: Array("a".utf8))
+        // The added "fresh" answers late: the other producer's "early" of that group ends first.
+        server.serve("/late", body: Array("late".utf8), script: [.delayed(.seconds(1))])
+        func add(_ extra: [String], path: String = "/a") throws -> (name: String, marker: String) {
+            let p = try DaemonProcess.launch(["add", server.url(path), "--spool", spool.root] + extra)
+            XCTAssertEqual(try p.waitForExit(timeout: 30), 0, p.stderrText)
+            let out = p.stdoutText.split(separator: "\n").map(String.init)
+            XCTAssertEqual(out.count, 2, p.stdoutText)
+            return (out.first ?? "", out.last ?? "")
+        }
+        let plain = try add([])
+        XCTAssertEqual(plain.marker, spool.path("final", plain.name + ".group.done"))
+        let first = try add(["--group", "nightly"])
+        XCTAssertEqual(first.name, "nightly")
+        XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 0)
+        // Two more while the first has ended, and another producer's file with the same group
+        // queued before them: its group end must not take a name add printed.
+        try spool.drop("other", "group: nightly\nurl: \(server.url("/a"))\n")
+        try spool.drop("early", "group: fresh\nurl: \(server.url("/a"))\n")
+        let second = try add(["--group", "nightly"])
+        let third = try add(["--group", "nightly"])
+        let fresh = try add(["--group", "fresh"], path: "/late")
+        XCTAssertEqual([second.name, third.name, fresh.name], ["nightly~1", "nightly~2", "fresh"])
+        XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 0)
+
+        let printed = [plain, first, second, third, fresh]
+        XCTAssertEqual(Set(printed.map(\.marker)).count, printed.count, "distinct markers: \(printed)")
+        for (name, marker) in printed {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: marker), "\(marker) written as add printed")
+            let json = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: marker))) as? [String: Any])
+            XCTAssertEqual(json["request"] as? String, name, marker)
+        }
+        XCTAssertEqual(try json("final", "nightly~2.group.done")["group"] as? String, "nightly", "the group keeps its name")
+        let final = spool.files(in: "final")
+        XCTAssertTrue(final.contains("nightly-1.group.done") && final.contains("fresh-1.group.done"),
+                      "the other producer's requests take GROUP-N: \(final)")
+        XCTAssertEqual(try json("final", "fresh-1.group.done")["request"] as? String, "early")
+
+        // add --wait: prints the marker it will produce, then the one it did: the same.
+        let waited = try DaemonProcess.launch(["add", server.url("/a"), "--group", "nightly", "--wait", "--timeout", "60",
+                                               "--spool", spool.root])
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        XCTAssertEqual(try waited.waitForExit(timeout: 60), 0, waited.stderrText)
+        XCTAssertEqual(waited.stdoutText.split(separator: "\n").map(String.init),
+                       ["nightly~3", spool.path("final", "nightly~3.group.done"), spool.path("final", "nightly~3.group.done")])
+    }
+
+    /// `wait R` follows the newest request of the name: the one just queued, into its claim as
+    /// `R~N`, not last night's ended `R`.
+    func testWaitFollowsTheNewestRequestOfAReusedName() throws {
+        server.serve("/a", body: Array("a".utf8))
+        server.serve("/gone", body: [], script: [.status(404)])
+        func wait(_ name: String) throws -> DaemonProcess {
+            try DaemonProcess.launch(["wait", name, "--timeout", "120", "--spool", spool.root])
+        }
+        try spool.drop("nightly", "url: \(server.url("/a"))\nurl: \(server.url("/gone"))\n")
+        XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 1)
+
+        // The next night's, queued before any daemon runs: the wait blocks for it.
+        try spool.drop("nightly", "url: \(server.url("/a"))\n")
+        let queued = try wait("nightly")
+        XCTAssertEqual(try DaemonProcess.drain(spool: spool.root).status, 0)
+        XCTAssertEqual(try queued.waitForExit(timeout: 60), 0, "the new one was published: \(queued.stderrText)")
+        XCTAssertEqual(queued.stdoutText, spool.path("final", "nightly~1.group.done") + "\n")
+
+        // Both ended: the newest answers.
+        let ended = try wait("nightly")
+        XCTAssertEqual(try ended.waitForExit(timeout: 60), 0, ended.stderrText)
+        XCTAssertEqual(ended.stdoutText, spool.path("final", "nightly~1.group.done") + "\n")
+
+        // Claimed and running (a slow body): the running one.
+        server.serve("/slow", body: TestBody.random(count: 400_000, seed: 3), script: [.slow(chunkSize: 16_384, interval: .milliseconds(50))])
+        try spool.drop("nightly", "url: \(server.url("/gone"))\nurl: \(server.url("/slow"))\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(inAny: [spool.path("active"), spool.path("staging"), spool.path("failed")], timeout: 60, what: "night 3 claimed") {
+            self.spool.claimed().contains("nightly~2") || self.spool.files(in: "failed").contains("nightly~2")
+        }
+        let running = try wait("nightly")
+        XCTAssertEqual(try running.waitForExit(timeout: 60), 1, "night 3 had a failed item: \(running.stderrText)")
+        XCTAssertEqual(running.stdoutText, spool.path("final", "nightly~2.group.done") + "\n")
+        XCTAssertTrue(running.stderrText.contains("nightly~2 failed"), running.stderrText)
+    }
 }

@@ -115,6 +115,43 @@ final class SegmentedTransferTests: SpoolTestCase {
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
     }
 
+    /// Fair shares: a small item of the host that arrives while a segmented body holds all six
+    /// connections gets one at once, not when a range finishes. Its ranges all end near the end
+    /// of the body, so a small item that waited behind them would be published only when the
+    /// server had sent nearly all of it; here it is published while less than two thirds was
+    /// sent, and the cut range is fetched afterwards from where it stopped.
+    func testASmallItemOfTheHostIsPublishedWhileTheSegmentedBodyStillRuns() throws {
+        let body = TestBody.random(count: size, seed: 57)
+        // About 640 KB/s per connection: six need about 6 s for the body.
+        server.serve("/big.bin", body: body, etag: "\"v1\"", script: [.slow(chunkSize: 32 << 10, interval: .milliseconds(50))])
+        server.serve("/small.bin", body: Array("small".utf8))
+        try spool.drop("big", server.url("/big.bin") + "\n")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 60, what: "the big body on six connections") {
+            self.server.requests(for: "/big.bin").count >= 6
+                && (self.spool.files(in: "staging").first { $0.hasSuffix(".state") }
+                    .flatMap { try? self.spool.read("staging", $0) }.map { String(decoding: $0, as: UTF8.self) } ?? "").contains("\"segments\"")
+        }
+        XCTAssertLessThan(server.bodyBytesSent, size / 3, "the small item arrives early in the big body")
+        let rangesBefore = server.requests(for: "/big.bin").count
+        try spool.drop("small", server.url("/small.bin") + "\n")
+        try DirectoryWaiter.waitForFile("small.bin.done", in: spool.path("final"), timeout: 60)
+        let sentWhenSmallWasPublished = server.bodyBytesSent
+        XCTAssertFalse(spool.files(in: "final").contains("big.bin.done"), "the big body still runs")
+        XCTAssertLessThan(sentWhenSmallWasPublished, size * 2 / 3,
+                          "published after \(sentWhenSmallWasPublished) of \(size) bytes: it waited behind the segments")
+        try DirectoryWaiter.waitForFile("big.bin.done", in: spool.path("final"), timeout: 90)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "big.bin")), TestBody.sha256Hex(body), "big.bin byte-identical")
+        XCTAssertEqual(try marker("big.bin")["connections"] as? Int, 6)
+        // The range given up was asked again from where it stopped, under the same validator.
+        let later = server.requests(for: "/big.bin").dropFirst(rangesBefore)
+        XCTAssertFalse(later.isEmpty, "the cut range is fetched after the small item")
+        XCTAssertTrue(later.allSatisfy { $0.header("If-Range") == "\"v1\"" && $0.header("Range") != nil })
+        XCTAssertTrue(daemon.stderrText.contains("segments yielded"), daemon.stderrText)
+        XCTAssertLessThanOrEqual(server.bodyBytesSent, size + size / 10, "what was written is not fetched again")
+    }
+
     /// `--max-rate` is one bucket for every connection: segments do not multiply it.
     func testMaxRateHoldsAcrossSegments() throws {
         let body = TestBody.random(count: size, seed: 52)

@@ -11,10 +11,14 @@ final class WaitEventsTests: SpoolTestCase {
         return (status, p.stdoutText, p.stderrText)
     }
 
+    /// The request's name `add` printed (its first line; the second is the group marker's path).
     private func add(_ url: String, _ extra: [String] = []) throws -> String {
         let r = try cli(["add", url, "--spool", spool.root] + extra)
         XCTAssertEqual(r.status, 0, r.err)
-        return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        let printed = lines(r.out)
+        XCTAssertEqual(printed.count, 2, r.out)
+        XCTAssertEqual(printed.last, spool.path("final", "\(printed[0]).group.done"), "the marker it will produce")
+        return printed[0]
     }
 
     private func lines(_ text: String) -> [String] { text.split(separator: "\n").map(String.init) }
@@ -57,8 +61,9 @@ final class WaitEventsTests: SpoolTestCase {
         let r = try cli(["add", server.url("/second.bin"), "--wait", "--timeout", "60", "--spool", spool.root])
         XCTAssertEqual(r.status, 0, r.err)
         let out = lines(r.out)
-        XCTAssertEqual(out.count, 2, r.out)
-        XCTAssertEqual(out.last, spool.path("final", "\(out[0]).group.done"))
+        XCTAssertEqual(out.count, 3, r.out)
+        XCTAssertEqual(out[1], spool.path("final", "\(out[0]).group.done"), "the marker it will produce")
+        XCTAssertEqual(out[2], out[1], "and the one it did")
         XCTAssertTrue(FileManager.default.fileExists(atPath: spool.path("final", "second.bin.done")))
     }
 

@@ -571,7 +571,7 @@ final class SimDaemon {
             spaceQueue.wait(id, now: world.now)
         case .leaveSpaceQueue:
             spaceQueue.leave(id)
-        case .discardPartial, .saveResumeState, .nextSource:
+        case .discardPartial, .saveResumeState, .keepPartialForRetry, .nextSource:
             break
         case .publish:
             world.stage(id)

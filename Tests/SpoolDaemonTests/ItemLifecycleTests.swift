@@ -464,7 +464,10 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(queued.handle(.deadlinePassed, policy: policy, context: context),
                        [.unschedule, .fail(code: "deadline", message: "its deadline passed before it ended")])
         var run = running()
-        XCTAssertEqual(Array(run.handle(.deadlinePassed, policy: policy, context: context).prefix(2)), [.stopTransfer, .releaseSlot])
+        XCTAssertEqual(run.handle(.deadlinePassed, policy: policy, context: context),
+                       [.stopTransfer, .saveResumeState, .keepPartialForRetry, .releaseSlot,
+                        .fail(code: "deadline", message: "its deadline passed before it ended")],
+                       "a transfer cut by its deadline keeps its partial for a retry")
         var pub = publishing()
         XCTAssertEqual(pub.handle(.deadlinePassed, policy: policy, context: context), [.withdrawPublish])
         XCTAssertEqual(failCode(pub.handle(.publishWithdrawn, policy: policy, context: context)), "deadline")

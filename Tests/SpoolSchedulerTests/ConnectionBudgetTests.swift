@@ -88,6 +88,61 @@ final class SegmentConnectionTests: XCTestCase {
         XCTAssertEqual(s.connectionsInUse, 1, "the item's end releases its segments")
     }
 
+    /// Fair shares, row by row: what a segmented item may keep as items of its host wait.
+    func testSegmentedItemsGiveBackWhatWaitingItemsOfTheirHostLack() {
+        let utc = TimeZone(identifier: "UTC")!
+        var s = Scheduler(configuration: .init(concurrency: 16, perHost: 6), timeZone: utc)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(1)])
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 0, "no segments held: nothing to keep")
+        s.setSegmentConnections(1, 5)
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 5, "nobody waits: it keeps all five")
+        s.submit(ScheduledItem(key: 9, hostKey: "b:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(9)])
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 5, "another host's item takes nothing from it")
+        s.submit(ScheduledItem(key: 2, hostKey: "a:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [], "per-host 6 is full")
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 4, "one waits: one connection given back")
+        s.submit(ScheduledItem(key: 3, hostKey: "a:80"))
+        s.submit(ScheduledItem(key: 4, hostKey: "a:80"))
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 2, "three wait: three given back")
+        s.setSegmentConnections(1, 2)
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 2, "given back: what is free now fits the waiting")
+        XCTAssertEqual(s.nextActions(now: t0), [.start(2), .start(3), .start(4)], "the waiting items start at once")
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 2, "nobody waits any more")
+        for k in 5...12 { s.submit(ScheduledItem(key: 100 + k, hostKey: "a:80")) }
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 0, "more wait than it holds: it keeps none")
+    }
+
+    func testTwoSegmentedItemsShareTheGivingBackAndAHeldHostTakesNothing() {
+        let utc = TimeZone(identifier: "UTC")!
+        var s = Scheduler(configuration: .init(concurrency: 16, perHost: 6), timeZone: utc)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        s.submit(ScheduledItem(key: 2, hostKey: "a:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(1), .start(2)])
+        s.setSegmentConnections(1, 3)
+        s.setSegmentConnections(2, 1)
+        for k in 3...4 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        XCTAssertEqual(s.nextActions(now: t0), [])
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 1, "the largest holder gives back first")
+        XCTAssertEqual(s.segmentConnectionsAllowed(2), 1)
+        // A host held by Retry-After: its waiting items could not start anyway.
+        s.holdHost("a:80", until: t0.addingTimeInterval(60))
+        _ = s.nextActions(now: t0)
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 3, "a held host's items wait for the time, not for connections")
+        s.releaseHold("a:80")
+        _ = s.nextActions(now: t0)
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 1)
+        // Concurrency full through other hosts: the waiting item lacks a connection all the same.
+        var g = Scheduler(configuration: .init(concurrency: 4, perHost: 6), timeZone: utc)
+        g.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        XCTAssertEqual(g.nextActions(now: t0), [.start(1)])
+        g.setSegmentConnections(1, 3)
+        g.submit(ScheduledItem(key: 2, hostKey: "a:80"))
+        XCTAssertEqual(g.nextActions(now: t0), [])
+        XCTAssertEqual(g.segmentConnectionsAllowed(1), 2, "within --concurrency 4: one given back")
+    }
+
     func testWaitingItemsOfAnHTTP2HostNeedNoConnectionAndConcurrencyHolds() {
         var s = Scheduler(configuration: .init(concurrency: 4, perHost: 6), timeZone: TimeZone(identifier: "UTC")!)
         s.hostSpoke("a:443", multiplexes: true)
@@ -99,5 +154,7 @@ final class SegmentConnectionTests: XCTestCase {
         XCTAssertEqual(s.nextActions(now: t0), [.start(2)], "a stream on the host's connection")
         s.submit(ScheduledItem(key: 3, hostKey: "b:80"))
         XCTAssertEqual(s.nextActions(now: t0), [], "no connection left for another host")
+        s.submit(ScheduledItem(key: 4, hostKey: "a:443"))
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 3, "a stream waiting on the host's connection lacks none: nothing given back")
     }
 }

@@ -106,7 +106,15 @@ final class Intake {
         if !uploads.isEmpty {
             for record in request.items { if let identity = uploads[record.index] { record.upload.identity = identity } }
         }
-        guard adopted else { return .accepted(Accepted(request: request, index: index)) }
+        guard adopted else {
+            // A retry's request with partials a deadline left (`KeptParts`): resumed as an
+            // adopted item's would be; the others start afresh.
+            if KeptParts.takeMark(claim.name, in: store.layout) {
+                let recovery = Recovery(store: store, logger: logger)
+                for record in request.items { _ = recovery.recover(record, deadStates: [:]) }
+            }
+            return .accepted(Accepted(request: request, index: index))
+        }
         ledger.adopted(request)
         let recovery = self.recovery
         var steps: [(record: ItemRecord, first: FirstStep)] = []

@@ -83,6 +83,11 @@ extension Engine {
             record.partial.discard()
         case .saveResumeState:
             driver.saveResumeState(record, part: leaving.part)
+        case .keepPartialForRetry:
+            if KeptParts.keep(record.base, in: store.layout) {
+                logger.info("partial kept for spoolfetch retry", metadata: [
+                    "item": "\(record.id)", "bytes": "\(record.bytesOnDisk)", "part": "\(store.layout.staging.path(of: record.base + ".kept.part"))"])
+            }
         case .publish(let digest):
             if record.summary.isUpload {
                 publishing.recordUpload(record, digest: digest)

@@ -145,7 +145,9 @@ final class Hosts {
 
     /// Segmented transfers: a large body whose server answers ranges gets the host's spare
     /// connections (`Scheduler.spareConnections`) as segments, and gives them back as they
-    /// finish; while other items of the host wait, a finished range takes no new one. Returns the
+    /// finish; while other items of the host wait, a finished range takes no new one, and the
+    /// connections those items lack are given back at once (`Scheduler.segmentConnectionsAllowed`,
+    /// fair shares). Returns the
     /// busy hosts for status, and whether a host's connection limit changed.
     func tendSegments(_ driver: TransferDriver, now: Date) -> (busy: [BusyHost], limitsChanged: Bool) {
         for candidate in driver.session.splitCandidates() {
@@ -158,13 +160,21 @@ final class Hosts {
             logger.info("large body fetched in segments", metadata: [
                 "item": "\(record.id)", "connections": "\(started + 1)"])
         }
+        // The scheduler counts the segments as they are before it says what each may keep.
+        for (key, segments) in driver.session.takeSegmentConnectionChanges() {
+            scheduler.setSegmentConnections(key, segments)
+        }
         for key in driver.session.segmentedKeys {
             guard let record = driver.running[key] else { continue }
             driver.session.setStealing(key, !scheduler.hostHasWaiting(record.hostKey))
+            // Fair shares: connections its host's waiting items lack are given back now.
+            let yielded = driver.session.yieldSegments(key, keep: scheduler.segmentConnectionsAllowed(key))
+            if yielded > 0 {
+                for (key, segments) in driver.session.takeSegmentConnectionChanges() { scheduler.setSegmentConnections(key, segments) }
+                logger.info("segments yielded to waiting items of the host", metadata: [
+                    "item": "\(record.id)", "host": "\(record.hostKey)", "connections": "\(yielded)"])
+            }
             driver.saveSegmentState(record, now: now)
-        }
-        for (key, segments) in driver.session.takeSegmentConnectionChanges() {
-            scheduler.setSegmentConnections(key, segments)
         }
         let busy = scheduler.busyHosts.map {
             BusyHost(host: $0.host, connections: $0.connections, limit: $0.limit, why: $0.why, pacedRate: $0.pacedRate)
