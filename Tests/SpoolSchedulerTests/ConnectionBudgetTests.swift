@@ -154,7 +154,38 @@ final class SegmentConnectionTests: XCTestCase {
         XCTAssertEqual(s.nextActions(now: t0), [.start(2)], "a stream on the host's connection")
         s.submit(ScheduledItem(key: 3, hostKey: "b:80"))
         XCTAssertEqual(s.nextActions(now: t0), [], "no connection left for another host")
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 2, "another host's item lacks a slot of --concurrency: one given back")
+        s.setSegmentConnections(1, 2)
+        XCTAssertEqual(s.nextActions(now: t0), [.start(3)])
         s.submit(ScheduledItem(key: 4, hostKey: "a:443"))
-        XCTAssertEqual(s.segmentConnectionsAllowed(1), 3, "a stream waiting on the host's connection lacks none: nothing given back")
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 2, "a stream waiting on the host's connection lacks none: nothing given back")
+    }
+
+    /// An item of another host that waits only for a slot of `--concurrency` never waits behind
+    /// extra segments either; a host that could not start anyway (held, at its own limit) takes
+    /// nothing; segments are not grown into slots such items need.
+    func testItemsOfOtherHostsWaitingForConcurrencyTakeSegmentsBack() {
+        let utc = TimeZone(identifier: "UTC")!
+        var s = Scheduler(configuration: .init(concurrency: 6, perHost: 6), timeZone: utc)
+        s.submit(ScheduledItem(key: 1, hostKey: "a:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [.start(1)])
+        XCTAssertEqual(s.spareConnections(forHost: "a:80", upTo: 15), 5)
+        s.setSegmentConnections(1, 5)
+        s.submit(ScheduledItem(key: 2, hostKey: "b:80"))
+        s.submit(ScheduledItem(key: 3, hostKey: "c:80"))
+        XCTAssertEqual(s.nextActions(now: t0), [], "--concurrency 6 is full")
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 3, "two hosts' items lack two slots")
+        s.holdHost("c:80", until: t0.addingTimeInterval(60))
+        _ = s.nextActions(now: t0)
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 4, "a held host's item waits for the time, not for a slot")
+        s.setSegmentConnections(1, 4)
+        XCTAssertEqual(s.nextActions(now: t0), [.start(2)])
+        XCTAssertEqual(s.segmentConnectionsAllowed(1), 4, "nobody else lacks a slot")
+        s.releaseHold("c:80")
+        _ = s.nextActions(now: t0)
+        s.setSegmentConnections(1, 2)
+        XCTAssertEqual(s.nextActions(now: t0), [.start(3)])
+        s.submit(ScheduledItem(key: 4, hostKey: "d:80"))
+        XCTAssertEqual(s.spareConnections(forHost: "a:80", upTo: 15), 0, "the free slot is the waiting item's, not a new segment's")
     }
 }
