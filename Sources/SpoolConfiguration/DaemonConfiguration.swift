@@ -98,6 +98,12 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var metricsFile: String?
     /// Seconds at least between two writes of the metrics.
     public var metricsInterval: Double = 15
+    /// The content store: `no`, `yes` (`SPOOL/store`) or a folder (`--store DIR`).
+    public var store: String = "no"
+    /// How a hit is published: `reflink` (a reflink where the filesystem can, else a copy) or `hardlink`.
+    public var storeLink: String = "reflink"
+    /// Most bytes the store keeps (least recently used entries go first); 0 = no bound.
+    public var storeMax: Int64 = 0
     /// Where this configuration came from, so `SIGHUP` can read the file again with the same
     /// flags on top (nil when built in code).
     public var source: ConfigurationSource?
@@ -118,6 +124,15 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
         if once && due { throw .init("--once and --due are two drain modes; give one") }
         if !inotify && rescanInterval <= 0 {
             throw .init("--inotify no needs --rescan-interval (seconds between scans of incoming/), or no new request would ever be seen")
+        }
+    }
+
+    /// The content store's folder; nil when the store is off.
+    public var storePath: String? {
+        switch store.lowercased() {
+        case "no", "false", "off", "0", "": return nil
+        case "yes", "true", "on", "1": return spool + "/store"
+        default: return store
         }
     }
 

@@ -69,6 +69,9 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("mirror-after"), help: .setting("mirror-after")) var mirrorAfter: String?
     @Option(name: .customLong("netrc-file"), help: .setting("netrc-file")) var netrcFile: String?
     @Option(name: .customLong("credentials-dir"), help: .setting("credentials-dir")) var credentialsDir: String?
+    @Option(help: .setting("store")) var store: String?
+    @Option(name: .customLong("store-link"), help: .setting("store-link")) var storeLink: String?
+    @Option(name: .customLong("store-max"), help: .setting("store-max")) var storeMax: String?
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?
     @Option(name: .customLong("on-group"), help: .setting("on-group")) var onGroup: String?
     @Option(name: .customLong("refresh-hook"), help: .setting("refresh-hook")) var refreshHook: String?

@@ -53,12 +53,11 @@ extension Engine {
                 startUpload(record, item, upload, credentials: credentials)
                 return
             }
-            do {
-                try driver.start(record, item, credentials: credentials) { part in send(.partOpened(part), to: record) }
-            } catch {
-                couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
-            }
+            if let contentStore, contentStore.start(record, item, credentials: credentials, send: { send($0, to: record) },
+                                                    openPart: { () throws(StoreError) in try openFreshPart(record) }) { return }
+            startFetch(record, item, credentials: credentials)
         case .stopTransfer:
+            contentStore?.forget(record.key)
             driver.stop(record, part: leaving.part)
         case .refreshURL(let reason):
             askForFreshURL(record, reason: reason)
@@ -83,7 +82,8 @@ extension Engine {
         case .publish(let digest):
             if record.summary.isUpload {
                 publishing.recordUpload(record, digest: digest)
-            } else if let part = leaving.part, let job = publishing.publish(record, digest: digest, part: part) {
+            } else if let part = leaving.part, let job = publishing.publish(record, digest: digest, part: part,
+                                                                            fromStore: contentStore?.servedFromStore(record.key) ?? false) {
                 send(.publishQueued(job), to: record)
             }
         case .retryPublish(let at):
@@ -101,6 +101,39 @@ extension Engine {
         case .hostUnreachable(let error):
             hostUnreachable(record, error: error)
         }
+    }
+
+    /// The item's transfer starts (the content store, if any, decided it fetches).
+    private func startFetch(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) {
+        do {
+            try driver.start(record, item, credentials: credentials) { part in send(.partOpened(part), to: record) }
+        } catch {
+            couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
+        }
+    }
+
+    /// A fresh part for a body taken from the content store: unnamed (it never needs a staging
+    /// name) unless a named part of an earlier attempt may be on disk, which only a named create replaces.
+    private func openFreshPart(_ record: ItemRecord) throws(StoreError) -> StagingFile {
+        try store.openPart(record.base, fresh: true, unnamed: !record.hasStateFile && !store.partExists(record.base))
+    }
+
+    /// A waiting item's turn came (`ContentStoreRoom.check`): published from the store, or fetched.
+    func storeWaitEnded(_ record: ItemRecord, _ decision: StoreDecision, credentials: [RequestHeader]) {
+        guard let contentStore, let item = record.loaded, let digest = ContentStoreRoom.digest(of: item) else { return }
+        switch decision {
+        case .hit:
+            if contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
+                                             openPart: { () throws(StoreError) in try openFreshPart(record) }) { return }
+            startFetch(record, item, credentials: credentials)
+        case .fetch(_, let breaking):
+            if contentStore.beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
+                startFetch(record, item, credentials: credentials)
+            }
+        case .wait:
+            break
+        }
+        status.markDirty()
     }
 
     private func couldNotStart(_ record: ItemRecord, _ problem: StartProblem, _ message: String) {
@@ -148,6 +181,7 @@ extension Engine {
         default: break
         }
         hooks.itemEnded(record)
+        contentStore?.itemEnded(record.key)
         record.shed()
         if request.open == 0 { groupEnds.end(request) }
     }

@@ -77,6 +77,8 @@ public final class Engine {
     let descriptors = DescriptorBudget.ofThisProcess()
     /// Gives the heap back once transfers stop (see `HeapPolicy`).
     var heap = HeapPolicy()
+    /// The content store (`--store`), nil when off.
+    let contentStore: ContentStoreRoom?
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
@@ -127,6 +129,7 @@ public final class Engine {
                               requestFile: requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
+        contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, logger: logger)
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -196,6 +199,9 @@ public final class Engine {
         for record in space.release(now: now, running: Array(driver.running.values)) {
             send(.spaceAvailable, to: record)
         }
+        for (record, decision, credentials) in contentStore?.check(now: now, record: table.item) ?? [] {
+            storeWaitEnded(record, decision, credentials: credentials)
+        }
         intake.adoptIfDue(now: now, interval: configuration.adoptInterval)
         takeInBacklog()
         if let at = driver.rateChangesAt, at <= now {
@@ -238,7 +244,7 @@ public final class Engine {
         let deadlines = [scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, deadlines.next,
                          intake.nextAdoptionScan, status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
-                         metrics.nextWrite]
+                         metrics.nextWrite, contentStore?.nextCheck]
         guard let next = deadlines.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
@@ -281,6 +287,7 @@ public final class Engine {
             beginStop(reason: "watcher failed")
         case .published(let results):
             ledger.attach(results, requestOf: { table.item(forBase: $0)?.request })
+            contentStore?.published(results, item: table.item(forBase:), io: io)
             for (record, event) in publishing.batchEnded(results, item: table.item(forBase:)) { send(event, to: record) }
         case .groupEnded(let name, let markerPath, let journal, let error):
             let drains = configuration.once || configuration.due
@@ -309,6 +316,8 @@ public final class Engine {
             }
         case .networkMonitorFailed(let why):
             logger.warning("stopped watching for network changes; unreachable hosts are probed on their back-off only: \(why)")
+        case .storeIngested(let digest, let outcome, let evicted, let error):
+            contentStore?.ingested(digest: digest, outcome: outcome, evicted: evicted, error: error)
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }
@@ -320,6 +329,7 @@ public final class Engine {
         logger.notice("stopping: no new claims; partial downloads are kept", metadata: ["reason": "\(reason)"])
         ServiceNotifier.notify("STOPPING=1")
         for record in Array(driver.running.values) { send(.stop, to: record) }
+        for key in contentStore?.waitingKeys ?? [] { if let record = table.item(key) { send(.stop, to: record) } }
     }
 
     private func writeStatus(now: Date) {
@@ -327,6 +337,7 @@ public final class Engine {
         status.write(now: now, table: table, window: window, task: { record in
             var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.urls)
             task.connections = self.driver.session.connections(of: record.key)
+            if let waits = self.contentStore?.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }
             return task
         }, running: driver.running.count, summary: summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: scheduler.hostOutages,

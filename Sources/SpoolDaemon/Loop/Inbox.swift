@@ -23,6 +23,8 @@ indirect enum EngineMessage: Sendable {
     /// The refresh hook asked for item `key` in its attempt `attempt` has ended; `line` is its
     /// first stdout line.
     case refreshEnded(key: Int, attempt: Int, outcome: HookRunner.Outcome, line: String?)
+    /// A published body went into the content store (or could not); `evicted`: entries removed for `--store-max`.
+    case storeIngested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, error: StoreError?)
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload

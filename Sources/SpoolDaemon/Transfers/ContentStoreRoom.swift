@@ -1,0 +1,364 @@
+import Foundation
+import Logging
+import SpoolConfiguration
+import SpoolCore
+import SpoolRequest
+import SpoolStore
+import SpoolTransfer
+
+/// The content store's room (`--store`): at an item's start, whether it is published from the
+/// store, waits for another item's fetch of its digest, or fetches (`StoreDecision`); the fetches
+/// of this worker by digest and their spool-wide claims; the items waiting for them; and, once a
+/// body verified against its `sha256:` is published, its ingest into the store on the I/O queue.
+///
+/// A waiting item stays in its running phase (it holds its slot, as a transfer would) with no
+/// transfer and no part. It is checked again when a fetch of this worker ends and otherwise every
+/// `checkInterval` while any item waits or fetches: whether the entry arrived (hit), the fetch
+/// was given up (this item fetches next: the first waiter only), or the claim went stale.
+final class ContentStoreRoom {
+    let store: ContentStore
+    let claims: StoreClaims
+    /// `store-link = hardlink`: a hit publishes the entry itself (one inode, read-only).
+    let hardlink: Bool
+    private(set) var maxBytes: Int64
+    private let leasePeriod: Double
+    private let leaseTimeout: Double
+    private let logger: Logger
+
+    /// A fetch of this worker for a digest, by the item that runs it.
+    struct Flight {
+        let key: Int
+        let item: String
+        /// Its body is published; the ingest is on the I/O queue (waiters wait for that, not for the item).
+        var ingesting = false
+        /// Claimed on the spool (released when the flight ends).
+        var claimed: Bool
+        var refreshedAt: Date
+    }
+    private(set) var flights: [String: Flight] = [:]
+
+    /// An item waiting for another's fetch of `digest`.
+    struct Wait {
+        let digest: String
+        var by: String
+        var elsewhere: Bool
+        let credentials: [RequestHeader]
+        /// The claim as last seen, and since when (by this process's monotonic clock) unchanged.
+        var seen: StoreClaims.Holder?
+        var seenSince: ContinuousClock.Instant
+        let since: Date
+    }
+    private(set) var waiting: [Int: Wait] = [:]
+    /// Waiting items in the order they began to wait: the first of a digest's takes over a given-up fetch.
+    private var waitOrder: [Int] = []
+    /// Items published from the store and not ended yet: their marker says `source: "store"`.
+    private var fromStore: Set<Int> = []
+    /// Digests being published from the store now: never evicted meanwhile.
+    private var inUse: [String: Int] = [:]
+
+    private(set) var nextCheck: Date?
+    static let checkInterval: TimeInterval = 0.2
+
+    /// Counters for the metrics and `spoolfetch store`.
+    private(set) var hits = 0
+    private(set) var bytesSaved: Int64 = 0
+
+    init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
+         leaseTimeout: Double, logger: Logger) {
+        self.store = store
+        claims = StoreClaims(folder: store.claimsFolder, worker: worker)
+        self.hardlink = hardlink
+        self.maxBytes = maxBytes
+        self.leasePeriod = leasePeriod
+        self.leaseTimeout = leaseTimeout
+        self.logger = logger
+    }
+
+    /// The room for `configuration`'s store, its folders made; nil when the store is off.
+    static func open(_ configuration: DaemonConfiguration, spool: SpoolLayout, worker: String,
+                     logger: Logger) throws(DaemonError) -> ContentStoreRoom? {
+        guard let path = configuration.storePath else { return nil }
+        var st = stat()
+        let mode = stat(spool.root, &st) == 0 ? st.st_mode & 0o7777 : 0o755
+        let store: ContentStore
+        do { store = try ContentStore(path: path, mode: mode) } catch { throw .spool(error) }
+        // Leftovers of crashed ingests, and claims of processes certainly gone; a temp file only
+        // once untouched for an hour (a worker on another machine may be writing it).
+        store.removeLeftovers(all: false)
+        StoreClaims(folder: store.claimsFolder, worker: worker).removeLeftovers()
+        logger.info("content store", metadata: ["path": "\(path)", "link": "\(configuration.storeLink)",
+                                                "max": "\(configuration.storeMax)"])
+        return ContentStoreRoom(store: store, worker: worker, hardlink: configuration.storeLink == "hardlink",
+                                maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
+                                leaseTimeout: configuration.leaseTimeout, logger: logger)
+    }
+
+    // MARK: At an item's start
+
+    /// The digest an item would be stored under: a download's known `sha256:`.
+    static func digest(of item: RequestItem) -> String? {
+        guard item.upload == nil, let wanted = item.sha256, ContentStore.isDigest(wanted) else { return nil }
+        return wanted
+    }
+
+    /// What the item does now that its transfer would start. `.fetch` leaves it to the transfer driver.
+    func decide(_ record: ItemRecord, _ item: RequestItem) -> StoreDecision {
+        let digest = Self.digest(of: item)
+        var localFetcher: String? = nil
+        var claim: StoreDecision.Claim? = nil
+        if let digest, store.size(of: digest) == nil {
+            if let flight = flights[digest], flight.key != record.key {
+                localFetcher = flight.item
+            } else if flights[digest] == nil {
+                claim = readClaim(digest, waiter: record.key)
+            } else {
+                claim = .own
+            }
+        }
+        return StoreDecision.decide(digest: digest, storeOn: true, entryPresent: digest.map { store.size(of: $0) != nil } ?? false,
+                                    localFetcher: localFetcher, claim: claim)
+    }
+
+    /// The claim on `digest` as `decide` needs it; a claim unchanged since this waiter first saw it
+    /// for `leaseTimeout` (this process's clock), or whose process is gone, is stale.
+    private func readClaim(_ digest: String, waiter key: Int) -> StoreDecision.Claim {
+        guard let holder = claims.holder(digest) else { return .none }
+        if holder.isMine { return .own }
+        if holder.isGone { return .stale(item: holder.item) }
+        if let wait = waiting[key], wait.digest == digest, let seen = wait.seen, seen == holder,
+           wait.seenSince.duration(to: .now) >= .seconds(leaseTimeout) {
+            return .stale(item: holder.item)
+        }
+        return .live(item: "\(holder.item) on \(holder.worker)")
+    }
+
+    /// The item fetches `digest`: claimed on the spool first (breaking a stale claim). false when
+    /// another worker claimed it in between: the item waits instead (`wait` was called).
+    func beginFetch(_ record: ItemRecord, digest: String, breaking: Bool, credentials: [RequestHeader]) -> Bool {
+        if breaking, let seen = claims.holder(digest) {
+            if claims.breakClaim(digest, seen: seen) {
+                logger.warning("took over a stale store claim", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
+                                                                           "holder": "\(seen.item) on \(seen.worker)"])
+            }
+        }
+        var claimed = false
+        do {
+            switch try claims.claim(digest, item: record.id) {
+            case .claimed:
+                claimed = true
+            case .heldBy(let holder) where !holder.isMine:
+                wait(record, digest: digest, by: "\(holder.item) on \(holder.worker)", elsewhere: true, credentials: credentials)
+                return false
+            case .heldBy:
+                claimed = true
+            }
+        } catch {
+            // The store's claims folder unusable: fetch anyway (at worst twice), say why.
+            logger.warning("could not claim a digest in the store; fetching without a claim: \(error)", metadata: ["item": "\(record.id)"])
+        }
+        stopWaiting(record.key)
+        flights[digest] = Flight(key: record.key, item: record.id, claimed: claimed, refreshedAt: Date())
+        scheduleCheck(Date().addingTimeInterval(Self.checkInterval))
+        return true
+    }
+
+    /// The item waits for the fetch `by` runs.
+    func wait(_ record: ItemRecord, digest: String, by: String, elsewhere: Bool, credentials: [RequestHeader]) {
+        if waiting[record.key] == nil {
+            waitOrder.append(record.key)
+            waiting[record.key] = Wait(digest: digest, by: by, elsewhere: elsewhere, credentials: credentials,
+                                       seen: elsewhere ? claims.holder(digest) : nil, seenSince: .now, since: Date())
+            logger.debug("waiting for another fetch of the same sha256", metadata: ["item": "\(record.id)", "sha256": "\(digest)", "fetched-by": "\(by)"])
+        } else {
+            waiting[record.key]?.by = by
+            waiting[record.key]?.elsewhere = elsewhere
+        }
+        scheduleCheck(Date().addingTimeInterval(Self.checkInterval))
+    }
+
+    /// What `status` shows for a waiting item.
+    func waitDescription(_ key: Int) -> String? {
+        guard let wait = waiting[key] else { return nil }
+        return "waiting for sha256:\(wait.digest.prefix(12))… fetched by \(wait.by)"
+    }
+
+    /// The item left its running phase (stopped, paused, cancelled): it waits no more.
+    func forget(_ key: Int) { stopWaiting(key) }
+
+    var waitingKeys: [Int] { waitOrder }
+
+    private func stopWaiting(_ key: Int) {
+        guard waiting.removeValue(forKey: key) != nil else { return }
+        waitOrder.removeAll { $0 == key }
+    }
+
+    /// An item's transfer would start: decides (`StoreDecision`) and carries out a hit or a wait.
+    /// true when it did (the caller starts nothing), false when the item fetches (claimed first).
+    /// `send` hands an event to the item's lifecycle; `openPart` opens a fresh part for it.
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
+               send: (ItemEvent) -> Void, openPart: () throws(StoreError) -> StagingFile) -> Bool {
+        for _ in 0..<3 {
+            guard let digest = Self.digest(of: item) else { return false }
+            switch decide(record, item) {
+            case .hit:
+                if publishFromStore(record, digest: digest, send: send, openPart: openPart) { return true }
+                continue    // evicted between the look and the copy: decide again
+            case .wait(let by, let elsewhere):
+                wait(record, digest: digest, by: by, elsewhere: elsewhere, credentials: credentials)
+                return true
+            case .fetch(let claim, let breaking):
+                if !claim { return false }
+                return !beginFetch(record, digest: digest, breaking: breaking, credentials: credentials)
+            }
+        }
+        return false
+    }
+
+    /// Fills a fresh part from the entry and hands the item a complete, verified body: it is
+    /// published by the same protocol as a download. false when the entry is gone.
+    /// A part that cannot be filled (a full disk, an I/O error) makes the item fetch instead.
+    func publishFromStore(_ record: ItemRecord, digest: String, send: (ItemEvent) -> Void,
+                          openPart: () throws(StoreError) -> StagingFile) -> Bool {
+        if record.startedAt == nil { record.startedAt = Date() }
+        let filled: (StagingFile, Int64, CopyMethod)?
+        do {
+            if hardlink {
+                filled = try store.openAsPart(digest, base: record.base).map { ($0, $0.size, CopyMethod.reflink) }
+                if filled != nil { counted(record, bytes: filled!.1) }
+            } else {
+                filled = try fill(record, digest: digest, openPart: openPart)
+            }
+        } catch {
+            logger.warning("could not publish from the store; fetching instead: \(error)", metadata: ["item": "\(record.id)"])
+            return false
+        }
+        guard let (part, bytes, method) = filled else { return false }
+        send(.partOpened(part))
+        var partial = record.partial
+        partial.emptied()
+        partial.kept(bytes: bytes, hash: nil, validators: nil)
+        record.partial = partial
+        logger.debug("published from the store", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
+                                                             "bytes": "\(bytes)", "copy": "\(hardlink ? "hardlink" : method.rawValue)"])
+        send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true, wantedSHA256: digest)))
+        return true
+    }
+
+    // MARK: Publishing from the store
+
+    /// Opens a fresh part for the item and fills it from the entry. nil when the entry went
+    /// (evicted between the decision and now): the caller decides again.
+    func fill(_ record: ItemRecord, digest: String, openPart: () throws(StoreError) -> StagingFile) throws(StoreError) -> (StagingFile, Int64, CopyMethod)? {
+        inUse[digest, default: 0] += 1
+        defer { inUse[digest]! -= 1; if inUse[digest] == 0 { inUse[digest] = nil } }
+        let part = try openPart()
+        guard let (bytes, method) = try store.copy(digest, into: part.fd, outPath: "staging/\(part.base).part") else { return nil }
+        counted(record, bytes: bytes)
+        return (part, bytes, method)
+    }
+
+    private func counted(_ record: ItemRecord, bytes: Int64) {
+        hits += 1
+        bytesSaved += bytes
+        fromStore.insert(record.key)
+        stopWaiting(record.key)
+    }
+
+    /// Whether the item's body came from the store (its marker says `source: "store"`).
+    func servedFromStore(_ key: Int) -> Bool { fromStore.contains(key) }
+    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key) }
+
+    // MARK: Into the store
+
+    /// A batch was published: each body verified against its request's `sha256:` and not taken
+    /// from the store goes in, on the I/O queue; its flight waits for that.
+    func published(_ results: [PublishResult], item: (String) -> ItemRecord?, io: IOQueue) {
+        for result in results where result.isPublished {
+            guard let record = item(result.base), let wanted = record.loaded.flatMap(Self.digest(of:)),
+                  result.job.marker.sha256 == wanted, !fromStore.contains(record.key) else { continue }
+            flights[wanted]?.ingesting = true
+            let part = result.job.part, bytes = result.job.marker.bytes, store = self.store
+            let maxBytes = self.maxBytes, inUse = Set(self.inUse.keys).union([wanted])
+            io.submit {
+                do throws(StoreError) {
+                    let outcome = try store.ingest(from: part.fd, sourcePath: "staging/\(part.base).part", bytes: bytes, sha256: wanted)
+                    // Bounded after each entry added; off the engine's thread (it lists the store).
+                    let evicted = maxBytes > 0 ? store.evict(toFit: maxBytes, inUse: inUse) : []
+                    return .storeIngested(digest: wanted, outcome: outcome, evicted: evicted.count, error: nil)
+                } catch {
+                    return .storeIngested(digest: wanted, outcome: nil, evicted: 0, error: error)
+                }
+            }
+        }
+    }
+
+    /// The I/O queue's answer to an ingest: the flight ends, its claim goes, its waiters are checked now.
+    func ingested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, error: StoreError?) {
+        if evicted > 0 { logger.info("store entries removed to stay under store-max", metadata: ["entries": "\(evicted)"]) }
+        if let error {
+            logger.warning("could not put a body into the store: \(error)", metadata: ["sha256": "\(digest)"])
+        } else if case .added(let method) = outcome {
+            logger.debug("body put into the store", metadata: ["sha256": "\(digest)", "copy": "\(method.rawValue)"])
+        }
+        endFlight(digest)
+        scheduleCheck(Date())
+    }
+
+    private func endFlight(_ digest: String) {
+        guard let flight = flights.removeValue(forKey: digest) else { return }
+        if flight.claimed { claims.release(digest) }
+    }
+
+    // MARK: Checks
+
+    private func scheduleCheck(_ at: Date) {
+        if nextCheck.map({ at < $0 }) ?? true { nextCheck = at }
+    }
+
+    /// The checks due at `now`: flights whose item gave up are ended (claim released), claims
+    /// renewed, and each waiting item decided again. Returns the waiting items that go on, with
+    /// what they do (`hit` or `fetch`) and the credentials their start had.
+    func check(now: Date, record: (Int) -> ItemRecord?) -> [(ItemRecord, StoreDecision, [RequestHeader])] {
+        guard let due = nextCheck, due <= now else { return [] }
+        nextCheck = nil
+        for (digest, flight) in flights where !flight.ingesting {
+            let phase = record(flight.key)?.phase
+            if phase != .running && phase != .publishing && phase != .waitingToPublish {
+                logger.debug("a fetch for the store ended without its body; the next waiter fetches", metadata: ["item": "\(flight.item)"])
+                endFlight(digest)
+            } else if flight.claimed, now.timeIntervalSince(flight.refreshedAt) >= leasePeriod {
+                claims.refresh(digest)
+                flights[digest]?.refreshedAt = now
+            }
+        }
+        var goOn: [(ItemRecord, StoreDecision, [RequestHeader])] = []
+        var fetchedNow: Set<String> = []
+        for key in waitOrder {
+            guard let wait = waiting[key], let waiter = record(key), waiter.phase == .running, let item = waiter.loaded else {
+                stopWaiting(key)
+                continue
+            }
+            // One waiter per digest goes on to fetch: the others see its flight at the next check.
+            if fetchedNow.contains(wait.digest) { continue }
+            if wait.elsewhere, let seen = claims.holder(wait.digest), seen != wait.seen {
+                waiting[key]?.seen = seen
+                waiting[key]?.seenSince = .now
+            }
+            let decision = decide(waiter, item)
+            switch decision {
+            case .wait(let by, let elsewhere):
+                waiting[key]?.by = by
+                waiting[key]?.elsewhere = elsewhere
+            case .hit, .fetch:
+                goOn.append((waiter, decision, wait.credentials))
+            }
+            if case .fetch = decision { fetchedNow.insert(wait.digest) }
+        }
+        if !waiting.isEmpty || flights.contains(where: { !$0.value.ingesting }) {
+            scheduleCheck(now.addingTimeInterval(Self.checkInterval))
+        }
+        return goOn
+    }
+
+    func update(maxBytes: Int64) { self.maxBytes = maxBytes }
+}
