@@ -132,4 +132,147 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(server.requests(for: "/s.bin").count, 2, "without --store every item is fetched")
     }
+
+    // MARK: Single flight
+
+    /// The daemon's live report, when one names a task in `state`.
+    private func tasks(inState state: String) -> [[String: Any]] {
+        var out: [[String: Any]] = []
+        for file in spool.files(in: "status") where file.hasSuffix(".json") {
+            guard let data = try? spool.read("status", file),
+                  let report = try? JSONSerialization.jsonObject(with: Data(data)) as? [String: Any],
+                  let tasks = report["tasks"] as? [[String: Any]] else { continue }
+            out += tasks.filter { $0["state"] as? String == state }
+        }
+        return out
+    }
+
+    func testAWaitingItemSaysInStatusWhatItWaitsForAndPublishesFromTheStore() throws {
+        let body = TestBody.random(count: 60_000, seed: 11)
+        let digest = TestBody.sha256Hex(body)
+        // About 2 s of body: long enough to see the other item wait.
+        server.serve("/slow.bin", body: body, script: [.slow(chunkSize: 2_000, interval: .milliseconds(60))])
+        server.serve("/same.bin", body: body)
+        try spool.drop("pair", """
+            url: \(server.url("/slow.bin"))
+            sha256: \(digest)
+            url: \(server.url("/same.bin"))
+            sha256: \(digest)
+            """)
+        let daemon = try DaemonProcess.launch(["run", "--once", "--spool", spool.root, "--store", "yes"])
+        var waiting: [[String: Any]] = []
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "a waiting-store task in status") {
+            waiting = tasks(inState: "waiting-store")
+            return !waiting.isEmpty
+        }
+        XCTAssertEqual(waiting.first?["id"] as? String, "pair#1")
+        XCTAssertEqual(waiting.first?["waitingFor"] as? String, "waiting for sha256:\(digest.prefix(12))… fetched by pair#0")
+        let lines = try runClient(["status", "--spool", spool.root])
+        XCTAssertTrue(lines.contains("waiting for sha256:\(digest.prefix(12))"), lines)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 60), 0, daemon.stderrText)
+        XCTAssertEqual(server.requests(for: "/slow.bin").count, 1)
+        XCTAssertEqual(server.requests(for: "/same.bin").count, 0, "the waiter asked no server")
+        XCTAssertEqual(try spool.read("final", "same.bin"), body)
+        XCTAssertEqual(try json("final", "same.bin.done")["source"] as? String, "store")
+    }
+
+    func testWhenTheFetchFailsTheWaiterFetchesItself() throws {
+        let body = TestBody.random(count: 50_000, seed: 12)
+        let digest = TestBody.sha256Hex(body)
+        // The first item allows fewer bytes than the body has (sent slowly, so the second waits): it fails.
+        server.serve("/bad.bin", body: body, script: [.slow(chunkSize: 2_000, interval: .milliseconds(40))])
+        server.serve("/good.bin", body: body)
+        try spool.drop("fails", """
+            url: \(server.url("/bad.bin"))
+            sha256: \(digest)
+            max-bytes: 10000
+            url: \(server.url("/good.bin"))
+            sha256: \(digest)
+            """)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes", "--max-attempts", "1", "--log-level", "debug"])
+        XCTAssertEqual(status, 1, stderr)
+        XCTAssertTrue(stderr.contains("waiting for another fetch of the same sha256"), stderr)
+        XCTAssertEqual(server.requests(for: "/bad.bin").count, 1)
+        XCTAssertEqual(server.requests(for: "/good.bin").count, 1, "the waiter fetched it itself")
+        XCTAssertEqual(try spool.read("final", "good.bin"), body)
+        XCTAssertNil(try json("final", "good.bin.done")["source"])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: storeEntry(digest)))
+    }
+
+    /// `spoolfetch ARGS`' standard output.
+    private func runClient(_ arguments: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: DaemonProcess.executablePath)
+        p.arguments = arguments
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        let out = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: Two workers
+
+    /// Worker A claims the first request and fetches its body slowly; worker B, started on the
+    /// same spool with a second request of the same digest, waits for A's claim and publishes
+    /// from the store: one GET for both.
+    func testTwoWorkersOnOneSpoolFetchTheSameDigestOnce() throws {
+        let body = TestBody.random(count: 80_000, seed: 13)
+        let digest = TestBody.sha256Hex(body)
+        server.serve("/a.bin", body: body, script: [.slow(chunkSize: 4_000, interval: .milliseconds(60))])
+        server.serve("/b.bin", body: body)
+        try spool.drop("ra", "url: \(server.url("/a.bin"))\nsha256: \(digest)\n")
+        // A sees incoming/ only at start: the second request is B's.
+        let a = try DaemonProcess.launch(["run", "--spool", spool.root, "--store", "yes", "--inotify", "no",
+                                          "--rescan-interval", "3600"])
+        defer { a.terminate() }
+        try a.waitForStderr(containing: "spoolfetch running", timeout: 30)     // the store's folders exist
+        try DirectoryWaiter.wait(in: spool.path("store/claims"), timeout: 30, what: "A's claim on the digest") {
+            spool.files(in: "store/claims").contains(digest)
+        }
+        try spool.drop("rb", "url: \(server.url("/b.bin"))\nsha256: \(digest)\n")
+        let b = try DaemonProcess.launch(["run", "--once", "--spool", spool.root, "--store", "yes", "--log-level", "debug"])
+        XCTAssertEqual(try b.waitForExit(timeout: 60), 0, b.stderrText)
+        XCTAssertTrue(b.stderrText.contains("waiting for another fetch of the same sha256"), b.stderrText)
+        XCTAssertEqual(server.requests(for: "/a.bin").count, 1)
+        XCTAssertEqual(server.requests(for: "/b.bin").count, 0, "B waited for A's fetch")
+        XCTAssertEqual(try spool.read("final", "b.bin"), body)
+        XCTAssertEqual(try json("final", "b.bin.done")["source"] as? String, "store")
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "A's marker") {
+            spool.files(in: "final").contains("a.bin.done")
+        }
+        a.signal(SIGTERM)
+        XCTAssertEqual(try a.waitForExit(timeout: 30), 0, a.stderrText)
+        XCTAssertEqual(try spool.read("final", "a.bin"), body)
+    }
+
+    /// The claim's holder killed with SIGKILL mid-fetch: the waiter on the other worker sees its
+    /// process gone, takes the claim over and fetches.
+    func testAWaiterTakesOverTheClaimOfAKilledWorker() throws {
+        let body = TestBody.random(count: 80_000, seed: 14)
+        let digest = TestBody.sha256Hex(body)
+        server.serve("/k.bin", body: body, script: [.stall(afterBytes: 1_000), .normal])
+        server.serve("/k2.bin", body: body)
+        try spool.drop("rk", "url: \(server.url("/k.bin"))\nsha256: \(digest)\n")
+        let a = try DaemonProcess.launch(["run", "--spool", spool.root, "--store", "yes", "--inotify", "no",
+                                          "--rescan-interval", "3600", "--adopt-interval", "0"])
+        try a.waitForStderr(containing: "spoolfetch running", timeout: 30)     // the store's folders exist
+        try DirectoryWaiter.wait(in: spool.path("store/claims"), timeout: 30, what: "A's claim on the digest") {
+            spool.files(in: "store/claims").contains(digest)
+        }
+        try spool.drop("rk2", "url: \(server.url("/k2.bin"))\nsha256: \(digest)\n")
+        let b = try DaemonProcess.launch(["run", "--spool", spool.root, "--store", "yes", "--log-level", "debug",
+                                          "--adopt-interval", "0"])
+        defer { b.terminate() }
+        try b.waitForStderr(containing: "waiting for another fetch of the same sha256", timeout: 30)
+        a.signal(SIGKILL)
+        _ = try a.waitForExit(timeout: 30)
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "B's marker") {
+            spool.files(in: "final").contains("k2.bin.done")
+        }
+        XCTAssertEqual(try spool.read("final", "k2.bin"), body)
+        XCTAssertEqual(server.requests(for: "/k2.bin").count, 1, "B fetched it once A was gone")
+        XCTAssertTrue(b.stderrText.contains("took over a stale store claim"), b.stderrText)
+    }
 }
