@@ -85,6 +85,18 @@ extension ConfigurationKey {
               rule: { ["reflink", "hardlink"].contains($0) ? nil : "must be reflink or hardlink, got '\($0)'" }),
         .bytes("store-max", \.storeMax, reload: true, example: "100G",
                "Most bytes the content store keeps; the least recently used entries no item is publishing from go first; 0 = no bound"),
+        .text("hashed-mirror", \.hashedMirror, value: "url", reload: true, example: "https://cas.example.org/sha256/{sha256}",
+              "A URL with {sha256} tried before an item's own URL when the item has a sha256; repeatable (space-separated in the config file), tried in order; a 404 or a wrong body moves on without spending an attempt",
+              rule: { text in
+                  for template in text.split(whereSeparator: \.isWhitespace).map(String.init) {
+                      guard template.contains("{sha256}") else { return "must contain {sha256}, got '\(template)'" }
+                      let url = template.replacingOccurrences(of: "{sha256}", with: String(repeating: "0", count: 64))
+                      do throws(RequestURL.Invalid) { _ = try RequestURL(validating: url) } catch {
+                          return "must be an http or https URL with {sha256}, got '\(template)'"
+                      }
+                  }
+                  return nil
+              }),
         .optionalText("on-item", \.onItem, value: "command", reload: true, example: "/usr/local/bin/item-done",
                       "Command run (sh -c) after each item ends, with SPOOLFETCH_* variables"),
         .optionalText("on-group", \.onGroup, value: "command", reload: true, example: "/usr/local/bin/ingest",

@@ -275,4 +275,60 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/k2.bin").count, 1, "B fetched it once A was gone")
         XCTAssertTrue(b.stderrText.contains("took over a stale store claim"), b.stderrText)
     }
+
+    // MARK: Hashed mirrors
+
+    func testHashedMirrorsAreTriedInOrderBeforeTheOwnURLAnd404OrAWrongBodyFallsThroughWithoutAnAttempt() throws {
+        let a = TestBody.random(count: 30_000, seed: 21), b = TestBody.random(count: 20_000, seed: 22)
+        let c = TestBody.random(count: 10_000, seed: 23)
+        let (da, db, dc) = (TestBody.sha256Hex(a), TestBody.sha256Hex(b), TestBody.sha256Hex(c))
+        // m1 has nothing (404s), m2 has a, and for c a body that is not c.
+        server.serve("/m2/\(da)", body: a)
+        server.serve("/m2/\(dc)", body: Array("not c".utf8))
+        server.serve("/own/a", body: a)
+        server.serve("/own/b", body: b)
+        server.serve("/own/c", body: c)
+        try spool.drop("hashed", """
+            header: Authorization: Bearer for-own-server-only
+            url: \(server.url("/own/a"))
+            sha256: \(da)
+            url: \(server.url("/own/b"))
+            sha256: \(db)
+            url: \(server.url("/own/c"))
+            sha256: \(dc)
+            url: \(server.url("/own/plain"))
+            """)
+        server.serve("/own/plain", body: Array("no sha256: no mirror".utf8))
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: [
+            "--store", "yes", "--max-attempts", "1",
+            "--hashed-mirror", server.url("/m1/{sha256}"), "--hashed-mirror", server.url("/m2/{sha256}")])
+        XCTAssertEqual(status, 0, stderr)
+        for d in [da, db, dc] {
+            XCTAssertEqual(server.requests(for: "/m1/\(d)").count, 1, "the first mirror is asked first")
+            XCTAssertEqual(server.requests(for: "/m2/\(d)").count, 1, "then the second")
+        }
+        XCTAssertEqual(server.requests(for: "/own/a").count, 0, "the mirror served a: its own URL never asked")
+        XCTAssertEqual(server.requests(for: "/own/b").count, 1)
+        XCTAssertEqual(server.requests(for: "/own/c").count, 1, "a wrong body from a mirror falls through")
+        XCTAssertEqual(server.requests(for: "/own/plain").count, 1)
+        XCTAssertEqual(server.allRequests.filter { $0.path.hasPrefix("/m") }.count, 6, "no mirror for an item without sha256")
+        for request in server.allRequests where request.path.hasPrefix("/m") {
+            XCTAssertNil(request.header("Authorization"), "the item's headers are for its own server only")
+        }
+        for (name, body) in [("a", a), ("b", b), ("c", c)] {
+            XCTAssertEqual(try spool.read("final", name), body)
+            XCTAssertEqual(try json("final", "\(name).done")["attempts"] as? Int, 1, "falling through spent no attempt")
+        }
+        XCTAssertEqual(try json("final", "a.done")["finalURL"] as? String, server.url("/m2/\(da)"), "finalURL: where it came from")
+        for d in [da, db, dc] { XCTAssertTrue(FileManager.default.fileExists(atPath: storeEntry(d))) }
+    }
+
+    func testAHashedMirrorWithoutTheStoreIsRefused() throws {
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--hashed-mirror", server.url("/m/{sha256}")])
+        XCTAssertEqual(status, 3, stderr)
+        XCTAssertTrue(stderr.contains("--hashed-mirror needs the content store"), stderr)
+        let (bad, badErr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes", "--hashed-mirror", server.url("/m/plain")])
+        XCTAssertEqual(bad, 64, badErr)
+        XCTAssertTrue(badErr.contains("must contain {sha256}"), badErr)
+    }
 }

@@ -103,10 +103,24 @@ extension Engine {
         }
     }
 
-    /// The item's transfer starts (the content store, if any, decided it fetches).
+    /// The item's transfer starts (the content store, if any, decided it fetches): from its first
+    /// hashed mirror when it has one, else from its own source.
     private func startFetch(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) {
+        let mirror = contentStore?.firstSource(record, item, credentials: credentials)
         do {
-            try driver.start(record, item, credentials: credentials) { part in send(.partOpened(part), to: record) }
+            try driver.start(record, item, credentials: credentials, hashedMirror: mirror) { part in send(.partOpened(part), to: record) }
+        } catch {
+            couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
+        }
+    }
+
+    /// A hashed mirror could not serve the item (`ContentStoreRoom.fallThrough`): what it left is
+    /// dropped and the item asks `hashedMirror` (nil: its own source) in the same attempt.
+    func fetchAgain(_ record: ItemRecord, hashedMirror: String?, credentials: [RequestHeader]) {
+        guard let item = record.loaded else { return }
+        record.partial.discard()
+        do {
+            try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror) { part in send(.partOpened(part), to: record) }
         } catch {
             couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
         }

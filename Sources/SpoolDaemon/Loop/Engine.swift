@@ -150,6 +150,10 @@ public final class Engine {
             growSegments()
             for outcome in ended {
                 guard var (record, end) = driver.ended(outcome) else { continue }
+                if let (next, credentials) = contentStore?.fallThrough(record, end) {
+                    fetchAgain(record, hashedMirror: next, credentials: credentials)
+                    continue
+                }
                 if end.fault?.diskFull == true {
                     end.neverFits = space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
                 }

@@ -56,6 +56,11 @@ final class ContentStoreRoom {
     /// Digests being published from the store now: never evicted meanwhile.
     private var inUse: [String: Int] = [:]
 
+    /// `--hashed-mirror` templates (`{sha256}` in each), tried in order before an item's own URL.
+    private(set) var hashedMirrors: [String]
+    /// Items fetching from a hashed mirror now: which one, and the credentials their own URL needs after it.
+    private var onMirror: [Int: (index: Int, credentials: [RequestHeader])] = [:]
+
     private(set) var nextCheck: Date?
     static let checkInterval: TimeInterval = 0.2
 
@@ -64,8 +69,9 @@ final class ContentStoreRoom {
     private(set) var bytesSaved: Int64 = 0
 
     init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
-         leaseTimeout: Double, logger: Logger) {
+         leaseTimeout: Double, hashedMirrors: [String] = [], logger: Logger) {
         self.store = store
+        self.hashedMirrors = hashedMirrors
         claims = StoreClaims(folder: store.claimsFolder, worker: worker)
         self.hardlink = hardlink
         self.maxBytes = maxBytes
@@ -90,7 +96,8 @@ final class ContentStoreRoom {
                                                 "max": "\(configuration.storeMax)"])
         return ContentStoreRoom(store: store, worker: worker, hardlink: configuration.storeLink == "hardlink",
                                 maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
-                                leaseTimeout: configuration.leaseTimeout, logger: logger)
+                                leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
+                                logger: logger)
     }
 
     // MARK: At an item's start
@@ -183,7 +190,7 @@ final class ContentStoreRoom {
     }
 
     /// The item left its running phase (stopped, paused, cancelled): it waits no more.
-    func forget(_ key: Int) { stopWaiting(key) }
+    func forget(_ key: Int) { stopWaiting(key); onMirror[key] = nil }
 
     var waitingKeys: [Int] { waitOrder }
 
@@ -266,7 +273,38 @@ final class ContentStoreRoom {
 
     /// Whether the item's body came from the store (its marker says `source: "store"`).
     func servedFromStore(_ key: Int) -> Bool { fromStore.contains(key) }
-    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key) }
+    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key); onMirror[key] = nil }
+
+    // MARK: Hashed mirrors
+
+    /// The URL an item's fetch asks first: its first hashed mirror, when it has a digest and keeps
+    /// nothing of an earlier attempt (a partial is resumed from its own source); else nil (its own URL).
+    func firstSource(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) -> String? {
+        guard !hashedMirrors.isEmpty, let digest = Self.digest(of: item), record.bytesOnDisk == 0,
+              record.keptRanges == nil else { return nil }
+        onMirror[record.key] = (0, credentials)
+        return hashedMirrors[0].replacingOccurrences(of: "{sha256}", with: digest)
+    }
+
+    /// A transfer of the item ended. When it was a hashed mirror's and did not bring the body — a
+    /// 404 or any other failure but a full disk, or a body of another digest — the item moves on to
+    /// the next hashed mirror or its own URL: the answer (`next` nil: its own URL) is the source to
+    /// start now, and the item's machine never sees that transfer, so no attempt is spent.
+    func fallThrough(_ record: ItemRecord, _ end: TransferEnd) -> (next: String?, credentials: [RequestHeader])? {
+        guard let (index, credentials) = onMirror.removeValue(forKey: record.key), let item = record.loaded,
+              let digest = Self.digest(of: item) else { return nil }
+        if end.fault == nil && end.sha256 == digest { return nil }
+        if end.fault?.diskFull == true || end.fault?.cancelled == true { return nil }
+        let why = end.fault.map { $0.httpStatus.map { "HTTP \($0)" } ?? $0.code } ?? "a body with another sha256"
+        logger.info("hashed mirror could not serve the item; next source", metadata: [
+            "item": "\(record.id)", "mirror": "\(hashedMirrors[index].replacingOccurrences(of: "{sha256}", with: digest))", "why": "\(why)"])
+        let next = index + 1
+        guard next < hashedMirrors.count else { return (nil, credentials) }
+        onMirror[record.key] = (next, credentials)
+        return (hashedMirrors[next].replacingOccurrences(of: "{sha256}", with: digest), credentials)
+    }
+
+    func update(hashedMirrors: [String]) { self.hashedMirrors = hashedMirrors }
 
     // MARK: Into the store
 

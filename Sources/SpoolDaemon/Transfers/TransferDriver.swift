@@ -62,7 +62,9 @@ final class TransferDriver {
     /// `credentials`: header lines from `--credentials-dir`, read for this start only; they take
     /// the place of the request's own headers of the same name.
     /// `partOpened` hands a part it opened to the item's machine (the running phase holds it).
-    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [],
+    /// `hashedMirror`: a `--hashed-mirror` URL to ask instead of the item's own, with none of the
+    /// item's headers or credentials (they are for its own server).
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [], hashedMirror: String? = nil,
                partOpened: (StagingFile) -> Void) throws(StoreError) {
         let firstStart = record.startedAt == nil
         if firstStart { record.startedAt = Date() }
@@ -106,8 +108,8 @@ final class TransferDriver {
             record.partial.emptied()
         }
         var request = TransferRequest(
-            url: (record.currentURL ?? item.url).string,
-            headers: Self.headers(item.headers, credentials: credentials).map(\.line)
+            url: hashedMirror ?? (record.currentURL ?? item.url).string,
+            headers: hashedMirror != nil ? [] : Self.headers(item.headers, credentials: credentials).map(\.line)
                 + conditionalHeaders(record, item, resumeFrom: resumeFrom),
             destination: part.fd,
             resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
