@@ -8,6 +8,7 @@ import Foundation
 ///     sha256/ab/ab12…(64 hex)   an entry: read-only (0444), its bytes hash to its name
 ///     tmp/                      entries being written (`<digest>.<pid>.<n>.tmp`)
 ///     claims/<digest>           who fetches a digest now (`StoreClaims`)
+///     counters/<worker>         a worker's hits and bytes saved (`spoolfetch store` adds them up)
 ///
 /// An entry is made the way a file is published: written under a temp name, fsynced, read back
 /// and hashed, then renamed (never replacing) into `sha256/ab/` and that folder fsynced. So a
@@ -20,6 +21,7 @@ public final class ContentStore: @unchecked Sendable {
     let objects: Directory
     let temps: Directory
     public let claimsFolder: Directory
+    let countersFolder: Directory
     private let counter = Counter()
     /// The folders' mode (the spool root's, as every spool folder).
     private let mode: mode_t
@@ -27,13 +29,42 @@ public final class ContentStore: @unchecked Sendable {
     /// Opens the store at `path`, creating it and its folders (mode `mode`) when missing.
     public init(path: String, mode: mode_t = 0o755) throws(StoreError) {
         try SpoolLayout.makeFolder(path, mode: mode)
-        for name in ["sha256", "tmp", "claims"] { try SpoolLayout.makeFolder(path + "/" + name, mode: mode) }
+        for name in ["sha256", "tmp", "claims", "counters"] { try SpoolLayout.makeFolder(path + "/" + name, mode: mode) }
         self.path = path
         self.mode = mode
         root = try Directory(opening: path)
         objects = try Directory(in: root, name: "sha256")
         temps = try Directory(in: root, name: "tmp")
         claimsFolder = try Directory(in: root, name: "claims")
+        countersFolder = try Directory(in: root, name: "counters")
+    }
+
+    // MARK: Counters
+
+    public struct Counters: Codable, Sendable, Hashable {
+        /// Items published from the store.
+        public var hits: Int
+        /// Bytes they did not fetch.
+        public var bytesSaved: Int64
+        public init(hits: Int = 0, bytesSaved: Int64 = 0) { self.hits = hits; self.bytesSaved = bytesSaved }
+    }
+
+    /// Writes this worker's counters (`counters/WORKER`, atomically; not synced: a count lost in a
+    /// power cut is only a statistic).
+    public func save(_ counters: Counters, worker: String) throws(StoreError) {
+        try countersFolder.writeAtomically(worker, SpoolJSON.encode(counters))
+    }
+
+    /// Every worker's counters added up.
+    public func counters() -> Counters {
+        var total = Counters()
+        for name in countersFolder.list() where !name.hasPrefix(".") {
+            guard let bytes = try? countersFolder.read(name, limit: 4096),
+                  let one = SpoolJSON.decode(Counters.self, bytes) else { continue }
+            total.hits += one.hits
+            total.bytesSaved += one.bytesSaved
+        }
+        return total
     }
 
     /// 64 lowercase hex digits: the only names an entry may have (no path can be built from anything else).

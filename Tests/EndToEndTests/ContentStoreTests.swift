@@ -331,4 +331,88 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(bad, 64, badErr)
         XCTAssertTrue(badErr.contains("must contain {sha256}"), badErr)
     }
+
+    // MARK: Bounded, listed, verified
+
+    /// `spoolfetch ARGS`: exit status and standard output.
+    private func client(_ arguments: [String]) throws -> (status: Int32, out: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: DaemonProcess.executablePath)
+        p.arguments = arguments
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        let out = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: out, as: UTF8.self))
+    }
+
+    private func storeSummary() throws -> [String: Any] {
+        let r = try client(["store", "--json", "--spool", spool.root])
+        XCTAssertEqual(r.status, 0, r.out)
+        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], r.out)
+    }
+
+    func testStoreMaxRemovesTheLeastRecentlyUsedAndStoreListsEntriesSizeAndHits() throws {
+        let bodies = (0..<2).map { TestBody.random(count: 30_000, seed: UInt64(30 + $0)) }
+        let digests = bodies.map(TestBody.sha256Hex)
+        server.serve("/x0", body: bodies[0])
+        server.serve("/x1", body: bodies[1])
+        let flags = ["--store", "yes", "--store-max", "50000"]
+        try spool.drop("one", "url: \(server.url("/x0"))\nname: one\nsha256: \(digests[0])\n")
+        var (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: flags)
+        XCTAssertEqual(status, 0, stderr)
+        try spool.drop("two", "url: \(server.url("/x1"))\nname: two\nsha256: \(digests[1])\n")
+        (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: flags)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: storeEntry(digests[0])), "60000 > 50000: the older entry went")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: storeEntry(digests[1])))
+        var summary = try storeSummary()
+        XCTAssertEqual(summary["entries"] as? Int, 1)
+        XCTAssertEqual(summary["bytes"] as? Int, 30_000)
+        XCTAssertEqual(summary["hits"] as? Int, 0)
+        // A hit on the one kept; the evicted one is fetched again.
+        try spool.drop("three", "url: \(server.url("/x1"))\nname: three\nsha256: \(digests[1])\n")
+        try spool.drop("four", "url: \(server.url("/x0"))\nname: four\nsha256: \(digests[0])\n")
+        (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: flags)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/x1").count, 1, "a hit")
+        XCTAssertEqual(server.requests(for: "/x0").count, 2, "evicted: fetched again")
+        XCTAssertEqual(try spool.read("final", "three"), bodies[1])
+        XCTAssertEqual(try spool.read("final", "four"), bodies[0])
+        summary = try storeSummary()
+        XCTAssertEqual(summary["entries"] as? Int, 1, "still within 50000")
+        XCTAssertEqual(summary["hits"] as? Int, 1)
+        XCTAssertEqual(summary["bytesSaved"] as? Int, 30_000)
+        let line = try client(["store", "--spool", spool.root])
+        XCTAssertTrue(line.out.contains("1 entries") && line.out.contains("1 hits"), line.out)
+    }
+
+    func testStoreVerifyRemovesAndReportsAnEntryWhoseBytesChanged() throws {
+        let good = TestBody.random(count: 9_000, seed: 40), bad = TestBody.random(count: 9_000, seed: 41)
+        server.serve("/good", body: good)
+        server.serve("/bad", body: bad)
+        try spool.drop("v", """
+            url: \(server.url("/good"))
+            sha256: \(TestBody.sha256Hex(good))
+            url: \(server.url("/bad"))
+            sha256: \(TestBody.sha256Hex(bad))
+            """)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try client(["store", "verify", "--spool", spool.root]).status, 0)
+        let rotten = storeEntry(TestBody.sha256Hex(bad))
+        chmod(rotten, 0o644)
+        var changed = bad
+        changed[100] ^= 0xff
+        try Data(changed).write(to: URL(fileURLWithPath: rotten))
+        let r = try client(["store", "verify", "--spool", spool.root])
+        XCTAssertEqual(r.status, 1, r.out)
+        XCTAssertTrue(r.out.contains("removed sha256/\(TestBody.sha256Hex(bad).prefix(2))/\(TestBody.sha256Hex(bad))"), r.out)
+        XCTAssertTrue(r.out.contains("hash to \(TestBody.sha256Hex(changed))"), r.out)
+        XCTAssertTrue(r.out.contains("checked 2 entries: 1 removed"), r.out)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: rotten))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: storeEntry(TestBody.sha256Hex(good))))
+        XCTAssertEqual(try client(["store", "verify", "--spool", spool.root]).status, 0)
+    }
 }

@@ -64,15 +64,19 @@ final class ContentStoreRoom {
     private(set) var nextCheck: Date?
     static let checkInterval: TimeInterval = 0.2
 
-    /// Counters for the metrics and `spoolfetch store`.
+    /// Counters for the metrics and `spoolfetch store` (saved in `store/counters/WORKER` at most
+    /// once a second while they change, and at exit).
     private(set) var hits = 0
     private(set) var bytesSaved: Int64 = 0
+    private var countersChanged = false
+    private let worker: String
 
     init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
          leaseTimeout: Double, hashedMirrors: [String] = [], logger: Logger) {
         self.store = store
         self.hashedMirrors = hashedMirrors
         claims = StoreClaims(folder: store.claimsFolder, worker: worker)
+        self.worker = worker
         self.hardlink = hardlink
         self.maxBytes = maxBytes
         self.leasePeriod = leasePeriod
@@ -267,6 +271,7 @@ final class ContentStoreRoom {
     private func counted(_ record: ItemRecord, bytes: Int64) {
         hits += 1
         bytesSaved += bytes
+        if !countersChanged { countersChanged = true; scheduleCheck(Date().addingTimeInterval(1)) }
         fromStore.insert(record.key)
         stopWaiting(record.key)
     }
@@ -302,6 +307,17 @@ final class ContentStoreRoom {
         guard next < hashedMirrors.count else { return (nil, credentials) }
         onMirror[record.key] = (next, credentials)
         return (hashedMirrors[next].replacingOccurrences(of: "{sha256}", with: digest), credentials)
+    }
+
+    /// Writes this worker's counters if they changed (also at exit).
+    func saveCounters() {
+        guard countersChanged else { return }
+        countersChanged = false
+        do {
+            try store.save(ContentStore.Counters(hits: hits, bytesSaved: bytesSaved), worker: worker)
+        } catch {
+            logger.warning("could not write the store's counters: \(error)")
+        }
     }
 
     func update(hashedMirrors: [String]) { self.hashedMirrors = hashedMirrors }
@@ -359,6 +375,7 @@ final class ContentStoreRoom {
     func check(now: Date, record: (Int) -> ItemRecord?) -> [(ItemRecord, StoreDecision, [RequestHeader])] {
         guard let due = nextCheck, due <= now else { return [] }
         nextCheck = nil
+        saveCounters()
         for (digest, flight) in flights where !flight.ingesting {
             let phase = record(flight.key)?.phase
             if phase != .running && phase != .publishing && phase != .waitingToPublish {
