@@ -32,6 +32,9 @@ public final class StoreClaims: @unchecked Sendable {
         public var worker: String { field("worker") ?? "?" }
         /// The holder's process is certainly gone (this machine's boot and pid namespace, no such pid).
         public var isGone: Bool { ProcessIdentity.isGone(leaseText: text) }
+        /// Its text names no process: being written this instant, or cut short by a crash or a
+        /// power cut (a claim is not synced: a lost one only costs a second fetch).
+        public var isUnreadable: Bool { ProcessIdentity(leaseText: text) == nil }
         /// This process holds it.
         public var isMine: Bool { ProcessIdentity(leaseText: text) == ProcessIdentity.mine }
 

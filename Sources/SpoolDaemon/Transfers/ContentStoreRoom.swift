@@ -131,13 +131,15 @@ final class ContentStoreRoom {
     }
 
     /// The claim on `digest` as `decide` needs it; a claim unchanged since this waiter first saw it
-    /// for `leaseTimeout` (this process's clock), or whose process is gone, is stale.
+    /// for `leaseTimeout` (this process's clock), or whose process is gone, is stale — and one whose
+    /// text names no process after a whole `leasePeriod` (its writer writes it right after the
+    /// create: it is what a crash or a power cut left).
     private func readClaim(_ digest: String, waiter key: Int) -> StoreDecision.Claim {
         guard let holder = claims.holder(digest) else { return .none }
         if holder.isMine { return .own }
         if holder.isGone { return .stale(item: holder.item) }
         if let wait = waiting[key], wait.digest == digest, let seen = wait.seen, seen == holder,
-           wait.seenSince.duration(to: .now) >= .seconds(leaseTimeout) {
+           wait.seenSince.duration(to: .now) >= .seconds(holder.isUnreadable ? leasePeriod : leaseTimeout) {
             return .stale(item: holder.item)
         }
         return .live(item: "\(holder.item) on \(holder.worker)")
