@@ -210,6 +210,12 @@ public final class ContentStore: @unchecked Sendable {
         return out
     }
 
+    /// How many entries and bytes the store holds (a listing: off the engine's thread).
+    public func totals() -> (entries: Int, bytes: Int64) {
+        let all = entries()
+        return (all.count, all.reduce(0) { $0 + $1.bytes })
+    }
+
     /// Removes an entry (eviction, a failed verification). Not synced: a removal lost in a power
     /// cut leaves an entry that is still correct.
     public func remove(_ digest: String) {

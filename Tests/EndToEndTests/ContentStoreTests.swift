@@ -9,6 +9,14 @@ final class ContentStoreTests: SpoolTestCase {
     /// Every GET the server saw for `paths`.
     private func gets(_ paths: [String]) -> Int { paths.reduce(0) { $0 + server.requests(for: $1).count } }
 
+    /// A series' value in exposition text (its first line, whatever its labels).
+    private func metric(_ name: String, in text: String) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
+            return line.split(separator: " ").last.flatMap { Double($0) }
+        }
+        return nil
+    }
+
     private func storeEntry(_ digest: String) -> String {
         spool.root + "/store/sha256/" + digest.prefix(2) + "/" + digest
     }
@@ -27,9 +35,22 @@ final class ContentStoreTests: SpoolTestCase {
             }
             try spool.drop("req\(r)", text)
         }
-        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes", "--log-level", "debug"])
+        let prom = spool.root + "/metrics.prom"
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes", "--log-level", "debug",
+                                                                                    "--metrics-file", prom])
         XCTAssertEqual(status, 0, stderr)
         XCTAssertEqual(gets(paths), 10, "one GET per digest")
+        let text = try String(contentsOfFile: prom, encoding: .utf8)
+        let stored: Int = bodies.map(\.count).reduce(0, +)
+        let requested: Int = (0..<20).map { (i: Int) -> Int in bodies[i % 10].count }.reduce(0, +) * 3
+        let saved = requested - stored
+        for line in ["spoolfetch_store_hits_total{worker=", "spoolfetch_store_entries{worker="] {
+            XCTAssertTrue(text.contains(line), text)
+        }
+        XCTAssertEqual(metric("spoolfetch_store_hits_total", in: text), 50, text)
+        XCTAssertEqual(metric("spoolfetch_store_saved_bytes_total", in: text), Double(saved), text)
+        XCTAssertEqual(metric("spoolfetch_store_entries", in: text), 10, text)
+        XCTAssertEqual(metric("spoolfetch_store_bytes", in: text), Double(stored), text)
         var fromStore = 0
         for r in 0..<3 {
             for i in 0..<20 {

@@ -129,7 +129,7 @@ public final class Engine {
                               requestFile: requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
-        contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, logger: logger)
+        contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts, logger: logger)
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -321,8 +321,9 @@ public final class Engine {
             }
         case .networkMonitorFailed(let why):
             logger.warning("stopped watching for network changes; unreachable hosts are probed on their back-off only: \(why)")
-        case .storeIngested(let digest, let outcome, let evicted, let error):
-            contentStore?.ingested(digest: digest, outcome: outcome, evicted: evicted, error: error)
+        case .storeIngested(let digest, let outcome, let evicted, let totals, let error):
+            contentStore?.ingested(digest: digest, outcome: outcome, evicted: evicted, totals: totals, error: error)
+            metrics.changed()
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }
@@ -354,6 +355,7 @@ public final class Engine {
     /// The gauges from the last status report and the engine's parts, then the text if it changed.
     func writeMetrics(now: Date) {
         var snapshot = DaemonMetrics.Snapshot()
+        snapshot.store = contentStore.map { ($0.totals.entries, $0.totals.bytes) }
         if let d = status.lastDaemon {
             snapshot.states = d.states ?? [:]
             snapshot.queued = d.queued

@@ -24,7 +24,8 @@ indirect enum EngineMessage: Sendable {
     /// first stdout line.
     case refreshEnded(key: Int, attempt: Int, outcome: HookRunner.Outcome, line: String?)
     /// A published body went into the content store (or could not); `evicted`: entries removed for `--store-max`.
-    case storeIngested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, error: StoreError?)
+    /// `totals`: the store's entries and bytes, when the job listed it (after an eviction).
+    case storeIngested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals: StoreTotals?, error: StoreError?)
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload
@@ -53,4 +54,10 @@ final class Inbox: Sendable {
             return taken
         }
     }
+}
+
+/// The content store's size as last counted: entries and bytes.
+struct StoreTotals: Sendable, Hashable {
+    var entries: Int
+    var bytes: Int64
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import SpoolConfiguration
 import SpoolCore
+import SpoolMetrics
 import SpoolRequest
 import SpoolStore
 import SpoolTransfer
@@ -13,7 +14,7 @@ import SpoolTransfer
 ///
 /// A waiting item stays in its running phase (it holds its slot, as a transfer would) with no
 /// transfer and no part. It is checked again when a fetch of this worker ends and otherwise every
-/// `checkInterval` while any item waits or fetches: whether the entry arrived (hit), the fetch
+/// `checkInterval` while any item waits (every `lease-period` while only fetches run): whether the entry arrived (hit), the fetch
 /// was given up (this item fetches next: the first waiter only), or the claim went stale.
 final class ContentStoreRoom {
     let store: ContentStore
@@ -71,8 +72,14 @@ final class ContentStoreRoom {
     private var countersChanged = false
     private let worker: String
 
+    /// The store's entries and bytes for the metrics: counted at start and after each eviction,
+    /// added to by this worker's ingests (other workers' show at the next count).
+    var totals = StoreTotals(entries: 0, bytes: 0)
+    private let metrics: DaemonMetrics
+
     init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
-         leaseTimeout: Double, hashedMirrors: [String] = [], logger: Logger) {
+         leaseTimeout: Double, hashedMirrors: [String] = [], metrics: DaemonMetrics, logger: Logger) {
+        self.metrics = metrics
         self.store = store
         self.hashedMirrors = hashedMirrors
         claims = StoreClaims(folder: store.claimsFolder, worker: worker)
@@ -85,7 +92,7 @@ final class ContentStoreRoom {
     }
 
     /// The room for `configuration`'s store, its folders made; nil when the store is off.
-    static func open(_ configuration: DaemonConfiguration, spool: SpoolLayout, worker: String,
+    static func open(_ configuration: DaemonConfiguration, spool: SpoolLayout, worker: String, metrics: DaemonMetrics,
                      logger: Logger) throws(DaemonError) -> ContentStoreRoom? {
         guard let path = configuration.storePath else { return nil }
         var st = stat()
@@ -98,10 +105,16 @@ final class ContentStoreRoom {
         StoreClaims(folder: store.claimsFolder, worker: worker).removeLeftovers()
         logger.info("content store", metadata: ["path": "\(path)", "link": "\(configuration.storeLink)",
                                                 "max": "\(configuration.storeMax)"])
-        return ContentStoreRoom(store: store, worker: worker, hardlink: configuration.storeLink == "hardlink",
-                                maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
-                                leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
-                                logger: logger)
+        metrics.storeEnabled()
+        let room = ContentStoreRoom(store: store, worker: worker, hardlink: configuration.storeLink == "hardlink",
+                                    maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
+                                    leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
+                                    metrics: metrics, logger: logger)
+        // Counted once at start (a listing of the store); then kept up by this worker's ingests
+        // and evictions.
+        let (entries, bytes) = store.totals()
+        room.totals = StoreTotals(entries: entries, bytes: bytes)
+        return room
     }
 
     // MARK: At an item's start
@@ -171,7 +184,7 @@ final class ContentStoreRoom {
         }
         stopWaiting(record.key)
         flights[digest] = Flight(key: record.key, item: record.id, claimed: claimed, refreshedAt: Date())
-        scheduleCheck(Date().addingTimeInterval(Self.checkInterval))
+        scheduleCheck(Date().addingTimeInterval(waiting.isEmpty ? leasePeriod : Self.checkInterval))
         return true
     }
 
@@ -273,6 +286,7 @@ final class ContentStoreRoom {
     private func counted(_ record: ItemRecord, bytes: Int64) {
         hits += 1
         bytesSaved += bytes
+        metrics.storeHit(bytes: bytes)
         if !countersChanged { countersChanged = true; scheduleCheck(Date().addingTimeInterval(1)) }
         fromStore.insert(record.key)
         stopWaiting(record.key)
@@ -340,16 +354,25 @@ final class ContentStoreRoom {
                     let outcome = try store.ingest(from: part.fd, sourcePath: "staging/\(part.base).part", bytes: bytes, sha256: wanted)
                     // Bounded after each entry added; off the engine's thread (it lists the store).
                     let evicted = maxBytes > 0 ? store.evict(toFit: maxBytes, inUse: inUse) : []
-                    return .storeIngested(digest: wanted, outcome: outcome, evicted: evicted.count, error: nil)
+                    let totals = maxBytes > 0 ? store.totals() : nil
+                    return .storeIngested(digest: wanted, outcome: outcome, evicted: evicted.count,
+                                          totals: totals.map { StoreTotals(entries: $0.entries, bytes: $0.bytes) }, error: nil)
                 } catch {
-                    return .storeIngested(digest: wanted, outcome: nil, evicted: 0, error: error)
+                    return .storeIngested(digest: wanted, outcome: nil, evicted: 0, totals: nil, error: error)
                 }
             }
         }
     }
 
     /// The I/O queue's answer to an ingest: the flight ends, its claim goes, its waiters are checked now.
-    func ingested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, error: StoreError?) {
+    func ingested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals counted: StoreTotals?,
+                  error: StoreError?) {
+        if let counted {
+            totals = counted
+        } else if case .added = outcome, let size = store.size(of: digest) {
+            totals.entries += 1
+            totals.bytes += size
+        }
         if evicted > 0 { logger.info("store entries removed to stay under store-max", metadata: ["entries": "\(evicted)"]) }
         if let error {
             logger.warning("could not put a body into the store: \(error)", metadata: ["sha256": "\(digest)"])
@@ -411,8 +434,12 @@ final class ContentStoreRoom {
             }
             if case .fetch = decision { fetchedNow.insert(wait.digest) }
         }
-        if !waiting.isEmpty || flights.contains(where: { !$0.value.ingesting }) {
+        // Waiters are checked often; fetches alone only need their claims renewed (and a given-up
+        // fetch's claim released within a lease period), so an idle-ish daemon wakes rarely.
+        if !waiting.isEmpty {
             scheduleCheck(now.addingTimeInterval(Self.checkInterval))
+        } else if flights.contains(where: { !$0.value.ingesting }) {
+            scheduleCheck(now.addingTimeInterval(leasePeriod))
         }
         return goOn
     }
