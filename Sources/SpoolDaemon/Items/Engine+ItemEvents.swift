@@ -141,8 +141,16 @@ extension Engine {
                                              openPart: { () throws(StoreError) in try openFreshPart(record) }) { return }
             startFetch(record, item, credentials: credentials)
         case .fetch(_, let breaking):
-            if contentStore.beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
+            switch contentStore.beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
+            case .fetch:
                 startFetch(record, item, credentials: credentials)
+            case .inStore:
+                if !contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
+                                                  openPart: { () throws(StoreError) in try openFreshPart(record) }) {
+                    startFetch(record, item, credentials: credentials)
+                }
+            case .waiting:
+                break
             }
         case .wait:
             break

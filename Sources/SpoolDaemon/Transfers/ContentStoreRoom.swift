@@ -158,9 +158,14 @@ final class ContentStoreRoom {
         return .live(item: "\(holder.item) on \(holder.worker)")
     }
 
-    /// The item fetches `digest`: claimed on the spool first (breaking a stale claim). false when
-    /// another worker claimed it in between: the item waits instead (`wait` was called).
-    func beginFetch(_ record: ItemRecord, digest: String, breaking: Bool, credentials: [RequestHeader]) -> Bool {
+    /// What `beginFetch` found once it held the claim (or could not get it).
+    enum FetchStart { case fetch, waiting, inStore }
+
+    /// The item fetches `digest`: claimed on the spool first (breaking a stale claim). `waiting`
+    /// when another worker claimed it in between (`wait` was called); `inStore` when the entry
+    /// arrived between the look and the claim (another worker's fetch ended just then): the
+    /// claim is let go and the item publishes from the store.
+    func beginFetch(_ record: ItemRecord, digest: String, breaking: Bool, credentials: [RequestHeader]) -> FetchStart {
         if breaking, let seen = claims.holder(digest) {
             if claims.breakClaim(digest, seen: seen) {
                 logger.warning("took over a stale store claim", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
@@ -174,7 +179,7 @@ final class ContentStoreRoom {
                 claimed = true
             case .heldBy(let holder) where !holder.isMine:
                 wait(record, digest: digest, by: "\(holder.item) on \(holder.worker)", elsewhere: true, credentials: credentials)
-                return false
+                return .waiting
             case .heldBy:
                 claimed = true
             }
@@ -182,10 +187,14 @@ final class ContentStoreRoom {
             // The store's claims folder unusable: fetch anyway (at worst twice), say why.
             logger.warning("could not claim a digest in the store; fetching without a claim: \(error)", metadata: ["item": "\(record.id)"])
         }
+        if store.contains(digest) {
+            if claimed { claims.release(digest) }
+            return .inStore
+        }
         stopWaiting(record.key)
         flights[digest] = Flight(key: record.key, item: record.id, claimed: claimed, refreshedAt: Date())
         scheduleCheck(Date().addingTimeInterval(waiting.isEmpty ? leasePeriod : Self.checkInterval))
-        return true
+        return .fetch
     }
 
     /// The item waits for the fetch `by` runs.
@@ -234,7 +243,11 @@ final class ContentStoreRoom {
                 return true
             case .fetch(let claim, let breaking):
                 if !claim { return false }
-                return !beginFetch(record, digest: digest, breaking: breaking, credentials: credentials)
+                switch beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
+                case .fetch: return false
+                case .waiting: return true
+                case .inStore: continue     // decide again: a hit now
+                }
             }
         }
         return false
