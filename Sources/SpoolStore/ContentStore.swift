@@ -180,6 +180,31 @@ public final class ContentStore: @unchecked Sendable {
         return StagingFile(base: base, fd: fd, inode: UInt64(st.st_ino), size: Int64(st.st_size), isNamed: false)
     }
 
+    public enum CloneAnswer: Sendable, Hashable {
+        /// The store does not hold the digest (evicted meanwhile).
+        case absent
+        /// `out` shares the entry's blocks now: no data copied.
+        case cloned(bytes: Int64)
+        /// The filesystem cannot reflink here: a real copy is needed (`copy`).
+        case needsCopy
+    }
+
+    /// A reflink of the entry into `out`, the cheap first try before a copy that may take long.
+    public func reflink(_ digest: String, into out: Int32, outPath: String) throws(StoreError) -> CloneAnswer {
+        guard let fd = try open(digest) else { return .absent }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw StoreError("fstat", entryPath(digest)) }
+        guard FileClone.reflink(from: fd, to: out) else { return .needsCopy }
+        var copied = stat()
+        guard fstat(out, &copied) == 0 else { throw StoreError("fstat", outPath) }
+        guard copied.st_size == st.st_size else {
+            throw StoreError("ioctl(FICLONE)", outPath, errno: EIO, detail: "the clone has \(copied.st_size) bytes, the entry \(st.st_size)")
+        }
+        touch(digest)
+        return .cloned(bytes: Int64(st.st_size))
+    }
+
     /// Marks the entry used now (its access time), for the LRU order of `evict`.
     public func touch(_ digest: String) {
         var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: 0, tv_nsec: utimeOmit)]

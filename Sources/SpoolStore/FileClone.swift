@@ -67,6 +67,11 @@ public enum FileClone {
         return method
     }
 
+    /// `FICLONE` alone: true when `out` now shares all of `source`'s extents.
+    public static func reflink(from source: Int32, to out: Int32) -> Bool {
+        spoolfetch_ficlone(out, source) == 0
+    }
+
     /// The lowercase hex SHA-256 of the whole file `fd` (read with `pread` from byte 0) and its size.
     public static func sha256(of fd: Int32, path: String) throws(StoreError) -> (digest: String, bytes: Int64) {
         var hasher = SHA256()

@@ -436,4 +436,54 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: storeEntry(TestBody.sha256Hex(good))))
         XCTAssertEqual(try client(["store", "verify", "--spool", spool.root]).status, 0)
     }
+
+    // MARK: Reflinks
+
+    /// On xfs with reflink (an image made and loop-mounted here): a hit is a reflink — the
+    /// published file shares the entry's blocks, no data copied — and a copy of its own.
+    func testOnXfsWithReflinkAHitIsAReflink() throws {
+        let scratch = try TempSpool.makeScratchFolder(prefix: "spoolfetch-xfs-store")
+        let image = scratch + "/xfs.img", mount = scratch + "/mnt"
+        defer {
+            _ = try? PowerCutMount.runTool("/usr/bin/umount", [mount])
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        guard geteuid() == 0 else { throw MountUnavailable("loop-mounting an xfs image needs root (CI runs as root)") }
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        XCTAssertTrue(FileManager.default.createFile(atPath: image, contents: nil))
+        XCTAssertEqual(truncate(image, 512 << 20), 0)
+        guard try PowerCutMount.runTool("/usr/sbin/mkfs.xfs", ["-q", "-m", "reflink=1", image]) == 0 else {
+            throw MountUnavailable("mkfs.xfs failed (xfsprogs is in the Makefile's TEST_PACKAGES)")
+        }
+        guard try PowerCutMount.runTool("/usr/bin/mount", ["-o", "loop", image, mount]) == 0 else {
+            throw MountUnavailable("mount -o loop of an xfs image failed: no loop device here?")
+        }
+        let xfsSpool = try TempSpool(root: mount + "/spool")
+        let body = TestBody.random(count: 3 << 20, seed: 80)
+        let digest = TestBody.sha256Hex(body)
+        server.serve("/r.bin", body: body)
+        try xfsSpool.drop("first", "url: \(server.url("/r.bin"))\nsha256: \(digest)\n")
+        var (status, stderr) = try DaemonProcess.drain(spool: xfsSpool.root, extra: ["--store", "yes"])
+        XCTAssertEqual(status, 0, stderr)
+        try xfsSpool.drop("second", "url: \(server.url("/r.bin"))\nname: r2.bin\nsha256: \(digest)\n")
+        (status, stderr) = try DaemonProcess.drain(spool: xfsSpool.root, extra: ["--store", "yes", "--log-level", "debug"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/r.bin").count, 1)
+        XCTAssertEqual(try xfsSpool.read("final", "r2.bin"), body)
+        XCTAssertTrue(stderr.contains("published from the store") && stderr.contains("copy=reflink"), stderr)
+        // Its own inode, sharing the entry's blocks (filefrag marks them "shared").
+        let frag = Process()
+        frag.executableURL = URL(fileURLWithPath: "/usr/sbin/filefrag")
+        frag.arguments = ["-v", xfsSpool.path("final", "r2.bin")]
+        let pipe = Pipe()
+        frag.standardOutput = pipe
+        try frag.run()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        frag.waitUntilExit()
+        XCTAssertTrue(text.contains("shared"), text)
+        var published = stat(), entry = stat()
+        XCTAssertEqual(stat(xfsSpool.path("final", "r2.bin"), &published), 0)
+        XCTAssertEqual(stat(xfsSpool.root + "/store/" + "sha256/" + digest.prefix(2) + "/" + digest, &entry), 0)
+        XCTAssertNotEqual(published.st_ino, entry.st_ino)
+    }
 }

@@ -132,13 +132,24 @@ extension Engine {
         try store.openPart(record.base, fresh: true, unnamed: !record.hasStateFile && !store.partExists(record.base))
     }
 
+    /// A copy from the store into an item's part ended (`ContentStoreRoom.copied`): the item goes
+    /// on with the body, or fetches it when the copy could not be made.
+    func storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?) {
+        let record = table.item(key)
+        guard let contentStore, let credentials = contentStore.copied(record, key: key, digest: digest, bytes: bytes, error: error,
+                                                                       send: { if let record { send($0, to: record) } }),
+              let record, let item = record.loaded else { return }
+        startFetch(record, item, credentials: credentials)
+    }
+
     /// A waiting item's turn came (`ContentStoreRoom.check`): published from the store, or fetched.
     func storeWaitEnded(_ record: ItemRecord, _ decision: StoreDecision, credentials: [RequestHeader]) {
         guard let contentStore, let item = record.loaded, let digest = ContentStoreRoom.digest(of: item) else { return }
         switch decision {
         case .hit:
             if contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
-                                             openPart: { () throws(StoreError) in try openFreshPart(record) }) { return }
+                                             openPart: { () throws(StoreError) in try openFreshPart(record) },
+                                             credentials: credentials) { return }
             startFetch(record, item, credentials: credentials)
         case .fetch(_, let breaking):
             switch contentStore.beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
@@ -146,7 +157,8 @@ extension Engine {
                 startFetch(record, item, credentials: credentials)
             case .inStore:
                 if !contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
-                                                  openPart: { () throws(StoreError) in try openFreshPart(record) }) {
+                                                  openPart: { () throws(StoreError) in try openFreshPart(record) },
+                                                  credentials: credentials) {
                     startFetch(record, item, credentials: credentials)
                 }
             case .waiting:

@@ -129,7 +129,9 @@ public final class Engine {
                               requestFile: requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
-        contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts, logger: logger)
+        let inbox = self.inbox
+        contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts,
+                                                 post: { inbox.post($0) }, logger: logger)
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -324,6 +326,8 @@ public final class Engine {
         case .storeIngested(let digest, let outcome, let evicted, let totals, let error):
             contentStore?.ingested(digest: digest, outcome: outcome, evicted: evicted, totals: totals, error: error)
             metrics.changed()
+        case .storeCopied(let key, let digest, let bytes, let error):
+            storeCopied(key: key, digest: digest, bytes: bytes, error: error)
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }

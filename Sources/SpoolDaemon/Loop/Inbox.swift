@@ -26,6 +26,9 @@ indirect enum EngineMessage: Sendable {
     /// A published body went into the content store (or could not); `evicted`: entries removed for `--store-max`.
     /// `totals`: the store's entries and bytes, when the job listed it (after an eviction).
     case storeIngested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals: StoreTotals?, error: StoreError?)
+    /// A copy from the content store into item `key`'s part ended: its bytes, or nil (the entry
+    /// gone, or `error`).
+    case storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?)
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload

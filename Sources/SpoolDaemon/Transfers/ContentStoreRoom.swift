@@ -57,6 +57,18 @@ final class ContentStoreRoom {
     /// Digests being published from the store now: never evicted meanwhile.
     private var inUse: [String: Int] = [:]
 
+    /// Items whose part is being filled by a copy on `copyQueue` (no reflink here).
+    struct Copying {
+        let digest: String
+        let part: StagingFile
+        let credentials: [RequestHeader]
+    }
+    private var copying: [Int: Copying] = [:]
+    /// Copies run here, one at a time, off the engine's thread (which goes on with transfers) and
+    /// off the I/O queue (which goes on publishing); each answers through the inbox.
+    private let copyQueue = DispatchQueue(label: "spoolfetch-store-copy")
+    private let post: @Sendable (EngineMessage) -> Void
+
     /// `--hashed-mirror` templates (`{sha256}` in each), tried in order before an item's own URL.
     private(set) var hashedMirrors: [String]
     /// Items fetching from a hashed mirror now: which one, and the credentials their own URL needs after it.
@@ -78,8 +90,10 @@ final class ContentStoreRoom {
     private let metrics: DaemonMetrics
 
     init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
-         leaseTimeout: Double, hashedMirrors: [String] = [], metrics: DaemonMetrics, logger: Logger) {
+         leaseTimeout: Double, hashedMirrors: [String] = [], metrics: DaemonMetrics,
+         post: @escaping @Sendable (EngineMessage) -> Void, logger: Logger) {
         self.metrics = metrics
+        self.post = post
         self.store = store
         self.hashedMirrors = hashedMirrors
         claims = StoreClaims(folder: store.claimsFolder, worker: worker)
@@ -93,7 +107,7 @@ final class ContentStoreRoom {
 
     /// The room for `configuration`'s store, its folders made; nil when the store is off.
     static func open(_ configuration: DaemonConfiguration, spool: SpoolLayout, worker: String, metrics: DaemonMetrics,
-                     logger: Logger) throws(DaemonError) -> ContentStoreRoom? {
+                     post: @escaping @Sendable (EngineMessage) -> Void, logger: Logger) throws(DaemonError) -> ContentStoreRoom? {
         guard let path = configuration.storePath else { return nil }
         var st = stat()
         let mode = stat(spool.root, &st) == 0 ? st.st_mode & 0o7777 : 0o755
@@ -109,7 +123,7 @@ final class ContentStoreRoom {
         let room = ContentStoreRoom(store: store, worker: worker, hardlink: configuration.storeLink == "hardlink",
                                     maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
                                     leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
-                                    metrics: metrics, logger: logger)
+                                    metrics: metrics, post: post, logger: logger)
         // Counted once at start (a listing of the store); then kept up by this worker's ingests
         // and evictions.
         let (entries, bytes) = store.totals()
@@ -218,9 +232,15 @@ final class ContentStoreRoom {
     }
 
     /// The item left its running phase (stopped, paused, cancelled): it waits no more.
-    func forget(_ key: Int) { stopWaiting(key); onMirror[key] = nil }
+    func forget(_ key: Int) {
+        stopWaiting(key)
+        onMirror[key] = nil
+        if let copy = copying.removeValue(forKey: key) { release(copy.digest) }
+    }
 
-    var waitingKeys: [Int] { waitOrder }
+    /// Items running with no transfer: waiting for another's fetch, or being copied from the store
+    /// (a stop must reach them too).
+    var waitingKeys: [Int] { waitOrder + copying.keys.sorted() }
 
     private func stopWaiting(_ key: Int) {
         guard waiting.removeValue(forKey: key) != nil else { return }
@@ -236,7 +256,7 @@ final class ContentStoreRoom {
             guard let digest = Self.digest(of: item) else { return false }
             switch decide(record, item) {
             case .hit:
-                if publishFromStore(record, digest: digest, send: send, openPart: openPart) { return true }
+                if publishFromStore(record, digest: digest, send: send, openPart: openPart, credentials: credentials) { return true }
                 continue    // evicted between the look and the copy: decide again
             case .wait(let by, let elsewhere):
                 wait(record, digest: digest, by: by, elsewhere: elsewhere, credentials: credentials)
@@ -254,46 +274,82 @@ final class ContentStoreRoom {
     }
 
     /// Fills a fresh part from the entry and hands the item a complete, verified body: it is
-    /// published by the same protocol as a download. false when the entry is gone.
-    /// A part that cannot be filled (a full disk, an I/O error) makes the item fetch instead.
+    /// published by the same protocol as a download. false when the entry is gone (evicted
+    /// between the look and now) or the part cannot be made: the caller fetches instead.
+    /// A reflink (or a hardlink) is done here, at once; a real copy, which takes as long as the
+    /// body is large, runs on the store's copy thread while the item stays running (`copied`).
     func publishFromStore(_ record: ItemRecord, digest: String, send: (ItemEvent) -> Void,
-                          openPart: () throws(StoreError) -> StagingFile) -> Bool {
+                          openPart: () throws(StoreError) -> StagingFile, credentials: [RequestHeader] = []) -> Bool {
         if record.startedAt == nil { record.startedAt = Date() }
-        let filled: (StagingFile, Int64, CopyMethod)?
         do {
             if hardlink {
-                filled = try store.openAsPart(digest, base: record.base).map { ($0, $0.size, CopyMethod.reflink) }
-                if filled != nil { counted(record, bytes: filled!.1) }
-            } else {
-                filled = try fill(record, digest: digest, openPart: openPart)
+                guard let part = try store.openAsPart(digest, base: record.base) else { return false }
+                finish(record, digest: digest, part: part, bytes: part.size, how: "hardlink", send: send)
+                return true
+            }
+            let part = try openPart()
+            switch try store.reflink(digest, into: part.fd, outPath: "staging/\(part.base).part") {
+            case .absent:
+                return false
+            case .cloned(let bytes):
+                finish(record, digest: digest, part: part, bytes: bytes, how: "reflink", send: send)
+                return true
+            case .needsCopy:
+                send(.partOpened(part))
+                inUse[digest, default: 0] += 1
+                copying[record.key] = Copying(digest: digest, part: part, credentials: credentials)
+                stopWaiting(record.key)
+                let store = self.store, post = self.post, key = record.key
+                copyQueue.async {
+                    do throws(StoreError) {
+                        let copied = try store.copy(digest, into: part.fd, outPath: "staging/\(part.base).part", reflink: false)
+                        post(.storeCopied(key: key, digest: digest, bytes: copied?.bytes, error: nil))
+                    } catch {
+                        post(.storeCopied(key: key, digest: digest, bytes: nil, error: error))
+                    }
+                }
+                return true
             }
         } catch {
             logger.warning("could not publish from the store; fetching instead: \(error)", metadata: ["item": "\(record.id)"])
             return false
         }
-        guard let (part, bytes, method) = filled else { return false }
-        send(.partOpened(part))
+    }
+
+    /// The body is in the part: the item takes it as a complete transfer whose digest is its `sha256`.
+    private func finish(_ record: ItemRecord, digest: String, part: StagingFile, bytes: Int64, how: String,
+                        send: (ItemEvent) -> Void) {
+        counted(record, bytes: bytes)
+        if record.part !== part { send(.partOpened(part)) }
         var partial = record.partial
         partial.emptied()
         partial.kept(bytes: bytes, hash: nil, validators: nil)
         record.partial = partial
         logger.debug("published from the store", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
-                                                             "bytes": "\(bytes)", "copy": "\(hardlink ? "hardlink" : method.rawValue)"])
+                                                             "bytes": "\(bytes)", "copy": "\(how)"])
         send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true, wantedSHA256: digest)))
-        return true
     }
 
-    // MARK: Publishing from the store
+    /// The copy thread's answer for item `key`. Ignored when the item left its running phase
+    /// meanwhile (stopped, paused, cancelled: `forget`). nil when the item goes on with the body;
+    /// else the credentials to fetch it with (the entry vanished, or the copy failed).
+    func copied(_ record: ItemRecord?, key: Int, digest: String, bytes: Int64?, error: StoreError?,
+                send: (ItemEvent) -> Void) -> [RequestHeader]? {
+        guard let copy = copying.removeValue(forKey: key) else { return nil }
+        release(digest)
+        guard let record, record.phase == .running, record.part === copy.part else { return nil }
+        if let bytes {
+            finish(record, digest: digest, part: copy.part, bytes: bytes, how: "copy", send: send)
+            return nil
+        }
+        logger.warning("could not publish from the store; fetching instead: \(error.map { "\($0)" } ?? "the entry is gone")",
+                       metadata: ["item": "\(record.id)"])
+        return copy.credentials
+    }
 
-    /// Opens a fresh part for the item and fills it from the entry. nil when the entry went
-    /// (evicted between the decision and now): the caller decides again.
-    func fill(_ record: ItemRecord, digest: String, openPart: () throws(StoreError) -> StagingFile) throws(StoreError) -> (StagingFile, Int64, CopyMethod)? {
-        inUse[digest, default: 0] += 1
-        defer { inUse[digest]! -= 1; if inUse[digest] == 0 { inUse[digest] = nil } }
-        let part = try openPart()
-        guard let (bytes, method) = try store.copy(digest, into: part.fd, outPath: "staging/\(part.base).part") else { return nil }
-        counted(record, bytes: bytes)
-        return (part, bytes, method)
+    private func release(_ digest: String) {
+        inUse[digest, default: 1] -= 1
+        if inUse[digest] == 0 { inUse[digest] = nil }
     }
 
     private func counted(_ record: ItemRecord, bytes: Int64) {
