@@ -197,6 +197,57 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(try json("final", "same.bin.done")["source"] as? String, "store")
     }
 
+    func testAWaitingItemCanBeCancelledAndTheFetchGoesOn() throws {
+        let body = TestBody.random(count: 60_000, seed: 15)
+        let digest = TestBody.sha256Hex(body)
+        server.serve("/slow2.bin", body: body, script: [.slow(chunkSize: 2_000, interval: .milliseconds(60))])
+        server.serve("/other.bin", body: body)
+        try spool.drop("pair", """
+            url: \(server.url("/slow2.bin"))
+            sha256: \(digest)
+            url: \(server.url("/other.bin"))
+            sha256: \(digest)
+            """)
+        let daemon = try DaemonProcess.launch(["run", "--once", "--spool", spool.root, "--store", "yes"])
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "a waiting-store task in status") {
+            !tasks(inState: "waiting-store").isEmpty
+        }
+        let cancel = try client(["cancel", "pair#1", "--spool", spool.root])
+        XCTAssertEqual(cancel.status, 0, cancel.out)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 60), 1, daemon.stderrText)
+        XCTAssertEqual(try spool.read("final", "slow2.bin"), body, "the fetch went on")
+        XCTAssertEqual(server.requests(for: "/other.bin").count, 0)
+        let error = try json("failed", "pair.error")
+        let items = try XCTUnwrap(error["items"] as? [[String: Any]])
+        XCTAssertEqual(items.first?["code"] as? String, "cancelled")
+        XCTAssertEqual(items.first?["index"] as? Int, 1)
+    }
+
+    func testAStopWhileAnItemWaitsEndsTheDaemonAndTheNextRunFinishes() throws {
+        let body = TestBody.random(count: 200_000, seed: 16)
+        let digest = TestBody.sha256Hex(body)
+        server.serve("/s3.bin", body: body, script: [.slow(chunkSize: 2_000, interval: .milliseconds(60)), .normal])
+        server.serve("/s4.bin", body: body)
+        try spool.drop("stop", """
+            url: \(server.url("/s3.bin"))
+            sha256: \(digest)
+            url: \(server.url("/s4.bin"))
+            sha256: \(digest)
+            """)
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--store", "yes"])
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "a waiting-store task in status") {
+            !tasks(inState: "waiting-store").isEmpty
+        }
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 30), 0, daemon.stderrText)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool.root + "/store/claims"), [], "the claim went with the fetch")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "s3.bin"), body)
+        XCTAssertEqual(try spool.read("final", "s4.bin"), body)
+        XCTAssertEqual(server.requests(for: "/s4.bin").count, 0, "the second item never asked its server")
+    }
+
     func testWhenTheFetchFailsTheWaiterFetchesItself() throws {
         let body = TestBody.random(count: 50_000, seed: 12)
         let digest = TestBody.sha256Hex(body)

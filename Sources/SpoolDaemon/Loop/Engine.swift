@@ -174,7 +174,7 @@ public final class Engine {
             }
         }
         networkMonitor?.stop()
-        contentStore?.saveCounters()
+        contentStore?.close()
         hooks.waitForAll()
         requestFile.closeKept()
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)

@@ -394,6 +394,13 @@ final class ContentStoreRoom {
         return (hashedMirrors[next].replacingOccurrences(of: "{sha256}", with: digest), credentials)
     }
 
+    /// At exit: the claims of fetches that did not end go (another worker fetches at once instead of
+    /// waiting out a lease), and the counters are written.
+    func close() {
+        for digest in Array(flights.keys) { endFlight(digest) }
+        saveCounters()
+    }
+
     /// Writes this worker's counters if they changed (also at exit).
     func saveCounters() {
         guard countersChanged else { return }
