@@ -122,6 +122,16 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(stat(spool.path("final", "h2.bin"), &published), 0)
         XCTAssertEqual(stat(storeEntry(digest), &entry), 0)
         XCTAssertEqual(published.st_ino, entry.st_ino, "hardlink: one inode")
+        XCTAssertEqual(published.st_mode & 0o777, 0o444, "the store's file: read-only")
+        // on-exists: replace takes the name again, the same way.
+        try spool.drop("three", "on-exists: replace\nurl: \(server.url("/h.bin"))\nname: h2.bin\nsha256: \(digest)\n")
+        (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes", "--store-link", "hardlink"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try spool.read("final", "h2.bin"), body)
+        XCTAssertFalse(spool.files(in: "final").contains("h2-1.bin"))
+        XCTAssertEqual(stat(spool.path("final", "h2.bin"), &published), 0)
+        XCTAssertEqual(published.st_ino, entry.st_ino)
+        XCTAssertEqual(server.requests(for: "/h.bin").count, 1)
     }
 
     func testABodyThatDoesNotMatchItsSha256NeverEntersTheStoreAndItemsWithoutSha256AreNotStored() throws {
