@@ -142,9 +142,10 @@ final class ContentStoreRoom {
     /// What the item does now that its transfer would start. `.fetch` leaves it to the transfer driver.
     func decide(_ record: ItemRecord, _ item: RequestItem) -> StoreDecision {
         let digest = Self.digest(of: item)
+        let present = digest.map { store.size(of: $0) != nil } ?? false
         var localFetcher: String? = nil
         var claim: StoreDecision.Claim? = nil
-        if let digest, store.size(of: digest) == nil {
+        if let digest, !present {
             if let flight = flights[digest], flight.key != record.key {
                 localFetcher = flight.item
             } else if flights[digest] == nil {
@@ -153,8 +154,7 @@ final class ContentStoreRoom {
                 claim = .own
             }
         }
-        return StoreDecision.decide(digest: digest, storeOn: true, entryPresent: digest.map { store.size(of: $0) != nil } ?? false,
-                                    localFetcher: localFetcher, claim: claim)
+        return StoreDecision.decide(digest: digest, storeOn: true, entryPresent: present, localFetcher: localFetcher, claim: claim)
     }
 
     /// The claim on `digest` as `decide` needs it; a claim unchanged since this waiter first saw it
@@ -164,12 +164,14 @@ final class ContentStoreRoom {
     private func readClaim(_ digest: String, waiter key: Int) -> StoreDecision.Claim {
         guard let holder = claims.holder(digest) else { return .none }
         if holder.isMine { return .own }
-        if holder.isGone { return .stale(item: holder.item) }
-        if let wait = waiting[key], wait.digest == digest, let seen = wait.seen, seen == holder,
-           wait.seenSince.duration(to: .now) >= .seconds(holder.isUnreadable ? leasePeriod : leaseTimeout) {
-            return .stale(item: holder.item)
-        }
+        if isStale(holder, digest: digest, waiter: key) { return .stale(item: holder.item) }
         return .live(item: "\(holder.item) on \(holder.worker)")
+    }
+
+    private func isStale(_ holder: StoreClaims.Holder, digest: String, waiter key: Int) -> Bool {
+        if holder.isGone { return true }
+        guard let wait = waiting[key], wait.digest == digest, let seen = wait.seen, seen == holder else { return false }
+        return wait.seenSince.duration(to: .now) >= .seconds(holder.isUnreadable ? leasePeriod : leaseTimeout)
     }
 
     /// What `beginFetch` found once it held the claim (or could not get it).
@@ -180,7 +182,9 @@ final class ContentStoreRoom {
     /// arrived between the look and the claim (another worker's fetch ended just then): the
     /// claim is let go and the item publishes from the store.
     func beginFetch(_ record: ItemRecord, digest: String, breaking: Bool, credentials: [RequestHeader]) -> FetchStart {
-        if breaking, let seen = claims.holder(digest) {
+        // The claim as it is now, judged again: only that very claim is broken (one renewed since
+        // is not, and `breakClaim` puts back one renewed between this read and its rename).
+        if breaking, let seen = claims.holder(digest), !seen.isMine, isStale(seen, digest: digest, waiter: record.key) {
             if claims.breakClaim(digest, seen: seen) {
                 logger.warning("took over a stale store claim", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
                                                                            "holder": "\(seen.item) on \(seen.worker)"])
