@@ -67,6 +67,9 @@ public final class ContentStore: @unchecked Sendable {
         return total
     }
 
+    /// The device of the store's filesystem (a hardlink into the final folder needs the same one).
+    public var deviceID: UInt64? { root.deviceID() }
+
     /// 64 lowercase hex digits: the only names an entry may have (no path can be built from anything else).
     public static func isDigest(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }

@@ -134,6 +134,30 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/h.bin").count, 1)
     }
 
+    /// A store on another filesystem (tmpfs in /dev/shm) than the final folder: hardlinks cannot
+    /// reach, so hits are copies, and the log says so.
+    func testAHardlinkStoreOnAnotherFilesystemPublishesCopies() throws {
+        let shm = "/dev/shm/spoolfetch-store-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: shm) }
+        var here = stat(), there = stat()
+        XCTAssertEqual(stat(spool.root, &here), 0)
+        try FileManager.default.createDirectory(atPath: shm, withIntermediateDirectories: true)
+        XCTAssertEqual(stat(shm, &there), 0)
+        XCTAssertNotEqual(here.st_dev, there.st_dev, "the test needs /dev/shm on another filesystem than the spool")
+        let body = TestBody.random(count: 70_000, seed: 17)
+        let digest = TestBody.sha256Hex(body)
+        server.serve("/x.bin", body: body)
+        try spool.drop("one", "url: \(server.url("/x.bin"))\nsha256: \(digest)\n")
+        try spool.drop("two", "url: \(server.url("/x.bin"))\nname: y.bin\nsha256: \(digest)\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", shm, "--store-link", "hardlink"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertTrue(stderr.contains("on different filesystems: hits are copies"), stderr)
+        XCTAssertEqual(server.requests(for: "/x.bin").count, 1)
+        XCTAssertEqual(try spool.read("final", "x.bin"), body)
+        XCTAssertEqual(try spool.read("final", "y.bin"), body)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: shm + "/sha256/" + digest.prefix(2) + "/" + digest))
+    }
+
     func testABodyThatDoesNotMatchItsSha256NeverEntersTheStoreAndItemsWithoutSha256AreNotStored() throws {
         let body = TestBody.random(count: 10_000, seed: 9)
         let wrong = TestBody.sha256Hex(Array("not this".utf8))

@@ -120,7 +120,14 @@ final class ContentStoreRoom {
         logger.info("content store", metadata: ["path": "\(path)", "link": "\(configuration.storeLink)",
                                                 "max": "\(configuration.storeMax)"])
         metrics.storeEnabled()
-        let room = ContentStoreRoom(store: store, worker: worker, hardlink: configuration.storeLink == "hardlink",
+        // A hardlink cannot cross filesystems: with the store elsewhere than the final folder, hits are copies.
+        var hardlink = configuration.storeLink == "hardlink"
+        if hardlink, store.deviceID == nil || store.deviceID != spool.final.deviceID() {
+            logger.warning("store-link = hardlink, but the store and the final folder are on different filesystems: hits are copies",
+                           metadata: ["store": "\(path)", "final": "\(spool.final.path)"])
+            hardlink = false
+        }
+        let room = ContentStoreRoom(store: store, worker: worker, hardlink: hardlink,
                                     maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
                                     leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
                                     metrics: metrics, post: post, logger: logger)
