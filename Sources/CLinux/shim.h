@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -61,6 +62,14 @@ static inline int spoolfetch_set_lease(int fd, int type) {
 /// copy_file_range(2): in-kernel copy from `in_fd` at `*in_offset` to `out_fd`'s position.
 static inline long spoolfetch_copy_file_range(int in_fd, long long *in_offset, int out_fd, unsigned long length) {
     return syscall(SYS_copy_file_range, in_fd, in_offset, out_fd, (void *)0, length, 0u);
+}
+
+/// ioctl(2)'s FICLONE (_IOW(0x94, 9, int); <linux/fs.h> is not in Glibc's module map): makes
+/// `dest_fd` share all of `src_fd`'s extents (btrfs, xfs with reflink, bcachefs, overlayfs over
+/// those) — a copy that copies no data. -1 with errno set (EOPNOTSUPP, EXDEV, EINVAL) where it cannot.
+#define SPOOLFETCH_FICLONE 0x40049409u
+static inline int spoolfetch_ficlone(int dest_fd, int src_fd) {
+    return ioctl(dest_fd, SPOOLFETCH_FICLONE, src_fd);
 }
 
 /// sync_file_range(2)'s "start writeback of dirty pages in the range, do not wait".

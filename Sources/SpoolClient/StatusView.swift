@@ -41,7 +41,7 @@ extension SpoolOverview {
     public static func plainLine(_ t: TaskStatus) -> String {
         let fields = [t.id, t.state, t.name, t.url, "\(t.bytes)", t.expected.map(String.init) ?? "-",
                       t.rate.map { String(Int($0)) } ?? "-", t.eta.map { String(Int($0.rounded())) } ?? "-",
-                      "\(t.attempts)", t.error ?? ""]
+                      "\(t.attempts)", t.error ?? t.waitingFor ?? ""]
         return fields.map { $0.map { $0 == "\t" || $0.isNewline ? " " : $0 }.reduce(into: "") { $0.append($1) } }
             .joined(separator: "\t") + "\n"
     }
@@ -245,6 +245,7 @@ extension SpoolOverview {
         case "waiting-start": return t.startsAt.map { "starts \($0)" } ?? "waits for its earliest start"
         case "waiting-window": return "waits for the discretionary window"
         case "waiting-space": return t.error ?? "waits for free disk space"
+        case "waiting-store": return t.waitingFor ?? "waits for another fetch of its sha256"
         case "queued": return "in incoming/, not claimed yet"
         // Due, held back by its host (an outage, a 429/503 pause): the last error says why.
         case "pending": return t.error.map { "held: \($0)" }

@@ -76,6 +76,27 @@ extension ConfigurationKey {
                       "A netrc file: user and password for the hosts it names (never for another host after a redirect); must be the daemon user's own and not readable by others"),
         .optionalText("credentials-dir", \.credentialsDir, value: "dir", reload: true, example: "/etc/spoolfetch/credentials",
                       "Folder of private header files (Authorization or Cookie lines) that a request names with credentials: NAME"),
+        .text("store", \.store, value: "yes|no|dir", reload: false, example: "yes",
+              "Keep every body verified against its sha256 in a content store and publish later items with that sha256 from it without a request; yes: SPOOL/store (shared by every worker on the spool), or a folder",
+              rule: { $0.hasPrefix("/") || ["yes", "no", "true", "false", "on", "off", "1", "0"].contains($0.lowercased())
+                  ? nil : "must be yes, no or an absolute folder, got '\($0)'" }),
+        .text("store-link", \.storeLink, value: "reflink|hardlink", reload: false, example: "hardlink",
+              "How an item is published from the store: reflink (a copy that shares the blocks where the filesystem can, else a copy) or hardlink (the store's read-only file itself)",
+              rule: { ["reflink", "hardlink"].contains($0) ? nil : "must be reflink or hardlink, got '\($0)'" }),
+        .bytes("store-max", \.storeMax, reload: true, example: "100G",
+               "Most bytes the content store keeps; the least recently used entries no item is publishing from go first; 0 = no bound"),
+        .text("hashed-mirror", \.hashedMirror, value: "url", reload: true, example: "https://cas.example.org/sha256/{sha256}",
+              "A URL with {sha256} tried before an item's own URL when the item has a sha256; repeatable (space-separated in the config file), tried in order; a 404 or a wrong body moves on without spending an attempt",
+              rule: { text in
+                  for template in text.split(whereSeparator: \.isWhitespace).map(String.init) {
+                      guard template.contains("{sha256}") else { return "must contain {sha256}, got '\(template)'" }
+                      let url = template.replacingOccurrences(of: "{sha256}", with: String(repeating: "0", count: 64))
+                      do throws(RequestURL.Invalid) { _ = try RequestURL(validating: url) } catch {
+                          return "must be an http or https URL with {sha256}, got '\(template)'"
+                      }
+                  }
+                  return nil
+              }),
         .optionalText("on-item", \.onItem, value: "command", reload: true, example: "/usr/local/bin/item-done",
                       "Command run (sh -c) after each item ends, with SPOOLFETCH_* variables"),
         .optionalText("on-group", \.onGroup, value: "command", reload: true, example: "/usr/local/bin/ingest",

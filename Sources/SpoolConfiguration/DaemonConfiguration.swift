@@ -98,6 +98,15 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     public var metricsFile: String?
     /// Seconds at least between two writes of the metrics.
     public var metricsInterval: Double = 15
+    /// The content store: `no`, `yes` (`SPOOL/store`) or a folder (`--store DIR`).
+    public var store: String = "no"
+    /// How a hit is published: `reflink` (a reflink where the filesystem can, else a copy) or `hardlink`.
+    public var storeLink: String = "reflink"
+    /// Most bytes the store keeps (least recently used entries go first); 0 = no bound.
+    public var storeMax: Int64 = 0
+    /// URL templates with `{sha256}` tried, in order, before an item's own URL when it has a
+    /// `sha256:` (`--hashed-mirror`, repeatable; space-separated in the config file).
+    public var hashedMirror: String = ""
     /// Where this configuration came from, so `SIGHUP` can read the file again with the same
     /// flags on top (nil when built in code).
     public var source: ConfigurationSource?
@@ -116,10 +125,25 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
             throw .init("--lease-timeout (\(ConfigurationKey.formatNumber(leaseTimeout))) must be at least 3 times --lease-period (\(ConfigurationKey.formatNumber(leasePeriod))): a live worker must not miss its lease by one late renewal")
         }
         if once && due { throw .init("--once and --due are two drain modes; give one") }
+        if !hashedMirrors.isEmpty && storePath == nil {
+            throw .init("--hashed-mirror needs the content store (--store yes or --store DIR): what a hashed mirror serves is kept there")
+        }
         if !inotify && rescanInterval <= 0 {
             throw .init("--inotify no needs --rescan-interval (seconds between scans of incoming/), or no new request would ever be seen")
         }
     }
+
+    /// The content store's folder; nil when the store is off.
+    public var storePath: String? {
+        switch store.lowercased() {
+        case "no", "false", "off", "0", "": return nil
+        case "yes", "true", "on", "1": return spool + "/store"
+        default: return store
+        }
+    }
+
+    /// `hashed-mirror`'s templates, in order.
+    public var hashedMirrors: [String] { hashedMirror.split(whereSeparator: \.isWhitespace).map(String.init) }
 
     /// The log level as swift-log's type (validated, so never nil after `validate()`).
     public var loggerLevel: Logger.Level { Logger.Level(rawValue: logLevel) ?? .info }

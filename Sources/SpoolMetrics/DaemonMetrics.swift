@@ -61,6 +61,18 @@ public final class DaemonMetrics: @unchecked Sendable {
         timer("spoolfetch_publish_latency_seconds").recordNanoseconds(Int64(max(0, seconds) * 1e9))
     }
 
+    /// The content store is on (`--store`): its series exist from the start, at 0.
+    public func storeEnabled() {
+        _ = counter("spoolfetch_store_hits_total")
+        _ = counter("spoolfetch_store_saved_bytes_total")
+    }
+
+    /// An item was published from the content store: `bytes` not fetched.
+    public func storeHit(bytes: Int64) {
+        counter("spoolfetch_store_hits_total").increment()
+        if bytes > 0 { counter("spoolfetch_store_saved_bytes_total").increment(by: bytes) }
+    }
+
     public func requestClaimed() { counter("spoolfetch_requests_claimed_total").increment() }
     public func requestRejected() { counter("spoolfetch_requests_rejected_total").increment() }
     public func spaceWait() { counter("spoolfetch_space_waits_total").increment() }
@@ -101,6 +113,8 @@ public final class DaemonMetrics: @unchecked Sendable {
         public var maxRate: Int64 = 0
         public var hooksRunning = 0
         public var hooksWaiting = 0
+        /// The content store's entries and bytes, when it is on.
+        public var store: (entries: Int, bytes: Int64)? = nil
         public init() {}
     }
 
@@ -120,6 +134,10 @@ public final class DaemonMetrics: @unchecked Sendable {
         meter("spoolfetch_hooks_running", help: "Hooks running now").set(s.hooksRunning)
         meter("spoolfetch_hooks_waiting", help: "Hooks waiting for a slot").set(s.hooksWaiting)
         meter("spoolfetch_hosts_unreachable", help: "Hosts held because they could not be reached").set(s.outages.count)
+        if let store = s.store {
+            meter("spoolfetch_store_entries", help: "Entries in the content store (every worker's)").set(store.entries)
+            meter("spoolfetch_store_bytes", help: "Bytes in the content store (every worker's)").set(store.bytes)
+        }
         lock.lock()
         let gone = outageHosts.subtracting(s.outages.map(\.host))
         outageHosts = Set(s.outages.map(\.host))
@@ -144,6 +162,8 @@ public final class DaemonMetrics: @unchecked Sendable {
         "spoolfetch_received_bytes_total": "Response body bytes received",
         "spoolfetch_space_waits_total": "Times an item waited for disk space",
         "spoolfetch_hook_runs_total": "Hooks run",
+        "spoolfetch_store_hits_total": "Items published from the content store, without a request",
+        "spoolfetch_store_saved_bytes_total": "Bytes published from the content store instead of fetched",
         "spoolfetch_hook_failures_total": "Hooks that exited non-zero, were killed or could not start",
         "spoolfetch_hook_timeouts_total": "Hooks killed past --hook-timeout",
         "spoolfetch_publish_latency_seconds": "From a complete body to its file published",

@@ -51,7 +51,7 @@ public enum KeptParts {
         state.request = newRequest
         state.index = newIndex
         state.attempts = 0
-        try staging.writeAtomically(new + ".state", SpoolJSON.encode(state), sync: true)
+        try staging.writeAtomically(new + ".state", SpoolJSON.encode(record: state), sync: true)
         try staging.rename(old + ".part", to: new + ".part", in: staging, replace: true)
         staging.remove(old + ".state")
         try staging.sync()

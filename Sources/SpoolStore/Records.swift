@@ -21,21 +21,49 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var outageSeconds: Int?
     /// SHA-256 (hex) of the URL's query, which `url` leaves out: a signed URL matched, not kept.
     public var urlQuerySha256: String?
-    /// With mirrors: the source that served it (0: its `url`, 1: its first mirror, …), `url` its URL.
-    public var source: Int?
+    /// With mirrors: the source that served it (0: its `url`, 1: its first mirror, …), `url` its URL;
+    /// `"store"` when it was published from the content store without a request.
+    public var source: ItemSource?
     /// Connections the body came over, when more than one (a segmented transfer).
     public var connections: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
                 contentType: String?, startedAt: String, finishedAt: String, attempts: Int,
-                outageSeconds: Int? = nil, urlQuerySha256: String? = nil, source: Int? = nil) {
+                outageSeconds: Int? = nil, urlQuerySha256: String? = nil, source: ItemSource? = nil) {
         self.source = source; self.outageSeconds = outageSeconds; self.urlQuerySha256 = urlQuerySha256
         self.request = request; self.group = group; self.index = index; self.url = url
         self.finalURL = finalURL; self.name = name; self.bytes = bytes; self.sha256 = sha256
         self.httpStatus = httpStatus; self.etag = etag; self.lastModified = lastModified
         self.contentType = contentType; self.startedAt = startedAt; self.finishedAt = finishedAt
         self.attempts = attempts
+    }
+}
+
+/// Where a published body came from: the index of the source that served it (0: the item's
+/// `url`, 1: its first mirror, …), or the content store. Written as a number or `"store"`.
+public enum ItemSource: Codable, Sendable, Hashable, ExpressibleByIntegerLiteral {
+    case index(Int)
+    case store
+
+    public init(integerLiteral value: Int) { self = .index(value) }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let i = try? container.decode(Int.self) { self = .index(i); return }
+        let text = try container.decode(String.self)
+        guard text == "store" else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "source is a number or \"store\", got '\(text)'")
+        }
+        self = .store
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .index(let i): try container.encode(i)
+        case .store: try container.encode("store")
+        }
     }
 }
 
@@ -243,7 +271,11 @@ extension ItemMarker: SpoolRecord {
         w.int("outageSeconds", outageSeconds.map(Int64.init))
         w.string("request", request)
         w.string("sha256", sha256)
-        w.int("source", source.map(Int64.init))
+        switch source {
+        case .store?: w.string("source", "store")
+        case .index(let i)?: w.int("source", Int64(i))
+        case nil: break
+        }
         w.string("startedAt", startedAt)
         w.string("url", url)
         w.string("urlQuerySha256", urlQuerySha256)

@@ -169,6 +169,8 @@ public struct TaskStatus: Codable, Sendable, Hashable {
     public var finishedAt: String?
     /// Connections its transfer uses now, when more than one (a segmented transfer).
     public var connections: Int? = nil
+    /// What a `waiting-store` item waits for: `waiting for sha256:… fetched by REQUEST#INDEX` (`--store`).
+    public var waitingFor: String? = nil
 
     public init(id: String, request: String, group: String, name: String, url: String, state: String,
                 bytes: Int64, expected: Int64? = nil, rate: Double? = nil, eta: Double? = nil, attempts: Int,

@@ -69,6 +69,11 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("mirror-after"), help: .setting("mirror-after")) var mirrorAfter: String?
     @Option(name: .customLong("netrc-file"), help: .setting("netrc-file")) var netrcFile: String?
     @Option(name: .customLong("credentials-dir"), help: .setting("credentials-dir")) var credentialsDir: String?
+    @Option(help: .setting("store")) var store: String?
+    @Option(name: .customLong("store-link"), help: .setting("store-link")) var storeLink: String?
+    @Option(name: .customLong("store-max"), help: .setting("store-max")) var storeMax: String?
+    /// Repeatable: the values are joined with spaces, the config file's form of the list.
+    @Option(name: .customLong("hashed-mirror"), help: .setting("hashed-mirror")) var hashedMirror: [String] = []
     @Option(name: .customLong("on-item"), help: .setting("on-item")) var onItem: String?
     @Option(name: .customLong("on-group"), help: .setting("on-group")) var onGroup: String?
     @Option(name: .customLong("refresh-hook"), help: .setting("refresh-hook")) var refreshHook: String?
@@ -85,10 +90,13 @@ struct Run: ParsableCommand {
     var settingFlags: [String: String] {
         var flags: [String: String] = [:]
         for child in Mirror(reflecting: self).children {
-            guard let label = child.label, let option = child.value as? Option<String?>,
-                  let value = option.wrappedValue else { continue }
+            guard let label = child.label else { continue }
             let key = Self.kebab(String(label.drop { $0 == "_" }))
-            if key != "config" { flags[key] = value }
+            if let option = child.value as? Option<String?>, let value = option.wrappedValue, key != "config" {
+                flags[key] = value
+            } else if let option = child.value as? Option<[String]>, !option.wrappedValue.isEmpty {
+                flags[key] = option.wrappedValue.joined(separator: " ")
+            }
         }
         return flags
     }

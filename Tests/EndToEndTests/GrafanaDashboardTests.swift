@@ -37,7 +37,9 @@ final class GrafanaDashboardTests: SpoolTestCase {
         let folder = spool.root + "/collector"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let path = folder + "/spoolfetch.prom"
-        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-file", path, "--metrics-interval", "1"])
+        // With the content store on: its series are there too.
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--metrics-file", path, "--metrics-interval", "1",
+                                               "--store", "yes"])
         defer { daemon.terminate() }
         var text = ""
         try DirectoryWaiter.wait(in: folder, timeout: 60, what: "metrics with the upload, the failure and the outage") {

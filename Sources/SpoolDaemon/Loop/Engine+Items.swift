@@ -56,12 +56,11 @@ extension Engine {
                 }
                 return
             }
-            do {
-                try driver.start(record, item, credentials: credentials) { part in send(.partOpened(part), to: record) }
-            } catch {
-                couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
-            }
+            if let contentStore = driver.contentStore, contentStore.start(record, item, credentials: credentials, send: { send($0, to: record) },
+                                                    openPart: { () throws(StoreError) in try openFreshPart(record) }) { return }
+            startFetch(record, item, credentials: credentials)
         case .stopTransfer:
+            driver.contentStore?.forget(record.key)
             driver.stop(record, part: leaving.part)
         case .refreshURL(let reason):
             if let event = hooks.askForFreshURL(record, reason: reason, logger: logger, urls: driver.urls) { send(event, to: record) }
@@ -91,7 +90,8 @@ extension Engine {
         case .publish(let digest):
             if record.summary.isUpload {
                 publishing.recordUpload(record, digest: digest)
-            } else if let part = leaving.part, let job = publishing.publish(record, digest: digest, part: part) {
+            } else if let part = leaving.part, let job = publishing.publish(record, digest: digest, part: part,
+                                                                            fromStore: driver.contentStore?.servedFromStore(record.key) ?? false) {
                 send(.publishQueued(job), to: record)
             }
         case .retryPublish(let at):
@@ -111,7 +111,7 @@ extension Engine {
         }
     }
 
-    private func couldNotStart(_ record: ItemRecord, _ problem: StartProblem, _ message: String) {
+    func couldNotStart(_ record: ItemRecord, _ problem: StartProblem, _ message: String) {
         if problem == .shortOfResources {
             logger.warning("could not open the item's files (out of runState.descriptors or memory); it waits and tries again",
                            metadata: ["item": "\(record.id)", "error": "\(message)"])
@@ -155,6 +155,7 @@ extension Engine {
         default: break
         }
         hooks.itemEnded(record)
+        driver.contentStore?.itemEnded(record.key)
         record.shed()
         groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: Date()), for: request)
     }

@@ -41,6 +41,8 @@ extension Engine {
         intake.update(maxItems: next.maxItems, maxRequestBytes: Int(clamping: next.maxRequestBytes))
         hooks.update(next)
         operators.metrics.update(path: next.metricsFile, interval: next.metricsInterval)
+        driver.contentStore?.update(hashedMirrors: next.hashedMirrors)
+        driver.contentStore?.update(maxBytes: next.storeMax)
         intake.rescheduleAdoptions(every: next.adoptInterval, now: Date())
         for change in result.applied {
             logger.notice("SIGHUP: setting changed", metadata: [

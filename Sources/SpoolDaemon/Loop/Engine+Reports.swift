@@ -10,6 +10,7 @@ extension Engine {
         operators.status.write(now: now, table: items.table, window: window, task: { record in
             var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.driver.urls)
             task.connections = self.driver.session.connections(of: record.key)
+            if let waits = self.driver.contentStore?.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }
             return task
         }, running: driver.running.count, summary: runState.summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: hosts.scheduler.hostOutages,
@@ -21,6 +22,7 @@ extension Engine {
     /// The gauges from the last status report and the engine's parts, then the text if it changed.
     func writeMetrics(now: Date) {
         var snapshot = DaemonMetrics.Snapshot()
+        snapshot.store = driver.contentStore.map { ($0.totals.entries, $0.totals.bytes) }
         if let d = operators.status.lastDaemon {
             snapshot.states = d.states ?? [:]
             snapshot.queued = d.queued

@@ -97,6 +97,9 @@ public final class Engine {
                               requestFile: items.requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
+        let inbox = self.inbox
+        driver.contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts,
+                                                 post: { inbox.post($0) }, logger: logger)
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -119,6 +122,10 @@ public final class Engine {
             if segments.limitsChanged { operators.status.markDirty() }
             for outcome in ended {
                 guard case (let record, var end)? = driver.ended(outcome) else { continue }
+                if let (next, credentials) = driver.contentStore?.fallThrough(record, end) {
+                    fetchAgain(record, hashedMirror: next, credentials: credentials)
+                    continue
+                }
                 if end.fault?.diskFull == true {
                     end.neverFits = space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
                 }
@@ -137,6 +144,7 @@ public final class Engine {
             }
         }
         runState.networkMonitor?.stop()
+        driver.contentStore?.close()
         hooks.waitForAll()
         items.requestFile.closeKept()
         // The worker folder goes when it holds no claim; with claims left (a stop, a --due drain)
@@ -167,6 +175,9 @@ public final class Engine {
         }
         for record in space.release(now: now, running: Array(driver.running.values)) {
             send(.spaceAvailable, to: record)
+        }
+        for (record, decision, credentials) in driver.contentStore?.check(now: now, record: items.table.item) ?? [] {
+            storeWaitEnded(record, decision, credentials: credentials)
         }
         intake.adoptIfDue(now: now, interval: configuration.adoptInterval)
         takeInBacklog()
@@ -210,90 +221,9 @@ public final class Engine {
         let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
                          intake.nextAdoptionScan, operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
-                         operators.metrics.nextWrite]
+                         operators.metrics.nextWrite, driver.contentStore?.nextCheck]
         guard let next = wakeups.compactMap({ $0 }).min() else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
-    }
-
-    // MARK: Messages
-
-    func route(_ message: EngineMessage) {
-        switch message {
-        case .ioDone(let answer):
-            route(io.answer(answer))
-        case .watcher(.arrived(let name)):
-            claim(name)
-        case .watcher(.listing(let names, let initial)):
-            if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
-            intake.listed(names, initial: initial)
-        case .watcher(.control(let name)):
-            operators.control.handle(name, request: items.table.wakeRequest(named:)) { record, verb in
-                // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
-                if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
-                return !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty
-            }
-            operators.status.markDirty()
-        case .watcher(.rescanned(let names)):
-            intake.listed(names)
-        case .watcher(.folderLost(let folder, let reason)):
-            logger.error("watched folder lost; made again and watched again: \(reason)", metadata: ["folder": "\(folder)"])
-            runState.watcherTrouble = "\(folder) was lost (\(reason)); made again"
-            for directory in [store.layout.incoming, store.layout.control] where directory.path == folder {
-                do { try directory.reopen() } catch { logger.error("could not open the watched folder again: \(error)") }
-            }
-            operators.status.markDirty()
-        case .watcher(.stopped):
-            runState.watcher = nil
-            runState.drain.watch.watcherStopped()
-        case .watcher(.failed(let reason)):
-            logger.critical("watcher stopped: \(reason)")
-            runState.watcherTrouble = "stopped: \(reason)"
-            runState.summary.watcherFailed = true
-            beginStop(reason: "watcher failed")
-        case .published(let results):
-            for (record, event) in publishing.batchEnded(results, item: items.table.item(forBase:)) { send(event, to: record) }
-        case .groupEnded(let name, let markerPath, let journal, let error):
-            let drains = configuration.once || configuration.due
-            if groupEnds.ended(name, markerPath: markerPath, journal: journal, error: error, drain: drains) {
-                runState.summary.unended += 1
-            }
-        case .rejected(let request, let error):
-            intake.rejectionFiled(request, error: error)
-        case .uploadsRecorded(let results):
-            for (record, event) in publishing.uploadsRecorded(results, item: items.table.item) { send(event, to: record) }
-        case .outgoingFiled(let name, let error):
-            if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }
-        case .groupHookFinished(let journal):
-            hooks.groupHookFinished(journal)
-        case .refreshEnded(let key, let attempt, let outcome, let line):
-            operators.status.markDirty()
-            if let record = items.table.item(key),
-               let event = driver.refreshEnded(record, attempt: attempt, outcome: outcome, line: line) {
-                send(event, to: record)
-            }
-        case .itemHookFinished:
-            break
-        case .reload:
-            reload()
-        case .networkChanged(let routes, let addresses):
-            let probed = hosts.scheduler.probeNow(Date())
-            if !probed.isEmpty {
-                logger.notice("the network changed; probing unreachable hosts now", metadata: [
-                    "hosts": "\(probed.joined(separator: ","))", "new-routes": "\(routes)", "new-addresses": "\(addresses)"])
-            }
-        case .networkMonitorFailed(let why):
-            logger.warning("stopped watching for network changes; unreachable hosts are probed on their back-off only: \(why)")
-        case .stop(let signal):
-            beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
-        }
-    }
-
-    private func beginStop(reason: String) {
-        guard !runState.stopping else { return }
-        runState.stopping = true
-        logger.notice("stopping: no new claims; partial downloads are kept", metadata: ["reason": "\(reason)"])
-        ServiceNotifier.notify("STOPPING=1")
-        for record in Array(driver.running.values) { send(.stop, to: record) }
     }
 }

@@ -23,6 +23,12 @@ indirect enum EngineMessage: Sendable {
     /// The refresh hook asked for item `key` in its attempt `attempt` has ended; `line` is its
     /// first stdout line.
     case refreshEnded(key: Int, attempt: Int, outcome: HookRunner.Outcome, line: String?)
+    /// A published body went into the content store (or could not); `evicted`: entries removed for `--store-max`.
+    /// `totals`: the store's entries and bytes, when the job listed it (after an eviction).
+    case storeIngested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals: StoreTotals?, error: StoreError?)
+    /// A copy from the content store into item `key`'s part ended: its bytes, or nil (the entry
+    /// gone, or `error`).
+    case storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?)
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload
@@ -51,4 +57,10 @@ final class Inbox: Sendable {
             return taken
         }
     }
+}
+
+/// The content store's size as last counted: entries and bytes.
+struct StoreTotals: Sendable, Hashable {
+    var entries: Int
+    var bytes: Int64
 }

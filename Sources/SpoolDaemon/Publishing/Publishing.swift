@@ -56,7 +56,8 @@ final class Publishing {
 
     /// The body of `record` is complete and verified (`digest`), in `part`: its job, with the
     /// marker's facts, goes to the queue, and back to the caller for the item's phase.
-    func publish(_ record: ItemRecord, digest: String, part: StagingFile) -> PublishJob? {
+    /// `fromStore`: the body came from the content store (no request): the marker says so.
+    func publish(_ record: ItemRecord, digest: String, part: StagingFile, fromStore: Bool = false) -> PublishJob? {
         guard let item = record.loaded else { return nil }
         let finished = Date()
         let facts = record.lastFacts ?? ResponseFacts()
@@ -72,7 +73,7 @@ final class Publishing {
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
             finishedAt: RFC3339.format(finished), attempts: record.attempts,
             outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
-            source: item.mirrors.isEmpty ? nil : source)
+            source: fromStore ? .store : item.mirrors.isEmpty ? nil : .index(source))
         marker.connections = facts.connections > 1 ? facts.connections : nil
         let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,

@@ -19,6 +19,9 @@ final class TransferDriver {
     let logger: Logger
     /// How URLs are written down; fixed for the daemon's life (`keep-url-queries` takes a restart).
     let urls: URLPrivacy
+    /// The content store (`--store`), nil when off: a body may come from it instead of a
+    /// transfer, and its hashed mirrors are asked first (see `ContentStoreRoom`).
+    var contentStore: ContentStoreRoom?
     /// Items whose transfer is in the session, by key.
     var running: [Int: ItemRecord] = [:]
     /// The daemon-wide rate in force (bytes per second, 0: none) and when the schedule changes it.
@@ -62,7 +65,9 @@ final class TransferDriver {
     /// `credentials`: header lines from `--credentials-dir`, read for this start only; they take
     /// the place of the request's own headers of the same name.
     /// `partOpened` hands a part it opened to the item's machine (the running phase holds it).
-    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [],
+    /// `hashedMirror`: a `--hashed-mirror` URL to ask instead of the item's own, with none of the
+    /// item's headers or credentials (they are for its own server).
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [], hashedMirror: String? = nil,
                partOpened: (StagingFile) -> Void) throws(StoreError) {
         let firstStart = record.startedAt == nil
         if firstStart { record.startedAt = Date() }
@@ -105,7 +110,8 @@ final class TransferDriver {
             try part.truncate(to: 0)
             record.partial.emptied()
         }
-        let request = transferRequest(record, item, credentials: credentials, body: .download(part, resumeFrom: resumeFrom))
+        let request = transferRequest(record, item, credentials: credentials,
+                                      body: .download(part, resumeFrom: resumeFrom, hashedMirror: hashedMirror))
         // Every state written from now on says so: its part has ranges past the prefix.
         if let kept = request.keptRanges { segmented[record.key] = kept.count }
         record.partial.rangesTaken()
@@ -121,7 +127,9 @@ final class TransferDriver {
 
     /// What a transfer carries: a download's part and where it resumes, or an upload's file.
     enum TransferBody {
-        case download(StagingFile, resumeFrom: Int64)
+        /// `hashedMirror`: a `--hashed-mirror` URL asked instead of the item's own, with none of
+        /// the item's headers or credentials (they are for its own server).
+        case download(StagingFile, resumeFrom: Int64, hashedMirror: String? = nil)
         case upload(UploadSource)
     }
 
@@ -139,9 +147,9 @@ final class TransferDriver {
             var request = TransferRequest(url: url, headers: headers, destination: -1)
             request.upload = source
             return request
-        case .download(let part, let resumeFrom):
+        case .download(let part, let resumeFrom, let hashedMirror):
             var request = TransferRequest(
-                url: url, headers: headers + conditionalHeaders(record, item, resumeFrom: resumeFrom),
+                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + conditionalHeaders(record, item, resumeFrom: resumeFrom),
                 destination: part.fd,
                 resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
                 ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),

@@ -1,0 +1,77 @@
+import Foundation
+import SpoolCore
+import SpoolRequest
+import SpoolStore
+
+/// The engine's side of the content store (`ContentStoreRoom`, `--store`): starting a fetch (from
+/// a hashed mirror first), falling through to the next source, the end of a copy from the store,
+/// the end of a wait for another item's fetch. Apart from the item events so that the store's
+/// touch points in the engine stay a few calls.
+extension Engine {
+    /// The item's transfer starts (the content store, if any, decided it fetches): from its first
+    /// hashed mirror when it has one, else from its own source.
+    func startFetch(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) {
+        let mirror = driver.contentStore?.firstSource(record, item, credentials: credentials)
+        do {
+            try driver.start(record, item, credentials: credentials, hashedMirror: mirror) { part in send(.partOpened(part), to: record) }
+        } catch {
+            couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
+        }
+    }
+
+    /// A hashed mirror could not serve the item (`ContentStoreRoom.fallThrough`): what it left is
+    /// dropped and the item asks `hashedMirror` (nil: its own source) in the same attempt.
+    func fetchAgain(_ record: ItemRecord, hashedMirror: String?, credentials: [RequestHeader]) {
+        guard let item = record.loaded else { return }
+        record.partial.discard()
+        do {
+            try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror) { part in send(.partOpened(part), to: record) }
+        } catch {
+            couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
+        }
+    }
+
+    /// A fresh part for a body taken from the content store: unnamed (it never needs a staging
+    /// name) unless a named part of an earlier attempt may be on disk, which only a named create replaces.
+    func openFreshPart(_ record: ItemRecord) throws(StoreError) -> StagingFile {
+        try store.openPart(record.base, fresh: true, unnamed: !record.hasStateFile && !store.partExists(record.base))
+    }
+
+    /// A copy from the store into an item's part ended (`ContentStoreRoom.copied`): the item goes
+    /// on with the body, or fetches it when the copy could not be made.
+    func storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?) {
+        let record = items.table.item(key)
+        guard let contentStore = driver.contentStore, let credentials = contentStore.copied(record, key: key, digest: digest, bytes: bytes, error: error,
+                                                                       send: { if let record { send($0, to: record) } }),
+              let record, let item = record.loaded else { return }
+        startFetch(record, item, credentials: credentials)
+    }
+
+    /// A waiting item's turn came (`ContentStoreRoom.check`): published from the store, or fetched.
+    func storeWaitEnded(_ record: ItemRecord, _ decision: StoreDecision, credentials: [RequestHeader]) {
+        guard let contentStore = driver.contentStore, let item = record.loaded, let digest = ContentStoreRoom.digest(of: item) else { return }
+        switch decision {
+        case .hit:
+            if contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
+                                             openPart: { () throws(StoreError) in try openFreshPart(record) },
+                                             credentials: credentials) { return }
+            startFetch(record, item, credentials: credentials)
+        case .fetch(_, let breaking):
+            switch contentStore.beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
+            case .fetch:
+                startFetch(record, item, credentials: credentials)
+            case .inStore:
+                if !contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
+                                                  openPart: { () throws(StoreError) in try openFreshPart(record) },
+                                                  credentials: credentials) {
+                    startFetch(record, item, credentials: credentials)
+                }
+            case .waiting:
+                break
+            }
+        case .wait:
+            break
+        }
+        operators.status.markDirty()
+    }
+}

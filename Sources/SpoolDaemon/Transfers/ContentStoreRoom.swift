@@ -1,0 +1,535 @@
+import Foundation
+import Logging
+import SpoolConfiguration
+import SpoolCore
+import SpoolMetrics
+import SpoolRequest
+import SpoolStore
+import SpoolTransfer
+
+/// The content store's room (`--store`): at an item's start, whether it is published from the
+/// store, waits for another item's fetch of its digest, or fetches (`StoreDecision`); the fetches
+/// of this worker by digest and their spool-wide claims; the items waiting for them; and, once a
+/// body verified against its `sha256:` is published, its ingest into the store on the I/O queue.
+///
+/// A waiting item stays in its running phase (it holds its slot, as a transfer would) with no
+/// transfer and no part. It is checked again when a fetch of this worker ends and otherwise every
+/// `checkInterval` while any item waits (every `lease-period` while only fetches run): whether the entry arrived (hit), the fetch
+/// was given up (this item fetches next: the first waiter only), or the claim went stale.
+final class ContentStoreRoom {
+    let store: ContentStore
+    let claims: StoreClaims
+    /// `store-link = hardlink`: a hit publishes the entry itself (one inode, read-only).
+    let hardlink: Bool
+    private(set) var maxBytes: Int64
+    private let leasePeriod: Double
+    private let leaseTimeout: Double
+    private let logger: Logger
+
+    /// A fetch of this worker for a digest, by the item that runs it.
+    struct Flight {
+        let key: Int
+        let item: String
+        /// Its body is published; the ingest is on the I/O queue (waiters wait for that, not for the item).
+        var ingesting = false
+        /// Claimed on the spool (released when the flight ends).
+        var claimed: Bool
+        var refreshedAt: Date
+    }
+    private(set) var flights: [String: Flight] = [:]
+
+    /// An item waiting for another's fetch of `digest`.
+    struct Wait {
+        let digest: String
+        var by: String
+        var elsewhere: Bool
+        let credentials: [RequestHeader]
+        /// The claim as last seen, and since when (by this process's monotonic clock) unchanged.
+        var seen: StoreClaims.Holder?
+        var seenSince: ContinuousClock.Instant
+        let since: Date
+    }
+    private(set) var waiting: [Int: Wait] = [:]
+    /// Waiting items in the order they began to wait: the first of a digest's takes over a given-up fetch.
+    private var waitOrder: [Int] = []
+    /// Items published from the store and not ended yet: their marker says `source: "store"`.
+    private var fromStore: Set<Int> = []
+    /// Digests being published from the store now: never evicted meanwhile.
+    private var inUse: [String: Int] = [:]
+
+    /// Items whose part is being filled by a copy on `copyQueue` (no reflink here).
+    struct Copying {
+        let digest: String
+        let part: StagingFile
+        let credentials: [RequestHeader]
+    }
+    private var copying: [Int: Copying] = [:]
+    /// Copies run here, one at a time, off the engine's thread (which goes on with transfers) and
+    /// off the I/O queue (which goes on publishing); each answers through the inbox.
+    private let copyQueue = DispatchQueue(label: "spoolfetch-store-copy")
+    private let post: @Sendable (EngineMessage) -> Void
+
+    /// `--hashed-mirror` templates (`{sha256}` in each), tried in order before an item's own URL.
+    private(set) var hashedMirrors: [String]
+    /// Items fetching from a hashed mirror now: which one, and the credentials their own URL needs after it.
+    private var onMirror: [Int: (index: Int, credentials: [RequestHeader])] = [:]
+
+    private(set) var nextCheck: Date?
+    static let checkInterval: TimeInterval = 0.2
+
+    /// Counters for the metrics and `spoolfetch store` (saved in `store/counters/WORKER` at most
+    /// once a second while they change, and at exit).
+    private(set) var hits = 0
+    private(set) var bytesSaved: Int64 = 0
+    private var countersChanged = false
+    private let worker: String
+
+    /// The store's entries and bytes for the metrics: counted at start and after each eviction,
+    /// added to by this worker's ingests (other workers' show at the next count).
+    var totals = StoreTotals(entries: 0, bytes: 0)
+    private let metrics: DaemonMetrics
+
+    init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
+         leaseTimeout: Double, hashedMirrors: [String] = [], metrics: DaemonMetrics,
+         post: @escaping @Sendable (EngineMessage) -> Void, logger: Logger) {
+        self.metrics = metrics
+        self.post = post
+        self.store = store
+        self.hashedMirrors = hashedMirrors
+        claims = StoreClaims(folder: store.claimsFolder, worker: worker)
+        self.worker = worker
+        self.hardlink = hardlink
+        self.maxBytes = maxBytes
+        self.leasePeriod = leasePeriod
+        self.leaseTimeout = leaseTimeout
+        self.logger = logger
+    }
+
+    /// The room for `configuration`'s store, its folders made; nil when the store is off.
+    static func open(_ configuration: DaemonConfiguration, spool: SpoolLayout, worker: String, metrics: DaemonMetrics,
+                     post: @escaping @Sendable (EngineMessage) -> Void, logger: Logger) throws(DaemonError) -> ContentStoreRoom? {
+        guard let path = configuration.storePath else { return nil }
+        var st = stat()
+        let mode = stat(spool.root, &st) == 0 ? st.st_mode & 0o7777 : 0o755
+        let store: ContentStore
+        do { store = try ContentStore(path: path, mode: mode) } catch { throw .spool(error) }
+        // Leftovers of crashed ingests, and claims of processes certainly gone; a temp file only
+        // once untouched for an hour (a worker on another machine may be writing it).
+        store.removeLeftovers(all: false)
+        StoreClaims(folder: store.claimsFolder, worker: worker).removeLeftovers()
+        logger.info("content store", metadata: ["path": "\(path)", "link": "\(configuration.storeLink)",
+                                                "max": "\(configuration.storeMax)"])
+        metrics.storeEnabled()
+        // A hardlink cannot cross filesystems: with the store elsewhere than the final folder, hits are copies.
+        var hardlink = configuration.storeLink == "hardlink"
+        if hardlink, store.deviceID == nil || store.deviceID != spool.final.deviceID() {
+            logger.warning("store-link = hardlink, but the store and the final folder are on different filesystems: hits are copies",
+                           metadata: ["store": "\(path)", "final": "\(spool.final.path)"])
+            hardlink = false
+        }
+        let room = ContentStoreRoom(store: store, worker: worker, hardlink: hardlink,
+                                    maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
+                                    leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
+                                    metrics: metrics, post: post, logger: logger)
+        // Counted once at start (a listing of the store); then kept up by this worker's ingests
+        // and evictions.
+        let (entries, bytes) = store.totals()
+        room.totals = StoreTotals(entries: entries, bytes: bytes)
+        return room
+    }
+
+    // MARK: At an item's start
+
+    /// The digest an item would be stored under: a download's known `sha256:`.
+    static func digest(of item: RequestItem) -> String? {
+        guard item.upload == nil, let wanted = item.sha256, ContentStore.isDigest(wanted) else { return nil }
+        return wanted
+    }
+
+    /// What the item does now that its transfer would start. `.fetch` leaves it to the transfer driver.
+    func decide(_ record: ItemRecord, _ item: RequestItem) -> StoreDecision {
+        let digest = Self.digest(of: item)
+        let present = digest.map { store.size(of: $0) != nil } ?? false
+        var localFetcher: String? = nil
+        var claim: StoreDecision.Claim? = nil
+        if let digest, !present {
+            if let flight = flights[digest], flight.key != record.key {
+                localFetcher = flight.item
+            } else if flights[digest] == nil {
+                claim = readClaim(digest, waiter: record.key)
+            } else {
+                claim = .own
+            }
+        }
+        return StoreDecision.decide(digest: digest, storeOn: true, entryPresent: present, localFetcher: localFetcher, claim: claim)
+    }
+
+    /// The claim on `digest` as `decide` needs it; a claim unchanged since this waiter first saw it
+    /// for `leaseTimeout` (this process's clock), or whose process is gone, is stale — and one whose
+    /// text names no process after a whole `leasePeriod` (its writer writes it right after the
+    /// create: it is what a crash or a power cut left).
+    private func readClaim(_ digest: String, waiter key: Int) -> StoreDecision.Claim {
+        guard let holder = claims.holder(digest) else { return .none }
+        if holder.isMine { return .own }
+        if isStale(holder, digest: digest, waiter: key) { return .stale(item: holder.item) }
+        return .live(item: "\(holder.item) on \(holder.worker)")
+    }
+
+    private func isStale(_ holder: StoreClaims.Holder, digest: String, waiter key: Int) -> Bool {
+        if holder.isGone { return true }
+        guard let wait = waiting[key], wait.digest == digest, let seen = wait.seen, seen == holder else { return false }
+        return wait.seenSince.duration(to: .now) >= .seconds(holder.isUnreadable ? leasePeriod : leaseTimeout)
+    }
+
+    /// What `beginFetch` found once it held the claim (or could not get it).
+    enum FetchStart { case fetch, waiting, inStore }
+
+    /// The item fetches `digest`: claimed on the spool first (breaking a stale claim). `waiting`
+    /// when another worker claimed it in between (`wait` was called); `inStore` when the entry
+    /// arrived between the look and the claim (another worker's fetch ended just then): the
+    /// claim is let go and the item publishes from the store.
+    func beginFetch(_ record: ItemRecord, digest: String, breaking: Bool, credentials: [RequestHeader]) -> FetchStart {
+        // The claim as it is now, judged again: only that very claim is broken (one renewed since
+        // is not, and `breakClaim` puts back one renewed between this read and its rename).
+        if breaking, let seen = claims.holder(digest), !seen.isMine, isStale(seen, digest: digest, waiter: record.key) {
+            if claims.breakClaim(digest, seen: seen) {
+                logger.warning("took over a stale store claim", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
+                                                                           "holder": "\(seen.item) on \(seen.worker)"])
+            }
+        }
+        var claimed = false
+        do {
+            switch try claims.claim(digest, item: record.id) {
+            case .claimed:
+                claimed = true
+            case .heldBy(let holder) where !holder.isMine:
+                wait(record, digest: digest, by: "\(holder.item) on \(holder.worker)", elsewhere: true, credentials: credentials)
+                return .waiting
+            case .heldBy:
+                claimed = true
+            }
+        } catch {
+            // The store's claims folder unusable: fetch anyway (at worst twice), say why.
+            logger.warning("could not claim a digest in the store; fetching without a claim: \(error)", metadata: ["item": "\(record.id)"])
+        }
+        if store.contains(digest) {
+            if claimed { claims.release(digest) }
+            return .inStore
+        }
+        stopWaiting(record.key)
+        flights[digest] = Flight(key: record.key, item: record.id, claimed: claimed, refreshedAt: Date())
+        scheduleCheck(Date().addingTimeInterval(waiting.isEmpty ? leasePeriod : Self.checkInterval))
+        return .fetch
+    }
+
+    /// The item waits for the fetch `by` runs.
+    func wait(_ record: ItemRecord, digest: String, by: String, elsewhere: Bool, credentials: [RequestHeader]) {
+        if waiting[record.key] == nil {
+            waitOrder.append(record.key)
+            waiting[record.key] = Wait(digest: digest, by: by, elsewhere: elsewhere, credentials: credentials,
+                                       seen: elsewhere ? claims.holder(digest) : nil, seenSince: .now, since: Date())
+            logger.debug("waiting for another fetch of the same sha256", metadata: ["item": "\(record.id)", "sha256": "\(digest)", "fetched-by": "\(by)"])
+        } else {
+            waiting[record.key]?.by = by
+            waiting[record.key]?.elsewhere = elsewhere
+        }
+        scheduleCheck(Date().addingTimeInterval(Self.checkInterval))
+    }
+
+    /// What `status` shows for a waiting item.
+    func waitDescription(_ key: Int) -> String? {
+        guard let wait = waiting[key] else { return nil }
+        return "waiting for sha256:\(wait.digest.prefix(12))… fetched by \(wait.by)"
+    }
+
+    /// The item left its running phase (stopped, paused, cancelled): it waits no more.
+    func forget(_ key: Int) {
+        stopWaiting(key)
+        onMirror[key] = nil
+        if let copy = copying.removeValue(forKey: key) { release(copy.digest) }
+    }
+
+    /// Items running with no transfer: waiting for another's fetch, or being copied from the store
+    /// (a stop must reach them too).
+    var waitingKeys: [Int] { waitOrder + copying.keys.sorted() }
+
+    private func stopWaiting(_ key: Int) {
+        guard waiting.removeValue(forKey: key) != nil else { return }
+        waitOrder.removeAll { $0 == key }
+    }
+
+    /// An item's transfer would start: decides (`StoreDecision`) and carries out a hit or a wait.
+    /// true when it did (the caller starts nothing), false when the item fetches (claimed first).
+    /// `send` hands an event to the item's lifecycle; `openPart` opens a fresh part for it.
+    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
+               send: (ItemEvent) -> Void, openPart: () throws(StoreError) -> StagingFile) -> Bool {
+        for _ in 0..<3 {
+            guard let digest = Self.digest(of: item) else { return false }
+            switch decide(record, item) {
+            case .hit:
+                if publishFromStore(record, digest: digest, send: send, openPart: openPart, credentials: credentials) { return true }
+                continue    // evicted between the look and the copy: decide again
+            case .wait(let by, let elsewhere):
+                wait(record, digest: digest, by: by, elsewhere: elsewhere, credentials: credentials)
+                return true
+            case .fetch(let claim, let breaking):
+                if !claim { return false }
+                switch beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
+                case .fetch: return false
+                case .waiting: return true
+                case .inStore: continue     // decide again: a hit now
+                }
+            }
+        }
+        return false
+    }
+
+    /// Fills a fresh part from the entry and hands the item a complete, verified body: it is
+    /// published by the same protocol as a download. false when the entry is gone (evicted
+    /// between the look and now) or the part cannot be made: the caller fetches instead.
+    /// A reflink (or a hardlink) is done here, at once; a real copy, which takes as long as the
+    /// body is large, runs on the store's copy thread while the item stays running (`copied`).
+    func publishFromStore(_ record: ItemRecord, digest: String, send: (ItemEvent) -> Void,
+                          openPart: () throws(StoreError) -> StagingFile, credentials: [RequestHeader] = []) -> Bool {
+        if record.startedAt == nil { record.startedAt = Date() }
+        do {
+            if hardlink {
+                guard let part = try store.openAsPart(digest, base: record.base) else { return false }
+                finish(record, digest: digest, part: part, bytes: part.size, how: "hardlink", send: send)
+                return true
+            }
+            let part = try openPart()
+            switch try store.reflink(digest, into: part.fd, outPath: "staging/\(part.base).part") {
+            case .absent:
+                return false
+            case .cloned(let bytes):
+                finish(record, digest: digest, part: part, bytes: bytes, how: "reflink", send: send)
+                return true
+            case .needsCopy:
+                send(.partOpened(part))
+                inUse[digest, default: 0] += 1
+                copying[record.key] = Copying(digest: digest, part: part, credentials: credentials)
+                stopWaiting(record.key)
+                let store = self.store, post = self.post, key = record.key
+                copyQueue.async {
+                    do throws(StoreError) {
+                        let copied = try store.copy(digest, into: part.fd, outPath: "staging/\(part.base).part", reflink: false)
+                        post(.storeCopied(key: key, digest: digest, bytes: copied?.bytes, error: nil))
+                    } catch {
+                        post(.storeCopied(key: key, digest: digest, bytes: nil, error: error))
+                    }
+                }
+                return true
+            }
+        } catch {
+            logger.warning("could not publish from the store; fetching instead: \(error)", metadata: ["item": "\(record.id)"])
+            return false
+        }
+    }
+
+    /// The body is in the part: the item takes it as a complete transfer whose digest is its `sha256`.
+    private func finish(_ record: ItemRecord, digest: String, part: StagingFile, bytes: Int64, how: String,
+                        send: (ItemEvent) -> Void) {
+        counted(record, bytes: bytes)
+        if record.part !== part { send(.partOpened(part)) }
+        var partial = record.partial
+        partial.emptied()
+        partial.kept(bytes: bytes, hash: nil, validators: nil)
+        record.partial = partial
+        logger.debug("published from the store", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
+                                                             "bytes": "\(bytes)", "copy": "\(how)"])
+        send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true, wantedSHA256: digest)))
+    }
+
+    /// The copy thread's answer for item `key`. Ignored when the item left its running phase
+    /// meanwhile (stopped, paused, cancelled: `forget`). nil when the item goes on with the body;
+    /// else the credentials to fetch it with (the entry vanished, or the copy failed).
+    func copied(_ record: ItemRecord?, key: Int, digest: String, bytes: Int64?, error: StoreError?,
+                send: (ItemEvent) -> Void) -> [RequestHeader]? {
+        guard let copy = copying.removeValue(forKey: key) else { return nil }
+        release(digest)
+        guard let record, record.phase == .running, record.part === copy.part else { return nil }
+        if let bytes {
+            finish(record, digest: digest, part: copy.part, bytes: bytes, how: "copy", send: send)
+            return nil
+        }
+        logger.warning("could not publish from the store; fetching instead: \(error.map { "\($0)" } ?? "the entry is gone")",
+                       metadata: ["item": "\(record.id)"])
+        return copy.credentials
+    }
+
+    private func release(_ digest: String) {
+        inUse[digest, default: 1] -= 1
+        if inUse[digest] == 0 { inUse[digest] = nil }
+    }
+
+    private func counted(_ record: ItemRecord, bytes: Int64) {
+        hits += 1
+        bytesSaved += bytes
+        metrics.storeHit(bytes: bytes)
+        if !countersChanged { countersChanged = true; scheduleCheck(Date().addingTimeInterval(1)) }
+        fromStore.insert(record.key)
+        stopWaiting(record.key)
+    }
+
+    /// Whether the item's body came from the store (its marker says `source: "store"`).
+    func servedFromStore(_ key: Int) -> Bool { fromStore.contains(key) }
+    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key); onMirror[key] = nil }
+
+    // MARK: Hashed mirrors
+
+    /// The URL an item's fetch asks first: its first hashed mirror, when it has a digest and keeps
+    /// nothing of an earlier attempt (a partial is resumed from its own source); else nil (its own URL).
+    func firstSource(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) -> String? {
+        guard !hashedMirrors.isEmpty, let digest = Self.digest(of: item), record.bytesOnDisk == 0,
+              record.keptRanges == nil else { return nil }
+        onMirror[record.key] = (0, credentials)
+        return hashedMirrors[0].replacingOccurrences(of: "{sha256}", with: digest)
+    }
+
+    /// A transfer of the item ended. When it was a hashed mirror's and did not bring the body — a
+    /// 404 or any other failure but a full disk, or a body of another digest — the item moves on to
+    /// the next hashed mirror or its own URL: the answer (`next` nil: its own URL) is the source to
+    /// start now, and the item's machine never sees that transfer, so no attempt is spent.
+    func fallThrough(_ record: ItemRecord, _ end: TransferEnd) -> (next: String?, credentials: [RequestHeader])? {
+        guard let (index, credentials) = onMirror.removeValue(forKey: record.key), let item = record.loaded,
+              let digest = Self.digest(of: item) else { return nil }
+        if end.fault == nil && end.sha256 == digest { return nil }
+        if end.fault?.diskFull == true || end.fault?.cancelled == true { return nil }
+        let why = end.fault.map { $0.httpStatus.map { "HTTP \($0)" } ?? $0.code } ?? "a body with another sha256"
+        logger.info("hashed mirror could not serve the item; next source", metadata: [
+            "item": "\(record.id)", "mirror": "\(hashedMirrors[index].replacingOccurrences(of: "{sha256}", with: digest))", "why": "\(why)"])
+        let next = index + 1
+        guard next < hashedMirrors.count else { return (nil, credentials) }
+        onMirror[record.key] = (next, credentials)
+        return (hashedMirrors[next].replacingOccurrences(of: "{sha256}", with: digest), credentials)
+    }
+
+    /// At exit: the claims of fetches that did not end go (another worker fetches at once instead of
+    /// waiting out a lease), and the counters are written.
+    func close() {
+        for digest in Array(flights.keys) { endFlight(digest) }
+        saveCounters()
+    }
+
+    /// Writes this worker's counters if they changed (also at exit).
+    func saveCounters() {
+        guard countersChanged else { return }
+        countersChanged = false
+        do {
+            try store.save(ContentStore.Counters(hits: hits, bytesSaved: bytesSaved), worker: worker)
+        } catch {
+            logger.warning("could not write the store's counters: \(error)")
+        }
+    }
+
+    func update(hashedMirrors: [String]) { self.hashedMirrors = hashedMirrors }
+
+    // MARK: Into the store
+
+    /// A batch was published: each body verified against its request's `sha256:` and not taken
+    /// from the store goes in, on the I/O queue; its flight waits for that.
+    func published(_ results: [PublishResult], item: (String) -> ItemRecord?, io: IOQueue) {
+        for result in results where result.isPublished {
+            guard let record = item(result.base), let wanted = record.loaded.flatMap(Self.digest(of:)),
+                  result.job.marker.sha256 == wanted, !fromStore.contains(record.key) else { continue }
+            flights[wanted]?.ingesting = true
+            let part = result.job.part, bytes = result.job.marker.bytes, store = self.store
+            let maxBytes = self.maxBytes, inUse = Set(self.inUse.keys).union([wanted])
+            io.submit {
+                do throws(StoreError) {
+                    let outcome = try store.ingest(from: part.fd, sourcePath: "staging/\(part.base).part", bytes: bytes, sha256: wanted)
+                    // Bounded after each entry added; off the engine's thread (it lists the store).
+                    let evicted = maxBytes > 0 ? store.evict(toFit: maxBytes, inUse: inUse) : []
+                    let totals = maxBytes > 0 ? store.totals() : nil
+                    return .storeIngested(digest: wanted, outcome: outcome, evicted: evicted.count,
+                                          totals: totals.map { StoreTotals(entries: $0.entries, bytes: $0.bytes) }, error: nil)
+                } catch {
+                    return .storeIngested(digest: wanted, outcome: nil, evicted: 0, totals: nil, error: error)
+                }
+            }
+        }
+    }
+
+    /// The I/O queue's answer to an ingest: the flight ends, its claim goes, its waiters are checked now.
+    func ingested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals counted: StoreTotals?,
+                  error: StoreError?) {
+        if let counted {
+            totals = counted
+        } else if case .added = outcome, let size = store.size(of: digest) {
+            totals.entries += 1
+            totals.bytes += size
+        }
+        if evicted > 0 { logger.info("store entries removed to stay under store-max", metadata: ["entries": "\(evicted)"]) }
+        if let error {
+            logger.warning("could not put a body into the store: \(error)", metadata: ["sha256": "\(digest)"])
+        } else if case .added(let method) = outcome {
+            logger.debug("body put into the store", metadata: ["sha256": "\(digest)", "copy": "\(method.rawValue)"])
+        }
+        endFlight(digest)
+        scheduleCheck(Date())
+    }
+
+    private func endFlight(_ digest: String) {
+        guard let flight = flights.removeValue(forKey: digest) else { return }
+        if flight.claimed { claims.release(digest) }
+    }
+
+    // MARK: Checks
+
+    private func scheduleCheck(_ at: Date) {
+        if nextCheck.map({ at < $0 }) ?? true { nextCheck = at }
+    }
+
+    /// The checks due at `now`: flights whose item gave up are ended (claim released), claims
+    /// renewed, and each waiting item decided again. Returns the waiting items that go on, with
+    /// what they do (`hit` or `fetch`) and the credentials their start had.
+    func check(now: Date, record: (Int) -> ItemRecord?) -> [(ItemRecord, StoreDecision, [RequestHeader])] {
+        guard let due = nextCheck, due <= now else { return [] }
+        nextCheck = nil
+        saveCounters()
+        for (digest, flight) in flights where !flight.ingesting {
+            let phase = record(flight.key)?.phase
+            if phase != .running && phase != .publishing && phase != .waitingToPublish {
+                logger.debug("a fetch for the store ended without its body; the next waiter fetches", metadata: ["item": "\(flight.item)"])
+                endFlight(digest)
+            } else if flight.claimed, now.timeIntervalSince(flight.refreshedAt) >= leasePeriod {
+                claims.refresh(digest)
+                flights[digest]?.refreshedAt = now
+            }
+        }
+        var goOn: [(ItemRecord, StoreDecision, [RequestHeader])] = []
+        var fetchedNow: Set<String> = []
+        for key in waitOrder {
+            guard let wait = waiting[key], let waiter = record(key), waiter.phase == .running, let item = waiter.loaded else {
+                stopWaiting(key)
+                continue
+            }
+            // One waiter per digest goes on to fetch: the others see its flight at the next check.
+            if fetchedNow.contains(wait.digest) { continue }
+            if wait.elsewhere, let seen = claims.holder(wait.digest), seen != wait.seen {
+                waiting[key]?.seen = seen
+                waiting[key]?.seenSince = .now
+            }
+            let decision = decide(waiter, item)
+            switch decision {
+            case .wait(let by, let elsewhere):
+                waiting[key]?.by = by
+                waiting[key]?.elsewhere = elsewhere
+            case .hit, .fetch:
+                goOn.append((waiter, decision, wait.credentials))
+            }
+            if case .fetch = decision { fetchedNow.insert(wait.digest) }
+        }
+        // Waiters are checked often; fetches alone only need their claims renewed (and a given-up
+        // fetch's claim released within a lease period), so an idle-ish daemon wakes rarely.
+        if !waiting.isEmpty {
+            scheduleCheck(now.addingTimeInterval(Self.checkInterval))
+        } else if flights.contains(where: { !$0.value.ingesting }) {
+            scheduleCheck(now.addingTimeInterval(leasePeriod))
+        }
+        return goOn
+    }
+
+    func update(maxBytes: Int64) { self.maxBytes = maxBytes }
+}
