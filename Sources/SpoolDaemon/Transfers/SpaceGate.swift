@@ -40,8 +40,18 @@ final class SpaceGate {
     /// What `folder`'s filesystem looks like now, for the rules.
     private func space(of folder: Directory) -> FilesystemSpace {
         let capacity = folder.capacityBytes()
-        return FilesystemSpace(path: folder.path, filesystem: folder.filesystemDescription(), free: folder.freeBytes(),
+        return FilesystemSpace(path: folder.path, filesystem: description(of: folder), free: folder.freeBytes(),
                                capacity: capacity, minFree: minFree ?? capacity.map(SpaceRules.automaticMinFree(capacity:)) ?? 0)
+    }
+
+    /// What the folder's filesystem is, for messages: read once (it parses the mount table, too
+    /// slow for every item's start), as the folder's descriptor stays on that filesystem.
+    private var descriptions: [String: String] = [:]
+    private func description(of folder: Directory) -> String {
+        if let known = descriptions[folder.path] { return known }
+        let text = folder.filesystemDescription()
+        descriptions[folder.path] = text
+        return text
     }
 
     /// Why an explicit `min-free` can never be met on a filesystem the daemon writes (it is as
