@@ -6,11 +6,11 @@ import XCTest
 final class HostConnectionLimitTests: XCTestCase {
     /// One window of `completions` requests of `latency` seconds each, over `seconds`, from `start`.
     private func window(_ l: inout HostConnectionLimit, start: Double, seconds: Double, completions: Int,
-                        latency: Double, waiting: Bool = true) -> Bool {
+                        latency: Double, waiting: Bool = true, backlog: Int = 0) -> Bool {
         var changed = false
         for i in 1...completions {
             let now = start + seconds * Double(i) / Double(completions)
-            changed = l.completed(now: now, seconds: latency, waiting: waiting) || changed
+            changed = l.completed(now: now, seconds: latency, waiting: waiting, backlog: backlog) || changed
         }
         return changed
     }
@@ -78,7 +78,8 @@ final class HostConnectionLimitTests: XCTestCase {
     func testTheSchedulerHoldsAnHTTP11HostToItsLimitAndAnHTTP2HostToItsStreams() {
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         var s = Scheduler(configuration: .init(concurrency: 32, perHost: 6, perHostMax: 16), timeZone: TimeZone(identifier: "UTC")!)
-        for k in 0..<200 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        // 60 items: fewer than `backlogRounds` × 16 wait after the first window, so the step is the usual one.
+        for k in 0..<60 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
         func starts(_ now: Date) -> [ItemKey] {
             s.nextActions(now: now).compactMap { if case .start(let k) = $0 { return k } else { return nil } }
         }
@@ -99,5 +100,43 @@ final class HostConnectionLimitTests: XCTestCase {
         s.hostSpoke("a:80", multiplexes: true)
         for k in running { s.finished(k) }
         XCTAssertEqual(starts(now.addingTimeInterval(10)).count, 1, "paced by the 429: one start per interval")
+    }
+
+    func testABacklogStepsStraightToTheCeilingAndAStepThatAddsTooLittleIsTakenBackWhole() {
+        var l = HostConnectionLimit(floor: 6, ceiling: 16, now: 0)
+        let backlog = HostConnectionLimit.backlogRounds * 16
+        XCTAssertTrue(window(&l, start: 0, seconds: 0.2, completions: 12, latency: 0.05, backlog: backlog))
+        XCTAssertEqual(l.limit, 16, "enough waiting items for four rounds of the ceiling: one step to it")
+        XCTAssertFalse(window(&l, start: 0.2, seconds: 0.2, completions: 32, latency: 0.05, backlog: backlog), "it settles")
+        XCTAssertTrue(window(&l, start: 0.4, seconds: 0.6, completions: 32, latency: 0.05, backlog: backlog),
+                      "53 a second against 60 at six connections: the server is the bottleneck")
+        XCTAssertEqual(l.limit, 6, "the whole step is taken back")
+        XCTAssertEqual(l.reason, "no more throughput")
+
+        var m = HostConnectionLimit(floor: 6, ceiling: 16, now: 0)
+        _ = window(&m, start: 0, seconds: 0.2, completions: 12, latency: 0.05, backlog: backlog - 1)
+        XCTAssertEqual(m.limit, 9, "a smaller backlog: the usual step")
+    }
+
+    /// In the scheduler: 500 items of one HTTP/1.1 host step from `perHost` to `perHostMax` after
+    /// the first window, never past it.
+    func testTheSchedulerStepsAHostWithABacklogToItsCeiling() {
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        var s = Scheduler(configuration: .init(concurrency: 32, perHost: 6, perHostMax: 16), timeZone: TimeZone(identifier: "UTC")!)
+        for k in 0..<500 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        func starts(_ now: Date) -> [ItemKey] {
+            s.nextActions(now: now).compactMap { if case .start(let k) = $0 { return k } else { return nil } }
+        }
+        var running = starts(t0)
+        XCTAssertEqual(running.count, 6)
+        var now = t0
+        for _ in 0..<2 {
+            now = now.addingTimeInterval(0.1)
+            for k in running { s.finished(k) }
+            running = starts(now)
+        }
+        XCTAssertEqual(running.count, 16, "one step to --per-host-max")
+        XCTAssertEqual(s.takeHostLimitChanges().map(\.limit), [16])
+        XCTAssertTrue(starts(now).isEmpty, "never more than the ceiling")
     }
 }
