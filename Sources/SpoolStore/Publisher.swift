@@ -134,6 +134,25 @@ struct PublishBatch {
     private(set) var sameFilesystem = true
     /// Step 3 wrote markers: they are durable by step 4, and step 7 syncs only what came after.
     private(set) var wroteMarkersAhead = false
+    /// The fencing answers of the commit step under way, by request: a batch holds many items of
+    /// few requests, and a request is looked up once a step, not once an item (three lookups an
+    /// item were the most a publish of many small files spent beyond its own files).
+    private var heldInStep: [String: StoreError?] = [:]
+
+    /// Whether `request` is still this worker's (`SpoolStore.confirmHeld`), asked once per step.
+    private mutating func confirmHeldInStep(_ request: String) throws(StoreError) {
+        if let known = heldInStep[request] {
+            if let error = known { throw error }
+            return
+        }
+        do throws(StoreError) {
+            try store.confirmHeld(request)
+            heldInStep[request] = .some(nil)
+        } catch {
+            heldInStep[request] = .some(error)
+            throw error
+        }
+    }
 
     init(_ jobs: [PublishJob], store: SpoolStore) {
         self.store = store
@@ -210,9 +229,10 @@ struct PublishBatch {
     /// in use (see `moveIntoFinal`); a replacing job removes the old marker first, so a marker
     /// never describes the other file.
     mutating func moveDataIntoFinalFolder() {
+        heldInStep.removeAll(keepingCapacity: true)
         for i in members.indices where members[i].isOK && members[i].result.finalName == nil {
             do throws(StoreError) {
-                try store.confirmHeld(members[i].job.state.request)
+                try confirmHeldInStep(members[i].job.state.request)
                 members[i].result.finalName = try moveIntoFinal(members[i].job, checked: members[i].marker?.dataName)
             } catch {
                 members[i].result.error = error
@@ -273,11 +293,12 @@ struct PublishBatch {
     /// fsync is the commit point (the group marker comes later, from the group end). A failed
     /// fsync takes "published" back from every job of the batch.
     mutating func putMarkersInPlace() {
+        heldInStep.removeAll(keepingCapacity: true)
         for i in members.indices {
             guard let temp = members[i].marker else { continue }
             let markerName = temp.dataName + ".done"
             do throws(StoreError) {
-                try store.confirmHeld(members[i].job.state.request)
+                try confirmHeldInStep(members[i].job.state.request)
                 try layout.final.rename(temp.name, to: markerName, in: layout.final, replace: members[i].job.replacesExisting)
                 members[i].result.markerPath = layout.final.path(of: markerName)
                 members[i].result.isPublished = true
@@ -321,8 +342,9 @@ struct PublishBatch {
     /// another worker has taken over (this worker stalled past its lease) fails with the fencing
     /// error and commits nothing; so does every job while the lease cannot be renewed.
     mutating func confirmHeld() {
+        heldInStep.removeAll(keepingCapacity: true)
         for i in members.indices where members[i].isOK {
-            do throws(StoreError) { try store.confirmHeld(members[i].job.state.request) } catch {
+            do throws(StoreError) { try confirmHeldInStep(members[i].job.state.request) } catch {
                 members[i].result.error = error
                 discardMarker(of: i)
             }
