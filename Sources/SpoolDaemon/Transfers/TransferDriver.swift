@@ -125,58 +125,6 @@ final class TransferDriver {
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
     }
 
-    /// What a transfer carries: a download's part and where it resumes, or an upload's file.
-    enum TransferBody {
-        /// `hashedMirror`: a `--hashed-mirror` URL asked instead of the item's own, with none of
-        /// the item's headers or credentials (they are for its own server).
-        case download(StagingFile, resumeFrom: Int64, hashedMirror: String? = nil)
-        case upload(UploadSource)
-    }
-
-    /// The one builder of an item's transfer request, for downloads and uploads alike (a segment
-    /// is made from its primary's, `TransferRequest.segment`): the URL of the item's current
-    /// source (or the refresh hook's), its headers with the credentials' in place; a download
-    /// adds its conditional headers, its part, resume, size limit, checkpoints, rate group and
-    /// segments; an upload its file, sent whole.
-    func transferRequest(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
-                         body: TransferBody) -> TransferRequest {
-        let url = (record.currentURL ?? item.url).string
-        let headers = Self.headers(item.headers, credentials: credentials).map(\.line)
-        switch body {
-        case .upload(let source):
-            var request = TransferRequest(url: url, headers: headers, destination: -1)
-            request.upload = source
-            return request
-        case .download(let part, let resumeFrom, let hashedMirror):
-            var request = TransferRequest(
-                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + conditionalHeaders(record, item, resumeFrom: resumeFrom),
-                destination: part.fd,
-                resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
-                ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
-                // A small body of an unnamed part may be written off the engine's thread (a crash
-                // loses an unnamed part either way; see `ReceivedBody`) — under `markers: group`
-                // only: with a marker per file the publisher's thread has the most to do, and a
-                // third busy thread on two cores slows those drains down.
-                writeBehind: !part.isNamed && resumeFrom == 0 && !record.writesItemMarker,
-                syncEvery: configuration.syncEvery,
-                rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })
-            request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
-            // A segmented part recovered in this boot: only its missing ranges are fetched.
-            if resumeFrom > 0 || record.keptRanges != nil, let validator = record.validator, let kept = record.keptRanges {
-                request.keptRanges = kept
-                request.ifRange = validator
-            }
-            return request
-        }
-    }
-
-    /// The request's headers with the credentials file's in place of any of the same name.
-    static func headers(_ own: [RequestHeader], credentials: [RequestHeader]) -> [RequestHeader] {
-        guard !credentials.isEmpty else { return own }
-        let replaced = Set(credentials.map { $0.name.lowercased() })
-        return own.filter { !replaced.contains($0.name.lowercased()) } + credentials
-    }
-
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
     /// its partial; does nothing when it is not running.
     /// `part`: the part the running phase held (the item has left it by now).
