@@ -241,14 +241,18 @@ extension SpoolOverview {
     /// Why a row is not moving: a failure's or a retry's reason, when a waiting item may start.
     static func reason(_ t: TaskStatus) -> String? {
         switch t.state {
-        case "failed", "retrying": return t.error ?? (t.state == "retrying" ? "retrying" : "failed")
+        case "failed": return t.error ?? "failed"
+        // The last error, and when the next try is due.
+        case "retrying": return [t.error ?? "retrying", t.startsAt.map { "next try \($0)" }].compactMap { $0 }.joined(separator: "; ")
         case "waiting-start": return t.startsAt.map { "starts \($0)" } ?? "waits for its earliest start"
-        case "waiting-window": return "waits for the discretionary window"
-        case "waiting-space": return t.error ?? "waits for free disk space"
+        case "waiting-window": return t.waitingFor ?? "waits for the discretionary window"
+        case "waiting-space": return t.waitingFor ?? t.error ?? "waits for free disk space"
         case "waiting-store": return t.waitingFor ?? "waits for another fetch of its sha256"
+        case "paused": return t.waitingFor
         case "queued": return "in incoming/, not claimed yet"
-        // Due, held back by its host (an outage, a 429/503 pause): the last error says why.
-        case "pending": return t.error.map { "held: \($0)" }
+        // Due, held back by its host (an outage, a 429/503 pause): the host and until when, else
+        // the last error.
+        case "pending": return t.waitingFor ?? t.error.map { "held: \($0)" }
         default: return nil
         }
     }

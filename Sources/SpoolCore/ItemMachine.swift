@@ -215,16 +215,18 @@ public struct ItemMachine<Part, Job> {
         /// `part`: the staging file the transfer writes, from when the shell opened it
         /// (`partOpened`); none before that, and none for an upload.
         case running(part: Part?)
-        case retrying
-        case waitingForSpace
+        /// `until`: when its back-off ends (the `retry` effect's time), which status shows.
+        case retrying(until: Date)
+        /// `reason`: what is short (the space gate's words), which status shows.
+        indirect case waitingForSpace(reason: String)
         case paused
         /// `job`: what the publisher was given (`publishQueued`), kept to try again after a
         /// failed batch; none for an upload, whose records the upload queue writes. `tries`:
         /// failed publishes so far; `cancelAsked`: a cancel (or the deadline) came while a batch
         /// may hold the job, and takes effect when it reports.
         indirect case publishing(job: Job?, tries: Int, cancelAsked: String?)
-        /// The job waits for space on the final folder's filesystem.
-        indirect case waitingToPublish(job: Job?, tries: Int)
+        /// The job waits for space on the final folder's filesystem; `reason` names it.
+        indirect case waitingToPublish(job: Job?, tries: Int, reason: String)
         indirect case published(file: String, marker: String)
         indirect case failed(ItemFailed)
 
@@ -253,7 +255,7 @@ public struct ItemMachine<Part, Job> {
         public var job: Job? {
             switch self {
             case .publishing(let job, _, _): job
-            case .waitingToPublish(let job, _): job
+            case .waitingToPublish(let job, _, _): job
             default: nil
             }
         }
@@ -306,7 +308,7 @@ public struct ItemMachine<Part, Job> {
             case .never(let reason):
                 return [.releaseSlot] + fail("disk-full", reason, context)
             case .later(let reason):
-                state = .waitingForSpace
+                state = .waitingForSpace(reason: reason)
                 return [.releaseSlot, .waitForSpace(reason: reason)]
             case .fits:
                 state = .running(part: nil)
@@ -378,7 +380,7 @@ public struct ItemMachine<Part, Job> {
             }
             if fault.diskFull {
                 if fault.neverFits { return fail("disk-full", fault.message, context) }
-                state = .waitingToPublish(job: job, tries: tries)
+                state = .waitingToPublish(job: job, tries: tries, reason: fault.message)
                 return [.waitForSpace(reason: fault.message)]
             }
             guard tries + 1 < policy.maxPublishTries else {
@@ -387,7 +389,7 @@ public struct ItemMachine<Part, Job> {
             state = .publishing(job: job, tries: tries + 1, cancelAsked: nil)
             return [.retryPublish(at: context.now.addingTimeInterval(policy.publishRetryDelay))]
 
-        case (.waitingToPublish(let job, let tries), .spaceAvailable):
+        case (.waitingToPublish(let job, let tries, _), .spaceAvailable):
             state = .publishing(job: job, tries: tries, cancelAsked: nil)
             return [.retryPublish(at: context.now)]
 
@@ -430,12 +432,11 @@ public struct ItemMachine<Part, Job> {
         switch problem {
         case .diskFull:
             attempts -= 1
-            state = .waitingForSpace
+            state = .waitingForSpace(reason: message)
             return [.releaseSlot, .waitForSpace(reason: message)]
         case .shortOfResources:
             attempts -= 1
-            state = .retrying
-            return [.retry(at: context.now.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)]
+            return retry(at: context.now.addingTimeInterval(policy.shortageRetryDelay), holdHost: false)
         case .other:
             return [.releaseSlot] + fail("staging", "could not prepare the staging file: \(message)", context)
         }
@@ -467,8 +468,7 @@ public struct ItemMachine<Part, Job> {
                 state = .publishing(job: nil, tries: 0, cancelAsked: nil)
                 return [.releaseSlot, .publish(sha256: digest)]
             }
-            state = .retrying
-            return [.discardPartial, .retry(at: context.now, holdHost: false)]
+            return [.discardPartial] + retry(at: context.now, holdHost: false)
         }
         if failure.diskFull, let why = end.neverFits {
             return [.releaseSlot] + fail("disk-full", why, context)
@@ -476,7 +476,7 @@ public struct ItemMachine<Part, Job> {
         if failure.diskFull {
             // A full disk is not the item's fault: keep the partial, wait, do not count the attempt.
             attempts -= 1
-            state = .waitingForSpace
+            state = .waitingForSpace(reason: "\(failure)")
             return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
         }
         // This source cannot serve it (gone, unresolvable, untrusted, or down too long): the next.
@@ -502,14 +502,12 @@ public struct ItemMachine<Part, Job> {
         // A host that paces its clients (429/503, see `HostPace`): not the item's fault either.
         if end.pacedRefusal && withinDeadline && !context.stopping {
             attempts -= 1
-            state = .retrying
-            return actions + [.retry(at: context.now, holdHost: false), .saveResumeState]
+            return actions + retry(at: context.now, holdHost: false) + [.saveResumeState]
         }
         if failure.isTransient && withinAttempts && withinDeadline && !context.stopping {
             let delay = policy.backoff.delay(afterAttempt: attempts, jitter: context.jitter, retryAfter: end.retryAfter)
             let holdHost = failure.httpStatus == 429 || failure.httpStatus == 503
-            state = .retrying
-            return actions + [.retry(at: context.now.addingTimeInterval(delay), holdHost: holdHost), .saveResumeState]
+            return actions + retry(at: context.now.addingTimeInterval(delay), holdHost: holdHost) + [.saveResumeState]
         }
         if context.stopping && (failure.isTransient || failure.cancelled) {
             state = .queued      // picked up by the next run
@@ -556,12 +554,18 @@ public struct ItemMachine<Part, Job> {
         case (.retry, .waitingForSpace):
             state = .queued
             return [.leaveSpaceQueue, .schedule]
-        case (.retry, .waitingToPublish(let job, let tries)):
+        case (.retry, .waitingToPublish(let job, let tries, _)):
             state = .publishing(job: job, tries: tries, cancelAsked: nil)
             return [.leaveSpaceQueue, .retryPublish(at: context.now)]
         default:
             return []
         }
+    }
+
+    /// Back off until `at`: the phase keeps the time, so that status names it.
+    private mutating func retry(at: Date, holdHost: Bool) -> [ItemEffect] {
+        state = .retrying(until: at)
+        return [.retry(at: at, holdHost: holdHost)]
     }
 
     /// Ends the item failed, its record whole: the code and message decided here, the attempts

@@ -28,6 +28,14 @@ public struct SpaceShortage: Sendable, Hashable, CustomStringConvertible {
     /// The item's remaining expected bytes plus what running transfers still expect.
     public let needed: Int64
 
+    public init(folder: String, filesystem: String, free: Int64, minFree: Int64, needed: Int64) {
+        self.folder = folder
+        self.filesystem = filesystem
+        self.free = free
+        self.minFree = minFree
+        self.needed = needed
+    }
+
     public var description: String {
         "\(folder) (\(filesystem)): \(free) bytes free, \(minFree) kept free, \(needed) needed"
     }

@@ -17,6 +17,15 @@ public struct HostOutage: Sendable, Hashable {
     public var nextProbe: Date
     /// The item whose transfer is the probe running now, if any.
     public var probe: ItemKey?
+
+    public init(hostKey: String, since: Date, lastError: String, failures: Int, nextProbe: Date, probe: ItemKey?) {
+        self.hostKey = hostKey
+        self.since = since
+        self.lastError = lastError
+        self.failures = failures
+        self.nextProbe = nextProbe
+        self.probe = probe
+    }
 }
 
 extension Scheduler {
@@ -106,5 +115,23 @@ extension Scheduler {
     /// finished): another item may probe in its place.
     mutating func releaseProbe(_ key: ItemKey, host: String) {
         if outages[host]?.probe == key { outages[host]!.probe = nil }
+    }
+}
+
+/// Why nothing starts to a host now, for status: an item that waits on its host names it.
+public enum HostWait: Sendable, Hashable {
+    /// The host could not be reached; nothing but its probe starts until it answers again.
+    case unreachable(HostOutage)
+    /// The host asked to be left alone (a 429/503 with `Retry-After`, or its pace): until then.
+    case backedOff(until: Date)
+}
+
+extension Scheduler {
+    /// What holds `hostKey` back at `now`, if anything: an outage first, then a back-off.
+    public func hostWait(_ hostKey: String, now: Date) -> HostWait? {
+        if let outage = outages[hostKey] { return .unreachable(outage) }
+        let t = now.timeIntervalSince1970
+        let until = max(hostHolds[hostKey] ?? 0, paces[hostKey]?.holdUntil ?? 0)
+        return until > t ? .backedOff(until: Date(timeIntervalSince1970: until)) : nil
     }
 }

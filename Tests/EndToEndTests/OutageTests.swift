@@ -121,6 +121,13 @@ final class DownHostPathTests: SpoolTestCase {
         try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "the host shown unreachable") {
             self.unreachableHosts() == ["127.0.0.1:\(port)"] && self.unreachableGauge() == "1.0"
         }
+        // The item names what it waits for: its host, and when the host is probed next.
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "down#0 shown waiting for its host") {
+            let task = self.statusReports().lazy.compactMap { ($0["tasks"] as? [[String: Any]])?.first { $0["id"] as? String == "down#0" } }.first
+            let waits = task?["waitingFor"] as? String ?? ""
+            return task?["state"] as? String == "pending" && waits.contains("host 127.0.0.1:\(port) unreachable since")
+                && waits.contains("next probe")
+        }
         let cancel = try DaemonProcess.launch(["cancel", "down", "--spool", spool.root])
         XCTAssertEqual(try cancel.waitForExit(timeout: 30), 0, cancel.stderrText)
         try DirectoryWaiter.waitForFile("down", in: spool.path("failed"), timeout: 30)

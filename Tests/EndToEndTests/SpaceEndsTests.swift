@@ -10,6 +10,15 @@ final class SpaceEndsTests: SpoolTestCase {
         try XCTUnwrap(json("failed", name + ".error")["items"] as? [[String: Any]])
     }
 
+    /// Item `id` as the worker's status report shows it.
+    private func statusTask(_ id: String) -> [String: Any]? {
+        for name in spool.files(in: "status") where name.hasSuffix(".json") {
+            let report = (try? JSONSerialization.jsonObject(with: Data(spool.read("status", name)))) as? [String: Any]
+            if let task = (report?["tasks"] as? [[String: Any]])?.first(where: { $0["id"] as? String == id }) { return task }
+        }
+        return nil
+    }
+
     private func journals(_ spool: TempSpool) -> [String] {
         spool.files(in: "staging").filter { $0.hasPrefix("batch-") && $0.hasSuffix(".journal") }
     }
@@ -50,6 +59,12 @@ final class SpaceEndsTests: SpoolTestCase {
         XCTAssertTrue(line.contains("filesystem=\"tmpfs at \(final.path)\""), String(line))
         XCTAssertTrue(line.contains("level=warning") || line.contains("warning"), String(line))
         XCTAssertLessThanOrEqual(journals(spool).count, 1, "one journal for the batch, none per try")
+        // The status report says the same: the item waits for space, on that filesystem.
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "a#0 shown waiting for space on the final folder") {
+            guard let task = self.statusTask("a#0") else { return false }
+            let waits = task["waitingFor"] as? String ?? ""
+            return task["state"] as? String == "waiting-space" && waits.contains("\(final.path) (tmpfs at \(final.path))")
+        }
 
         let cancelled = try DaemonProcess.launch(["cancel", "a", "--spool", spool.root])
         XCTAssertEqual(try cancelled.waitForExit(timeout: 30), 0, cancelled.stderrText + cancelled.stdoutText)

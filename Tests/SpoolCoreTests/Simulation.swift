@@ -349,7 +349,7 @@ final class Simulation {
         }
         for worker in workers {
             if let violation = worker.violation { throw failure("\(worker.name): \(violation)") }
-            do { try worker.checkExits() } catch { throw failure("\(worker.name): \(error)") }
+            do { try worker.checkExits(); try worker.checkStatus() } catch { throw failure("\(worker.name): \(error)") }
         }
     }
 }
@@ -361,7 +361,7 @@ final class SimDaemon {
 
     unowned let world: Simulation
     let name: String
-    private var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
+    private(set) var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
                                                                             probeBackoff: Backoff(base: 2, cap: 120)),
                                       timeZone: TimeZone(identifier: "UTC")!)
     private var policy: RetryPolicy = {
@@ -369,7 +369,7 @@ final class SimDaemon {
         p.maxPublishTries = 8
         return p
     }()
-    private var machines: [Int: Machine] = [:]
+    private(set) var machines: [Int: Machine] = [:]
     /// Each claimed request's group: the core's machine, as the shell's group-end room keeps it.
     private var groups: [String: GroupMachine] = [:]
     /// Group ends whose write failed: when each is tried again.
@@ -378,7 +378,7 @@ final class SimDaemon {
     /// Transfers in flight: when each reports.
     private var transfers: [Int: Date] = [:]
     /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
-    private var spaceQueue = SpaceQueue<Int>()
+    private(set) var spaceQueue = SpaceQueue<Int>()
     private var publishQueue: [SimJob] = []
     private var publishRetries: [(at: Date, job: SimJob)] = []
     private var batch: (at: Date, jobs: [SimJob])?

@@ -139,7 +139,7 @@ extension Engine {
     }
 
     func itemEnded(_ record: ItemRecord) {
-        operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, urls: driver.urls))
+        operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, hostWait: nil, urls: driver.urls))
         let request = record.request
         switch record.phase {
         case .published(let file, _):

@@ -8,7 +8,14 @@ extension Engine {
     func writeStatus(now: Date) {
         let window = hosts.scheduler.configuration.window
         operators.status.write(now: now, table: items.table, window: window, task: { record in
-            var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window, urls: self.driver.urls)
+            let shortage: SpaceShortage? = switch record.phase {
+            case .waitingForSpace: self.space.shortage(for: record, running: self.driver.running.values)
+            case .waitingToPublish: self.space.publishShortage(for: record)
+            default: nil
+            }
+            var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window,
+                                           hostWait: self.hosts.scheduler.hostWait(record.hostKey, now: now),
+                                           space: shortage, urls: self.driver.urls)
             task.connections = self.driver.session.connections(of: record.key)
             if let waits = self.driver.contentStore?.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }
             return task

@@ -106,9 +106,11 @@ final class StatusReporter {
         // The next due: a small list kept sorted by (due time, key); a heap is not worth it for 20.
         let shown = StatusReport.pendingShown
         func consider(key: Int, due: Double, discretionary: Bool) {
-            if due > nowSeconds { waitingStart += 1 }
-            else if discretionary && windowClosed { waitingWindow += 1 }
-            else { pending += 1 }
+            switch ItemStatus.queued(earliestStart: due, discretionary: discretionary, windowClosed: windowClosed, now: nowSeconds) {
+            case .waitingStart: waitingStart += 1
+            case .waitingWindow: waitingWindow += 1
+            case .pending: pending += 1
+            }
             if scan.nextDue.count == shown, let last = scan.nextDue.last, (due, key) >= (last.due, last.key) { return }
             let at = scan.nextDue.firstIndex { (due, key) < ($0.due, $0.key) } ?? scan.nextDue.endIndex
             scan.nextDue.insert((due, key), at: at)
@@ -208,25 +210,21 @@ final class StatusReporter {
         dirty = false
     }
 
-    /// One item as `spoolfetch status` shows it. `progress` is the running transfer's, if any.
+    /// One item as `spoolfetch status` shows it: its state and what it waits for are the core's
+    /// (`ItemMachine.status`); `progress` is the running transfer's, if any.
     static func task(_ record: ItemRecord, now: Date, progress: (bytes: Int64, total: Int64?)?,
-                     window: DailyWindow?, urls: URLPrivacy) -> TaskStatus {
-        var state = record.phase.label
+                     window: DailyWindow?, hostWait: HostWait?, space: SpaceShortage? = nil,
+                     urls: URLPrivacy) -> TaskStatus {
+        let status = record.lifecycle.status(ItemStatusFacts(
+            now: now, earliestStart: record.earliestStart, discretionary: record.discretionary, window: window,
+            timeZone: .current, hostKey: record.hostKey, hostWait: hostWait, space: space))
         var bytes = record.bytesOnDisk
         var expected = record.expectedBytes
         var rate: Double? = nil
         var eta: Double? = nil
-        var startsAt: String? = nil
         var finishedAt: String? = nil
         var error: String? = record.lastFailure.map { "\($0)" }
         switch record.phase {
-        case .queued:
-            if let start = record.earliestStart, start > now {
-                state = "waiting-start"
-                startsAt = RFC3339.format(start)
-            } else if record.discretionary, let window, !window.contains(now, in: .current) {
-                state = "waiting-window"
-            }
         case .running:
             if let progress {
                 bytes = progress.bytes
@@ -246,10 +244,12 @@ final class StatusReporter {
         }
         // A waiting item keeps no URL or name: they are read again from its request file.
         let item = record.details
-        return TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: item?.name ?? "",
-                          url: urls.shown(item?.url.string ?? ""), state: state, bytes: bytes, expected: expected,
-                          rate: rate, eta: eta, attempts: record.attempts, error: error, startsAt: startsAt,
-                          finishedAt: finishedAt)
+        var task = TaskStatus(id: record.id, request: record.request.name, group: record.request.group, name: item?.name ?? "",
+                              url: urls.shown(item?.url.string ?? ""), state: status.state, bytes: bytes, expected: expected,
+                              rate: rate, eta: eta, attempts: record.attempts, error: error,
+                              startsAt: status.startsAt.map(RFC3339.format), finishedAt: finishedAt)
+        task.waitingFor = status.waitingFor
+        return task
     }
 
     /// At exit: the report goes with the daemon.
