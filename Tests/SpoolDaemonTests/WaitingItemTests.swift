@@ -62,9 +62,9 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertNil(started.loaded)
         XCTAssertFalse(started.holdsTransferState, "an ended item is as small as a waiting one")
         let grouped = request.items[1235]
-        grouped.publishedMarker = ItemMarker(request: "list", group: "list", index: 1235, url: "u", finalURL: nil, name: "n",
-                                             bytes: 1, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
-                                             contentType: nil, startedAt: "t", finishedAt: "t", attempts: 1)
+        grouped.notePublished(ItemMarker(request: "list", group: "list", index: 1235, url: "u", finalURL: nil, name: "n",
+                                         bytes: 1, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
+                                         contentType: nil, startedAt: "t", finishedAt: "t", attempts: 1))
         grouped.shed()
         XCTAssertNotNil(grouped.publishedMarker, "kept for a markers: group marker")
 
@@ -83,8 +83,8 @@ final class WaitingItemTests: XCTestCase {
         let request = try claimAndAdd("mirrored", "https://a.example/f\nmirror: https://b.example/f\n", into: table)
         let record = request.items[0]
         _ = try record.load()
-        record.sourceHost = "b.example:443"
-        record.hasStateFile = true
+        record.noteSource(SourceRotation(count: 2), host: "b.example:443")
+        record.noteStateFile()
         XCTAssertEqual(record.hostKey, "b.example:443")
         record.shed()
         XCTAssertTrue(record.hasStateFile, "kept: the group end removes the state file")

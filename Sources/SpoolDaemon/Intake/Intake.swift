@@ -104,7 +104,7 @@ final class Intake {
         }
         let request = table.add(claim: claim, index: index) { _ in ItemLifecycle(firstQueued: now) }
         if !uploads.isEmpty {
-            for record in request.items { if let identity = uploads[record.index] { record.upload.identity = identity } }
+            for record in request.items { if let identity = uploads[record.index] { var state = record.upload; state.identity = identity; record.noteUpload(state) } }
         }
         guard adopted else {
             // A retry's request with partials a deadline left (`KeptParts`): resumed as an

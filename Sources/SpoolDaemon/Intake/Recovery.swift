@@ -52,7 +52,7 @@ struct Recovery {
         let facts = gatherFacts(record, deadStates: deadStates)
         let plan = RecoveryPlanner.plan(facts.facts)
         let attempts = facts.facts.state?.attempts ?? 0
-        if facts.facts.state != nil { record.hasStateFile = true }
+        if facts.facts.state != nil { record.noteStateFile() }
         switch plan {
         case .startOver:
             return startOver(record, attempts: attempts)
@@ -68,7 +68,7 @@ struct Recovery {
             }
             record.partial.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
             // The refresh hook's URL, validated again as any URL read from the spool.
-            record.refreshedURL = facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) }
+            record.noteRefreshedURL(facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) })
             record.recover(.queued, attempts: attempts)
             return .schedule
         case .failed(let failure):
@@ -77,7 +77,7 @@ struct Recovery {
         case .published(let file):
             if !record.writesItemMarker, var facts = facts.facts.state?.marker {
                 facts.name = file
-                record.publishedMarker = facts
+                record.notePublished(facts)
             }
             let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
             record.recover(.published(file: file, marker: marker), attempts: attempts)

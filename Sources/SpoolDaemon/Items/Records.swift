@@ -239,10 +239,7 @@ final class ItemRecord {
     /// the group end removes it; clean items never had one. Kept with the transfer's leftovers
     /// (a state is only written for an item that ran, or recovered with one): a waiting item's
     /// record stays at 120 bytes, one 128-byte malloc chunk.
-    var hasStateFile: Bool {
-        get { transferState?.hasStateFile ?? false }
-        set { if newValue || transferState != nil { transfer.hasStateFile = newValue } }
-    }
+    var hasStateFile: Bool { transferState?.hasStateFile ?? false }
     /// The open part, held by the phase: a running item's, or its publish job's (see
     /// `ItemLifecycle.State`). A waiting item holds none, so open files stay within
     /// `DescriptorBudget` however many items wait.
@@ -257,26 +254,11 @@ final class ItemRecord {
     var hash: HashState? { transferState?.partial.hash }
     var etag: String? { transferState?.partial.etag }
     var lastModified: String? { transferState?.partial.lastModified }
-    var startedAt: Date? {
-        get { transferState?.startedAt }
-        set { transfer.startedAt = newValue }
-    }
-    var lastFailure: TransferFailure? {
-        get { transferState?.lastFailure }
-        set { transfer.lastFailure = newValue }
-    }
-    var lastFacts: ResponseFacts? {
-        get { transferState?.lastFacts }
-        set { transfer.lastFacts = newValue }
-    }
-    var publishedMarker: ItemMarker? {
-        get { transferState?.publishedMarker }
-        set { if newValue != nil || transferState != nil { transfer.publishedMarker = newValue } }
-    }
-    var previousMarker: ItemMarker? {
-        get { transferState?.previousMarker }
-        set { if newValue != nil || transferState != nil { transfer.previousMarker = newValue } }
-    }
+    var startedAt: Date? { transferState?.startedAt }
+    var lastFailure: TransferFailure? { transferState?.lastFailure }
+    var lastFacts: ResponseFacts? { transferState?.lastFacts }
+    var publishedMarker: ItemMarker? { transferState?.publishedMarker }
+    var previousMarker: ItemMarker? { transferState?.previousMarker }
     /// `markers: item` (the default): each published file gets its `NAME.done`.
     var writesItemMarker: Bool { request.settings.markers == .item }
     var rateWindow: RateWindow {
@@ -285,30 +267,17 @@ final class ItemRecord {
     }
 
     /// The refresh hook's URL, when it gave one.
-    var refreshedURL: RequestURL? {
-        get { transferState?.refreshedURL }
-        set { if newValue != nil || transferState != nil { transfer.refreshedURL = newValue } }
-    }
-    var refreshedInAttempt: Int {
-        get { transferState?.refreshedInAttempt ?? 0 }
-        set { transfer.refreshedInAttempt = newValue }
-    }
+    var refreshedURL: RequestURL? { transferState?.refreshedURL }
+    var refreshedInAttempt: Int { transferState?.refreshedInAttempt ?? 0 }
     /// The source asked now (0: its `url`).
     var sourceIndex: Int { transferState?.sources?.current ?? 0 }
-    var sources: SourceRotation? {
-        get { transferState?.sources }
-        set { transfer.sources = newValue }
-    }
-    var sourceHost: String? {
-        get { transferState?.sourceHost }
-        set { if newValue != nil || transferState != nil { transfer.sourceHost = newValue } }
-    }
+    var sources: SourceRotation? { transferState?.sources }
+    var sourceHost: String? { transferState?.sourceHost }
     /// An upload item's file and response (allocates the transfer state: an upload item is
     /// never made dormant, so what intake found stays with it).
-    var upload: UploadState {
-        get { transferState?.upload ?? UploadState() }
-        set { transfer.upload = newValue }
-    }
+    var upload: UploadState { transferState?.upload ?? UploadState() }
+    /// The upload's file, descriptor or response changed (see `Uploads.swift`).
+    func noteUpload(_ state: UploadState) { transfer.upload = state }
     /// The URL a transfer asks for now: a mirror's once the item moved on to one; else the
     /// refreshed one, else the request's.
     var currentURL: RequestURL? {
@@ -316,6 +285,47 @@ final class ItemRecord {
         let source = sourceIndex
         if source > 0, source <= item.mirrors.count { return item.mirrors[source - 1] }
         return refreshedURL ?? item.url
+    }
+
+    // What its transfers leave changes only by these steps, each named for what happened (the
+    // fields are read-only elsewhere): the compiler, not a convention, keeps them together.
+
+    /// It starts for the first time (a download, an upload or a publish from the store): the
+    /// time its marker reports as `startedAt`. Later starts keep the first.
+    func noteStarted(at now: Date) {
+        if transferState?.startedAt == nil { transfer.startedAt = now }
+    }
+
+    /// A response came (or none did): its facts, kept for the marker, the error file and status.
+    func noteResponse(_ facts: ResponseFacts?) { transfer.lastFacts = facts }
+
+    /// Its transfer failed: the failure status and the error file report.
+    func noteFailure(_ failure: TransferFailure) { transfer.lastFailure = failure }
+
+    /// `staging/BASE.state` was written (or found at recovery): the group end removes it.
+    func noteStateFile() { transfer.hasStateFile = true }
+
+    /// The refresh hook is asked in this attempt (once per attempt).
+    func noteRefreshAsked() { transfer.refreshedInAttempt = attempts }
+
+    /// The refresh hook's URL (or, at recovery, the one its dead worker kept): asked from now on.
+    func noteRefreshedURL(_ url: RequestURL?) {
+        if url != nil || transferState != nil { transfer.refreshedURL = url }
+    }
+
+    /// An attempt under `skip-unchanged` asks conditionally on `previous` (nil: it does not).
+    func noteAskedConditionally(on previous: ItemMarker?) {
+        if previous != nil || transferState != nil { transfer.previousMarker = previous }
+    }
+
+    /// The item ended with a published file: its facts, kept for a `markers: group` marker (or a
+    /// 304's existing file).
+    func notePublished(_ marker: ItemMarker) { transfer.publishedMarker = marker }
+
+    /// It moved on to another of its sources; `host` is the mirror's `host:port` (nil: its `url`).
+    func noteSource(_ rotation: SourceRotation, host: String?) {
+        transfer.sources = rotation
+        if host != nil || transferState != nil { transfer.sourceHost = host }
     }
 
     /// The item could not reach its host (again).

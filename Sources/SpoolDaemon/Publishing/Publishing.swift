@@ -139,7 +139,7 @@ final class Publishing {
                 // Kept for the group marker (only there: a per-file marker already holds them).
                 var facts = result.job.marker
                 facts.name = file
-                record.publishedMarker = facts
+                record.notePublished(facts)
             }
             // Under `markers: group` there is no per-file marker: the item's marker path is empty.
             return .publishSucceeded(file: file, marker: result.markerPath ?? "")
@@ -217,7 +217,7 @@ final class Publishing {
             guard let record = item(result.key), record.phase == .publishing else { continue }
             var state = record.upload
             state.response = nil
-            record.upload = state
+            record.noteUpload(state)
             if let marker = result.marker {
                 events.append((record, .publishSucceeded(file: result.file, marker: marker)))
             } else {

@@ -47,7 +47,7 @@ extension TransferDriver {
     /// adds its transfer, sent whole from byte 0.
     func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
                      credentials: [RequestHeader]) throws(UploadStartError) {
-        if record.startedAt == nil { record.startedAt = Date() }
+        record.noteStarted(at: Date())
         let opened: (fd: Int32, identity: OutgoingIdentity)
         do throws(OutgoingRefusal) { opened = try store.openOutgoing(upload.name) } catch {
             throw .refused(error.rule == "upload-missing" && record.upload.identity != nil
@@ -64,7 +64,7 @@ extension TransferDriver {
         state.response = nil
         state.sha256 = nil
         state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
-        record.upload = state
+        record.noteUpload(state)
         record.partial.sent(0)
         // Its attempts outlive a crash, as a large download's do (`B.state`, phase running): a
         // restart after a kill mid-body sends the body again and counts that attempt too, so the
@@ -102,15 +102,15 @@ extension TransferDriver {
         state.digest = nil
         state.response = failure == nil ? outcome.responseBody : nil
         state.sha256 = digest
-        record.upload = state
+        record.noteUpload(state)
         closeUpload(record)
-        record.lastFacts = outcome.facts
+        record.noteResponse(outcome.facts)
         record.partial.sent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
         if failure == nil, let digest {
             return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
         }
         let reason = failure ?? .curl(code: -1, text: "no result")
-        record.lastFailure = reason
+        record.noteFailure(reason)
         return TransferEnd(failure: reason, sha256: nil, retryAfter: outcome.facts.retryAfter, hasPartial: false,
                            outage: reason == outcome.failure && outcome.isOutage)
     }
@@ -122,7 +122,7 @@ extension TransferDriver {
         close(state.fd)
         state.fd = -1
         state.digest = nil
-        record.upload = state
+        record.noteUpload(state)
     }
 
     /// What differs between two looks at a file, for the `upload-changed` message.

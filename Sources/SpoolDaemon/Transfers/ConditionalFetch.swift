@@ -11,7 +11,7 @@ extension TransferDriver {
     /// for an item under `skip-unchanged` whose final name already holds a file with a marker;
     /// none for a resumed transfer (its `If-Range` asks another question) or without validators.
     func conditionalHeaders(_ record: ItemRecord, _ item: RequestItem, resumeFrom: Int64) -> [String] {
-        record.previousMarker = nil
+        record.noteAskedConditionally(on: nil)
         guard item.onExists == .skipUnchanged, resumeFrom == 0,
               let previous = store.readMarker(ofPublished: item.name) else { return [] }
         // A marker is the daemon's own file, but a header value must never carry a line break.
@@ -22,7 +22,7 @@ extension TransferDriver {
         var headers: [String] = []
         if let etag = usable(previous.etag) { headers.append("If-None-Match: \(etag)") }
         if let lastModified = usable(previous.lastModified) { headers.append("If-Modified-Since: \(lastModified)") }
-        if !headers.isEmpty { record.previousMarker = previous }
+        if !headers.isEmpty { record.noteAskedConditionally(on: previous) }
         return headers
     }
 
@@ -32,7 +32,7 @@ extension TransferDriver {
         guard let previous = record.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
         record.partial.discard()
         store.removePart(record.base)
-        record.publishedMarker = previous
+        record.notePublished(previous)
         return UnchangedFile(file: previous.name, marker: store.markerPath(ofPublished: previous.name))
     }
 }

@@ -291,7 +291,7 @@ final class ContentStoreRoom {
     /// body is large, runs on the store's copy thread while the item stays running (`copied`).
     func publishFromStore(_ record: ItemRecord, digest: String, send: (ItemEvent) -> Void,
                           openPart: () throws(StoreError) -> StagingFile, credentials: [RequestHeader] = []) -> Bool {
-        if record.startedAt == nil { record.startedAt = Date() }
+        record.noteStarted(at: Date())
         do {
             if hardlink {
                 guard let part = try store.openAsPart(digest, base: record.base) else { return false }

@@ -21,9 +21,8 @@ extension TransferDriver {
         var rotation = record.sources ?? SourceRotation(count: item.sources.count)
         let from = rotation.current
         _ = rotation.moveOn()
-        record.sources = rotation
         let source = item.sources[rotation.current]
-        record.sourceHost = rotation.current == 0 ? nil : source.hostKey
+        record.noteSource(rotation, host: rotation.current == 0 ? nil : source.hostKey)
         record.partial.movedToAnotherSource()
         // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
         if record.bytesOnDisk > 0 { saveResumeState(record, part: part) }

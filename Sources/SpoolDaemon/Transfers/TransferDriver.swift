@@ -70,7 +70,7 @@ final class TransferDriver {
     func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [], hashedMirror: String? = nil,
                partOpened: (StagingFile) -> Void) throws(StoreError) {
         let firstStart = record.startedAt == nil
-        if firstStart { record.startedAt = Date() }
+        record.noteStarted(at: Date())
         if record.part == nil {
             // A waiting item holds no part (its phase does not): the same file is reopened when
             // it still holds the bytes counted — cut back to them: a write cut short by a full
@@ -145,7 +145,7 @@ final class TransferDriver {
             part.unwritten = body
             writer.writeSoon(part)
         }
-        record.lastFacts = outcome.facts
+        record.noteResponse(outcome.facts)
         if let unchanged = notModified(record, outcome) {
             return (record, TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false, notModified: unchanged))
         }
@@ -154,7 +154,7 @@ final class TransferDriver {
                                         wantedSHA256: record.loaded?.sha256))
         }
         let failure = outcome.failure ?? .curl(code: -1, text: "no result")
-        record.lastFailure = failure
+        record.noteFailure(failure)
         var whole: String? = nil
         // A 416 says the kept part is whole only if it is about the part's version (see
         // `validatorContradicting`): else a server ignoring If-Range sized another version.
@@ -243,7 +243,7 @@ final class TransferDriver {
         let durable = session.durablePrefix(of: record.key)
         do {
             try store.writeState(record.base, runningState(record, part, bytes: durable, synced: durable))
-            record.hasStateFile = true
+            record.noteStateFile()
             return true
         } catch {
             segmented.removeValue(forKey: record.key)
@@ -282,7 +282,7 @@ final class TransferDriver {
     func writeState(_ record: ItemRecord, _ state: ItemState) {
         do {
             try store.writeState(record.base, state)
-            record.hasStateFile = true
+            record.noteStateFile()
         } catch {
             // Not fatal: without it a restart starts the item over instead of resuming it.
             logger.warning("could not write the item's resume state: \(error)", metadata: ["item": "\(record.id)"])

@@ -15,7 +15,7 @@ extension HookDispatch {
     /// event to hand the item instead when no hook is configured any more.
     func askForFreshURL(_ record: ItemRecord, reason: String, logger: Logger, urls: URLPrivacy) -> ItemEvent? {
         guard refreshHook != nil else { return .refreshFailed(message: "no refresh hook is configured any more") }
-        record.refreshedInAttempt = record.attempts
+        record.noteRefreshAsked()
         let url = record.currentURL?.string ?? record.url
         logger.info("asking the refresh hook for a new URL", metadata: [
             "item": "\(record.id)", "reason": "\(reason)", "url": "\(urls.shown(url))"])
@@ -31,7 +31,7 @@ extension TransferDriver {
     func refreshEnded(_ record: ItemRecord, attempt: Int, outcome: HookRunner.Outcome, line: String?) -> ItemEvent? {
         let answer = URLRefresh.freshURL(outcome: outcome, line: line)
         if case .success(let url) = answer {
-            record.refreshedURL = url
+            record.noteRefreshedURL(url)
             logger.info("the refresh hook gave a new URL", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url.string))"])
         }
         guard record.phase == .running, record.attempts == attempt else { return nil }
