@@ -41,14 +41,15 @@ public enum ItemPhase: Sendable, Hashable {
 
 /// What happened to an item: the inputs of `ItemMachine`. `Part` and `Job` are the shell's
 /// open staging file and publish job, which the machine only holds (in the phase they belong
-/// to) and hands back; it never looks into them.
+/// to) and hands back; it never looks into them. Large payloads are boxed (`indirect`): an event
+/// is copied at each step, and one as large as a publish job would copy it whole every time.
 public enum ItemEvent<Part, Job> {
     /// Queued for the first time, or again after a recovery that starts it over.
     case submitted
     /// The scheduler gave it a slot; `space` is the space gate's answer for its expected size.
     case slotGranted(space: SpaceAnswer)
     /// The shell prepared the attempt's start: what it found (see `StartCheck`).
-    case startChecked(StartCheck)
+    indirect case startChecked(StartCheck)
     /// The shell opened the part the running attempt writes.
     case partOpened(Part)
     /// The request file or the staging file could not be opened for the attempt.
@@ -64,14 +65,14 @@ public enum ItemEvent<Part, Job> {
     case sourceUnreachable
     /// The scheduler took its slot for a higher-priority item.
     case preempted
-    case transferEnded(TransferEnd)
+    indirect case transferEnded(TransferEnd)
     /// The space gate found room for it again.
     case spaceAvailable
     /// The shell built the item's publish job and queued it.
-    case publishQueued(Job)
+    indirect case publishQueued(Job)
     case publishSucceeded(file: String, marker: String)
     /// The batch failed for this item; `job` comes back with what the batch got done.
-    case publishFailed(PublishFault, job: Job?)
+    indirect case publishFailed(PublishFault, job: Job?)
     /// The shell took a cancelled item's job out of its queue before any batch had it.
     case publishWithdrawn
     case operatorCommand(OperatorVerb)

@@ -161,7 +161,7 @@ public struct Scheduler: Sendable {
         }
         arrivals += 1
         let entry = ReadyEntry(key: item.key, arrival: arrivals, start: item.earliestStart ?? 0,
-                               host: hostNumber(item.hostKey), priority: item.priority, discretionary: item.discretionary)
+                               host: host, priority: item.priority, discretionary: item.discretionary)
         if let start = item.earliestStart {
             insertFuture(TimedEntry(notBefore: start, entry: entry))
         } else {

@@ -26,8 +26,9 @@ extension ItemRecord {
     var replacesExisting: Bool { (details?.onExists ?? request.settings.onExists) != .keepBoth }
 
     /// Ended with the file already published, a 304 having confirmed it (`skip-unchanged`).
+    /// Asks the machine's state, not `phase`: that builds a published phase's box to be tested.
     var endedUnchanged: Bool {
-        guard case .published = phase else { return false }
+        guard case .published = lifecycle.state else { return false }
         return lastFacts?.httpStatus == 304
     }
 }
