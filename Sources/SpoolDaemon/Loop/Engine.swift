@@ -205,6 +205,10 @@ public final class Engine {
             }
         }
         if !actions.isEmpty { operators.status.markDirty() }
+        // What this turn made ready to publish after the kick above — a hit from the content
+        // store starts and is verified within its start, adopted jobs — goes now, not at the
+        // next wake-up (which the sleep below does not bring forward: up to a second later).
+        publishing.kick(now: now)
         if let due = operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
             writeStatus(now: now)
         }
