@@ -131,6 +131,13 @@ final class ContentStoreRoom {
                                     maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
                                     leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
                                     metrics: metrics, post: post, logger: logger)
+        // This machine's workers that are gone leave their counts to this one (one file each
+        // run would pile up in counters/ otherwise).
+        if let dash = worker.lastIndex(of: "-") {
+            let taken = store.takeOverCounters(of: String(worker[..<dash]), into: worker)
+            room.hits = taken.hits
+            room.bytesSaved = taken.bytesSaved
+        }
         // Counted once at start (a listing of the store); then kept up by this worker's ingests
         // and evictions.
         let (entries, bytes) = store.totals()
