@@ -191,15 +191,13 @@ struct PublishBatch {
         for i in journaled { members[i].result.journal = written }
     }
 
-    /// Step 3: writeMarkersAhead. Where staging and the final folder are one filesystem, each
+    /// Step 3: writeMarkersAhead. Where one `syncfs` covers staging and the final folder, each
     /// marker is written now, under the name its data will most likely get (`MarkerFirst`), so
-    /// that step 4's sync makes it durable too: a batch then needs one `syncfs` instead of two,
-    /// or (synced file by file) its markers' `fdatasync` runs beside the parts' instead of after
-    /// them — step 7 is then an fsync of the final folder alone, one device flush fewer in a
-    /// row (what a hit from the content store waits for: a reflink costs no data).
+    /// that step 4's sync makes it durable too: a batch then needs one `syncfs` instead of two.
     mutating func writeMarkersAhead() {
         sameFilesystem = layout.staging.deviceID() == layout.final.deviceID()
-        guard sameFilesystem else { return }
+        guard batched && sameFilesystem && layout.staging.syncMethod == .syncfs && layout.final.syncMethod == .syncfs
+        else { return }
         var taken = Set<String>()
         for i in members.indices where MarkerFirst.applies(to: members[i].job) && members[i].isOK {
             guard let name = MarkerFirst.likelyName(of: members[i].job, in: layout.final, taken: taken) else { continue }
@@ -214,28 +212,19 @@ struct PublishBatch {
     /// cut could lose. When a file may not be durable the markers written ahead go (the next try
     /// writes them again); a part's error fails its job, the journal's fails the batch (throws).
     mutating func makeJournalAndPartsDurable() throws(StoreError) {
-        // The journal first (owner nil), then each part, by its job; then, synced file by file,
-        // the markers written ahead (a `syncfs` covers them: same filesystem).
-        var files: [(owner: Int?, marker: Bool, target: SyncTarget)] = []
-        if let journal { files.append((nil, false, SyncTarget(fd: journal.fd, path: layout.staging.path(of: journal.name)))) }
+        // The journal first (owner nil), then each part, by its job.
+        var files: [(owner: Int?, target: SyncTarget)] = []
+        if let journal { files.append((nil, SyncTarget(fd: journal.fd, path: layout.staging.path(of: journal.name)))) }
         for i in members.indices where members[i].movesData {
             let part = members[i].job.part
-            files.append((i, false, SyncTarget(fd: part.fd, path: layout.staging.path(of: part.base + ".part"))))
-        }
-        if !(batched && layout.staging.syncMethod == .syncfs && layout.final.syncMethod == .syncfs) {
-            for i in members.indices {
-                guard let temp = members[i].marker, let fd = temp.fd else { continue }
-                files.append((i, true, SyncTarget(fd: fd, path: layout.final.path(of: temp.name))))
-            }
+            files.append((i, SyncTarget(fd: part.fd, path: layout.staging.path(of: part.base + ".part"))))
         }
         let errors = makeDurable(files.map(\.target), in: layout.staging, batched: batched)
         if errors.contains(where: { $0 != nil }) {
             for i in members.indices { discardMarker(of: i) }
-            wroteMarkersAhead = false
         }
         for (file, error) in zip(files, errors) {
-            // A marker that may not be durable is gone (above); step 7 writes it again.
-            guard let error, !file.marker else { continue }
+            guard let error else { continue }
             guard let i = file.owner else { throw error }
             members[i].result.error = error
         }
@@ -285,11 +274,11 @@ struct PublishBatch {
             members[i].marker.flatMap { temp in temp.fd.map { (i, SyncTarget(fd: $0, path: layout.final.path(of: temp.name))) } }
         }
         let errors: [StoreError?]
-        if wroteMarkersAhead && !wroteLate {
-            // The markers written ahead are durable; the data's new names are not yet: an fsync
-            // of the folder. A marker written late is synced with the others below (a `syncfs`
-            // covers both; an `fdatasync` of a marker already durable is nearly free).
-            let error = catching({ () throws(StoreError) in try layout.final.sync() })
+        if wroteMarkersAhead {
+            // The markers written ahead are durable; the data's new names are not yet: one
+            // syncfs when a marker was written late (it covers both), else an fsync of the folder.
+            let error = wroteLate ? catching({ () throws(StoreError) in try layout.final.syncFilesystem() })
+                                  : catching({ () throws(StoreError) in try layout.final.sync() })
             errors = Array(repeating: error, count: open.count)
         } else {
             errors = makeDurable(open.map(\.1), in: layout.final, batched: batched)
