@@ -192,6 +192,7 @@ public final class Engine {
         for action in actions {
             switch action {
             case .start(let key):
+                if storeSlotGranted(key) { continue }
                 guard let record = items.table.wake(key) else { hosts.scheduler.finished(key); continue }
                 let fits = space.answer(for: record, running: driver.running.values)
                 if hosts.scheduler.isProbe(key) {
