@@ -93,6 +93,9 @@ public struct Scheduler: Sendable {
     private var readyDiscretionaryCount = 0
     /// Running items, the connections they hold per host, and segmented items' extra ones.
     var running: [ItemKey: ReadyEntry] = [:]
+    /// Items running without a transfer that gave their connection back (`park`): an item
+    /// waiting for another item's fetch of the same content. Held, counted against no limit.
+    var parked: [ItemKey: ReadyEntry] = [:]
     var connections: HostConnections
     var segmentConnections: [ItemKey: Int] = [:]
     /// Hosts backed off (Retry-After, repeated 429/503) until a time.
@@ -153,6 +156,7 @@ public struct Scheduler: Sendable {
 
     /// Queues an item. It starts when its earliest start has passed and a slot is free.
     public mutating func submit(_ item: ScheduledItem) {
+        parked.removeValue(forKey: item.key)
         let host = hostNumber(item.hostKey)
         if let old = liveHosts.updateValue(host, forKey: item.key) {
             if old != host { forgetHost(old) ; liveCounts[host, default: 0] += 1 }
@@ -172,6 +176,9 @@ public struct Scheduler: Sendable {
     /// Puts an item that just ran back into the queue, not before `until` (retry back-off).
     /// The item keeps its original arrival order.
     public mutating func retry(_ key: ItemKey, notBefore until: Date) {
+        if let entry = parked.removeValue(forKey: key) {
+            return insertFuture(TimedEntry(notBefore: until.timeIntervalSince1970, entry: entry))
+        }
         guard let entry = running.removeValue(forKey: key) else { return }
         releaseSlot(entry)
         insertFuture(TimedEntry(notBefore: until.timeIntervalSince1970, entry: entry))
@@ -179,6 +186,7 @@ public struct Scheduler: Sendable {
 
     /// Puts a running item back in the ready queue at once (paused by the operator or for space).
     public mutating func requeue(_ key: ItemKey) {
+        if let entry = parked.removeValue(forKey: key) { return insertReady(entry) }
         guard let entry = running.removeValue(forKey: key) else { return }
         releaseSlot(entry)
         insertReady(entry)
@@ -186,6 +194,7 @@ public struct Scheduler: Sendable {
 
     /// The item's transfer ended for good (published, failed, cancelled): its slot is free.
     public mutating func finished(_ key: ItemKey) {
+        if parked.removeValue(forKey: key) != nil { return forget(key) }
         guard let entry = running.removeValue(forKey: key) else { return }
         noteEnd(key, host: hostKey(of: entry), succeeded: true)
         releaseSlot(entry)
@@ -194,7 +203,7 @@ public struct Scheduler: Sendable {
 
     /// Removes a queued item (cancel). A running one is just released as `finished`.
     public mutating func remove(_ key: ItemKey) {
-        if running[key] != nil { finished(key); return }
+        if running[key] != nil || parked[key] != nil { finished(key); return }
         queued.removeValue(forKey: key)
         forget(key)
     }
@@ -216,6 +225,24 @@ public struct Scheduler: Sendable {
 
     /// Whether the scheduler holds the item (queued, waiting for a time, or running).
     public func holds(_ key: ItemKey) -> Bool { liveHosts[key] != nil }
+
+    /// The running item needs no connection for now (it waits for another item's fetch of the
+    /// same content): its slot goes to the next item at once. It stays the scheduler's (held,
+    /// never preempted) until `unpark` asks for a slot again or it ends (`finished`).
+    public mutating func park(_ key: ItemKey) {
+        guard let entry = running.removeValue(forKey: key) else { return }
+        releaseSlot(entry)
+        parked[key] = entry
+    }
+
+    /// A parked item needs a connection again: it queues, ready now in its arrival order, and
+    /// `nextActions` starts it (`.start`) when a slot is free, as any item.
+    public mutating func unpark(_ key: ItemKey) {
+        guard let entry = parked.removeValue(forKey: key) else { return }
+        insertReady(entry)
+    }
+
+    public func isParked(_ key: ItemKey) -> Bool { parked[key] != nil }
 
     /// Items the scheduler holds for `hostKey`.
     public func itemCount(ofHost hostKey: String) -> Int {

@@ -8,7 +8,8 @@ import Foundation
 ///     sha256/ab/ab12…(64 hex)   an entry: read-only (0444), its bytes hash to its name
 ///     tmp/                      entries being written (`<digest>.<pid>.<n>.tmp`)
 ///     claims/<digest>           who fetches a digest now (`StoreClaims`)
-///     counters/<worker>         a worker's hits and bytes saved (`spoolfetch store` adds them up)
+///     counters/<worker>         a worker's hits and bytes saved (`spoolfetch store` adds them up;
+///                               a worker that starts takes over those of its machine's gone ones)
 ///
 /// An entry is made the way a file is published: written under a temp name, fsynced, read back
 /// and hashed, then renamed (never replacing) into `sha256/ab/` and that folder fsynced. So a
@@ -53,6 +54,36 @@ public final class ContentStore: @unchecked Sendable {
     /// power cut is only a statistic).
     public func save(_ counters: Counters, worker: String) throws(StoreError) {
         try countersFolder.writeAtomically(worker, SpoolJSON.encode(counters))
+    }
+
+    /// Takes over the counters of this machine's workers that are gone (`HOST-PID` with no such
+    /// process), so that `counters/` holds one file per worker running or gone elsewhere, not
+    /// one per run ever made: each such file is renamed to a hidden name first (of two workers
+    /// starting at once only one gets it), its counts added to what is returned and written as
+    /// `worker`'s, then removed. A crash in between loses those counts (hidden names are not
+    /// added up) rather than counting them twice: they are only a statistic.
+    public func takeOverCounters(of host: String, into worker: String) -> Counters {
+        var total = Counters()
+        var taken: [(name: String, hidden: String)] = []
+        for name in countersFolder.list() where name.hasPrefix(host + "-") && name != worker {
+            guard let pid = Int32(name.dropFirst(host.count + 1)), pid > 0, kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let hidden = ".\(name).taken-by-\(worker)"
+            guard (try? countersFolder.rename(name, to: hidden, in: countersFolder, replace: false)) != nil else { continue }
+            if let bytes = try? countersFolder.read(hidden, limit: 4096), let one = SpoolJSON.decode(Counters.self, bytes) {
+                total.hits += one.hits
+                total.bytesSaved += one.bytesSaved
+            }
+            taken.append((name, hidden))
+        }
+        guard !taken.isEmpty else { return total }
+        do {
+            try save(total, worker: worker)
+            for file in taken { countersFolder.remove(file.hidden) }
+        } catch {
+            for file in taken { try? countersFolder.rename(file.hidden, to: file.name, in: countersFolder, replace: false) }
+            return Counters()
+        }
+        return total
     }
 
     /// Every worker's counters added up.

@@ -46,6 +46,11 @@ public struct PublishResult: Sendable {
     /// was written, step 2). The engine removes it once every request it mentions has ended
     /// its group.
     public var journal: JournalFile?
+    /// When step 8's fsync of the final folder returned: the moment the item's marker (or, under
+    /// `markers: group`, its data's name) became durable. The engine measures a publish by it
+    /// (the debug line `committed`, `Benchmarks/store-hits`), not by when the batch's result
+    /// reaches it, which also waits for step 10.
+    public var committedAt: Date?
 }
 
 /// Commits finished items in batches, in the order docs/ARCHITECTURE.md gives ("Durability
@@ -317,6 +322,9 @@ struct PublishBatch {
                 members[i].result.markerPath = nil
                 members[i].result.isPublished = false
             }
+        } else {
+            let now = Date()
+            for i in members.indices where members[i].result.isPublished { members[i].result.committedAt = now }
         }
     }
 

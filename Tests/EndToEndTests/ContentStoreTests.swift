@@ -282,6 +282,40 @@ final class ContentStoreTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/s4.bin").count, 0, "the second item never asked its server")
     }
 
+    /// A waiter holds no connection: with `--concurrency 2`, one item fetching a digest from a
+    /// server that stalls, a second item of that digest waiting for it, and a third of another
+    /// digest — the third starts and is published while the first still fetches and the second
+    /// still waits (before, the waiter kept the second slot and the third never started).
+    func testAWaiterHoldsNoConnectionSlotSoAnotherItemStartsMeanwhile() throws {
+        let body = TestBody.random(count: 60_000, seed: 17)
+        let digest = TestBody.sha256Hex(body)
+        let other = TestBody.random(count: 5_000, seed: 18)
+        server.serve("/held.bin", body: body, script: [.stall(afterBytes: 1_000), .normal])
+        server.serve("/twin.bin", body: body)
+        server.serve("/third.bin", body: other)
+        try spool.drop("slots", """
+            url: \(server.url("/held.bin"))
+            sha256: \(digest)
+            url: \(server.url("/twin.bin"))
+            sha256: \(digest)
+            url: \(server.url("/third.bin"))
+            """)
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--store", "yes", "--concurrency", "2",
+                                               "--log-level", "debug"])
+        let third = spool.root + "/final/third.bin.done"
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "third.bin's marker while held.bin stalls") {
+            FileManager.default.fileExists(atPath: third)
+        }
+        XCTAssertEqual(try spool.read("final", "third.bin"), other)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: spool.root + "/final/held.bin"), "the first still fetches")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: spool.root + "/final/twin.bin"), "the second still waits")
+        XCTAssertEqual(server.requests(for: "/held.bin").count, 1)
+        XCTAssertEqual(server.requests(for: "/twin.bin").count, 0)
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 30), 0, daemon.stderrText)
+        XCTAssertTrue(daemon.stderrText.contains("waiting for another fetch of the same sha256"), daemon.stderrText)
+    }
+
     func testWhenTheFetchFailsTheWaiterFetchesItself() throws {
         let body = TestBody.random(count: 50_000, seed: 12)
         let digest = TestBody.sha256Hex(body)

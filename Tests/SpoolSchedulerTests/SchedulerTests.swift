@@ -23,6 +23,26 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(s.runningCount, 2)
     }
 
+    func testAParkedItemHoldsNoSlotIsNeverPreemptedAndQueuesForOneWhenUnparked() {
+        var s = Scheduler(configuration: .init(concurrency: 1, perHost: 10), timeZone: utc)
+        for k in 1...2 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [1])
+        s.park(1)
+        XCTAssertTrue(s.isParked(1))
+        XCTAssertTrue(s.holds(1), "still the scheduler's")
+        XCTAssertEqual(s.connectionsInUse, 0)
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [2], "its slot went to the next item")
+        s.unpark(1)
+        XCTAssertFalse(s.isParked(1))
+        XCTAssertEqual(s.nextActions(now: t0), [], "it queues: the one slot is taken")
+        s.finished(2)
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [1])
+        s.park(1)
+        s.finished(1)
+        XCTAssertFalse(s.holds(1), "a parked item that ends is forgotten")
+        XCTAssertTrue(s.isIdle)
+    }
+
     func testMaxStartsBoundsTheStartsOfOneCallAndTheRestComeLater() {
         var s = Scheduler(configuration: .init(concurrency: 10, perHost: 10), timeZone: utc)
         for k in 1...5 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }

@@ -138,6 +138,23 @@ final class ContentStoreUnitTests: StoreTestCase {
         XCTAssertEqual(try claims.claim(digest, item: "R#0"), .claimed)
     }
 
+    func testAWorkerTakesOverTheCountersOfThisMachinesWorkersThatAreGone() throws {
+        let cas = try ContentStore(path: root + "/store")
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/true")
+        try child.run()
+        child.waitUntilExit()
+        let gone = child.processIdentifier
+        try cas.save(.init(hits: 2, bytesSaved: 10), worker: "h-\(gone)")
+        try cas.save(.init(hits: 3, bytesSaved: 20), worker: "h-\(getpid())")    // running: this test
+        try cas.save(.init(hits: 5, bytesSaved: 40), worker: "g-\(gone)")       // another machine's
+        let before = cas.counters()
+        XCTAssertEqual(cas.takeOverCounters(of: "h", into: "h-1"), .init(hits: 2, bytesSaved: 10))
+        XCTAssertEqual(files("store/counters"), ["g-\(gone)", "h-1", "h-\(getpid())"].sorted())
+        XCTAssertEqual(cas.counters(), before, "nothing counted twice or lost")
+        XCTAssertEqual(cas.takeOverCounters(of: "h", into: "h-1"), .init(), "nothing left to take over")
+    }
+
     func testAClaimOfAProcessGoneOnThisMachineIsGone() throws {
         let cas = try ContentStore(path: root + "/store")
         let digest = hex(Array("y".utf8))

@@ -48,15 +48,20 @@ extension Engine {
     }
 
     /// A waiting item's turn came (`ContentStoreRoom.check`): published from the store, or fetched.
+    /// A waiter holds no connection (`Scheduler.park`): one that has to fetch asks the scheduler
+    /// for a slot first and goes on in `storeSlotGranted`; one that waits again gives its slot back.
     func storeWaitEnded(_ record: ItemRecord, _ decision: StoreDecision, credentials: [RequestHeader]) {
         guard let contentStore = driver.contentStore, let item = record.loaded, let digest = ContentStoreRoom.digest(of: item) else { return }
+        let parked = hosts.scheduler.isParked(record.key)
         switch decision {
         case .hit:
             if contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
                                              openPart: { () throws(StoreError) in try openFreshPart(record) },
                                              credentials: credentials) { return }
+            if parked { return askForSlot(record, credentials: credentials) }
             startFetch(record, item, credentials: credentials)
         case .fetch(_, let breaking):
+            if parked { return askForSlot(record, credentials: credentials) }
             switch contentStore.beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
             case .fetch:
                 startFetch(record, item, credentials: credentials)
@@ -67,11 +72,30 @@ extension Engine {
                     startFetch(record, item, credentials: credentials)
                 }
             case .waiting:
-                break
+                hosts.scheduler.park(record.key)
             }
         case .wait:
-            break
+            hosts.scheduler.park(record.key)
         }
         operators.status.markDirty()
+    }
+
+    /// A parked waiter has to fetch: it queues for a connection like any item (still running,
+    /// still shown waiting), and decides again once it has one.
+    private func askForSlot(_ record: ItemRecord, credentials: [RequestHeader]) {
+        driver.contentStore?.awaitSlot(record.key, credentials: credentials)
+        hosts.scheduler.unpark(record.key)
+    }
+
+    /// The scheduler started `key`: true when it is a waiter that asked for a slot (`askForSlot`),
+    /// which now decides again with the slot in hand; false for any other item.
+    func storeSlotGranted(_ key: Int) -> Bool {
+        guard let contentStore = driver.contentStore, let credentials = contentStore.slotGranted(key) else { return false }
+        guard let record = items.table.item(key), record.phase == .running, let item = record.loaded else {
+            hosts.scheduler.finished(key)
+            return true
+        }
+        storeWaitEnded(record, contentStore.decide(record, item), credentials: credentials)
+        return true
     }
 }

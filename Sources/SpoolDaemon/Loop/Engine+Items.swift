@@ -57,7 +57,11 @@ extension Engine {
                 return
             }
             if let contentStore = driver.contentStore, contentStore.start(record, item, credentials: credentials, send: { send($0, to: record) },
-                                                    openPart: { () throws(StoreError) in try openFreshPart(record) }) { return }
+                                                    openPart: { () throws(StoreError) in try openFreshPart(record) }) {
+                // A waiter for another item's fetch holds no connection meanwhile.
+                if contentStore.isWaiting(record.key) { hosts.scheduler.park(record.key) }
+                return
+            }
             startFetch(record, item, credentials: credentials)
         case .stopTransfer:
             driver.contentStore?.forget(record.key)

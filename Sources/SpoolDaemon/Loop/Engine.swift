@@ -192,6 +192,7 @@ public final class Engine {
         for action in actions {
             switch action {
             case .start(let key):
+                if storeSlotGranted(key) { continue }
                 guard let record = items.table.wake(key) else { hosts.scheduler.finished(key); continue }
                 let fits = space.answer(for: record, running: driver.running.values)
                 if hosts.scheduler.isProbe(key) {
@@ -205,6 +206,10 @@ public final class Engine {
             }
         }
         if !actions.isEmpty { operators.status.markDirty() }
+        // What this turn made ready to publish after the kick above — a hit from the content
+        // store starts and is verified within its start, adopted jobs — goes now, not at the
+        // next wake-up (which the sleep below does not bring forward: up to a second later).
+        publishing.kick(now: now)
         if let due = operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
             writeStatus(now: now)
         }

@@ -12,8 +12,9 @@ import SpoolTransfer
 /// of this worker by digest and their spool-wide claims; the items waiting for them; and, once a
 /// body verified against its `sha256:` is published, its ingest into the store on the I/O queue.
 ///
-/// A waiting item stays in its running phase (it holds its slot, as a transfer would) with no
-/// transfer and no part. It is checked again when a fetch of this worker ends and otherwise every
+/// A waiting item stays in its running phase with no transfer and no part, and gives its
+/// connection slot back (`Scheduler.park`): other items start meanwhile; one that has to fetch
+/// after all queues for a slot again (`awaitSlot`) before it decides anew. It is checked again when a fetch of this worker ends and otherwise every
 /// `checkInterval` while any item waits (every `lease-period` while only fetches run): whether the entry arrived (hit), the fetch
 /// was given up (this item fetches next: the first waiter only), or the claim went stale.
 final class ContentStoreRoom {
@@ -52,6 +53,9 @@ final class ContentStoreRoom {
     private(set) var waiting: [Int: Wait] = [:]
     /// Waiting items in the order they began to wait: the first of a digest's takes over a given-up fetch.
     private var waitOrder: [Int] = []
+    /// Waiting items that have to fetch and wait for a connection slot (`awaitSlot`), with the
+    /// credentials of their start: not decided again until the scheduler starts them.
+    private var awaitingSlot: [Int: [RequestHeader]] = [:]
     /// Items published from the store and not ended yet: their marker says `source: "store"`.
     private var fromStore: Set<Int> = []
     /// Digests being published from the store now: never evicted meanwhile.
@@ -131,6 +135,13 @@ final class ContentStoreRoom {
                                     maxBytes: configuration.storeMax, leasePeriod: configuration.leasePeriod,
                                     leaseTimeout: configuration.leaseTimeout, hashedMirrors: configuration.hashedMirrors,
                                     metrics: metrics, post: post, logger: logger)
+        // This machine's workers that are gone leave their counts to this one (one file each
+        // run would pile up in counters/ otherwise).
+        if let dash = worker.lastIndex(of: "-") {
+            let taken = store.takeOverCounters(of: String(worker[..<dash]), into: worker)
+            room.hits = taken.hits
+            room.bytesSaved = taken.bytesSaved
+        }
         // Counted once at start (a listing of the store); then kept up by this worker's ingests
         // and evictions.
         let (entries, bytes) = store.totals()
@@ -253,7 +264,18 @@ final class ContentStoreRoom {
     /// (a stop must reach them too).
     var waitingKeys: [Int] { waitOrder + copying.keys.sorted() }
 
+    /// Whether the item waits for another item's fetch (it then needs no connection).
+    func isWaiting(_ key: Int) -> Bool { waiting[key] != nil }
+
+    /// The waiter has to fetch and queues for a connection slot (see `slotGranted`).
+    func awaitSlot(_ key: Int, credentials: [RequestHeader]) { awaitingSlot[key] = credentials }
+
+    /// The scheduler started `key`: its credentials when it is a waiter that asked for a slot
+    /// (it decides again now), else nil.
+    func slotGranted(_ key: Int) -> [RequestHeader]? { awaitingSlot.removeValue(forKey: key) }
+
     private func stopWaiting(_ key: Int) {
+        awaitingSlot[key] = nil
         guard waiting.removeValue(forKey: key) != nil else { return }
         waitOrder.removeAll { $0 == key }
     }
@@ -507,6 +529,8 @@ final class ContentStoreRoom {
             }
             // One waiter per digest goes on to fetch: the others see its flight at the next check.
             if fetchedNow.contains(wait.digest) { continue }
+            // Queued for a slot to fetch with: it decides again once it has one.
+            if awaitingSlot[key] != nil { fetchedNow.insert(wait.digest); continue }
             if wait.elsewhere, let seen = claims.holder(wait.digest), seen != wait.seen {
                 waiting[key]?.seen = seen
                 waiting[key]?.seenSince = .now
