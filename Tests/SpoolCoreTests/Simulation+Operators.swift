@@ -157,9 +157,11 @@ extension Simulation {
         let name = ops.names[id] ?? "f\(id).bin"
         var placed = name
         if ops.finalNames.contains(name) && ops.onExists[id] != .replace {
+            let stem = name.split(separator: ".", maxSplits: 1).first.map(String.init) ?? name
+            let suffix = name.dropFirst(stem.count)
             var n = 1
-            while ops.finalNames.contains("\(name)-\(n)") { n += 1 }
-            placed = "\(name)-\(n)"
+            while ops.finalNames.contains("\(stem)-\(n)\(suffix)") { n += 1 }
+            placed = "\(stem)-\(n)\(suffix)"
             if ops.asWritten[first] == .replace {
                 ops.violation = ops.violation ?? "item \(id) (re-running item \(first), whose request says on-exists: replace) "
                     + "was published as \(placed) beside the old \(name)"
