@@ -78,6 +78,10 @@ extension Simulation {
             ops.asWritten[id] = replace ? .replace : .keepBoth
         }
         ops.texts[name] = lines.joined(separator: "\n") + "\n"
+        let names = ids.compactMap { ops.names[$0] }
+        if replace || names.contains(where: { $0.hasPrefix("keep") }) {
+            log("request \(name) as written: \(replace ? "on-exists: replace, " : "")names \(names)")
+        }
     }
 
     // MARK: retry of a request that has ended in failed/
