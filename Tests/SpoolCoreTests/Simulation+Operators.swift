@@ -7,7 +7,8 @@ import SpoolStore
 // The operator's paths across a request's end, and the promises they must keep (issue 48's
 // defects: `retry R` then `retry 'R#0'` published twice; a retry of an `on-exists: replace`
 // request published beside the old file; a publish on a full final folder tried again every
-// 5 s, a batch journal a try; and a `deadline:` that must end what it bounds).
+// 5 s, a batch journal a try; a `deadline:` that must end what it bounds; and `run --due`'s
+// exit 75 for items left for an unreachable host or for space).
 //
 // `spoolfetch retry` of a request that has ended in `failed/` is not the daemon's decision but
 // the client's (`ControlClient.retryFailed`): the simulation runs that real code on a real
@@ -194,12 +195,47 @@ extension Simulation {
     /// The operator's `retry` of an item asks for a publish try at once, space or not.
     func operatorRetried(_ id: Int) { operatorSpool.fullAt.removeValue(forKey: id) }
 
+    // MARK: run --due
+
+    /// Were each worker a due drain (`run --due`) looking now, as `Drain.dueDrainIsDone` does with
+    /// the core's `DueDrainTally`: once it says done, an item it leaves queued for a host held
+    /// unreachable, or waiting for space, must make the run exit 75 (`EX_TEMPFAIL`, the shell's
+    /// rule: items left for hosts or space), so cron's caller knows to try again; and no item may
+    /// be under way. Looks only; changes nothing.
+    func checkDueDrains() -> String? {
+        for worker in workersForChecks {
+            let unreachable = Set(worker.scheduler.hostOutages.map(\.hostKey))
+            var tally = DueDrainTally(now: now, unreachable: unreachable, windowOpen: true)
+            var done = true
+            for (id, machine) in worker.machines.sorted(by: { $0.key < $1.key }) {
+                let host = spec(id).host
+                if !tally.count(machine.phase, earliestStart: nil, discretionary: false, hostKey: { host }) { done = false; break }
+            }
+            guard done else { continue }
+            let exit = tally.forHosts > 0 || tally.forSpace > 0 ? 75 : 0
+            for (id, machine) in worker.machines.sorted(by: { $0.key < $1.key }) {
+                let phase = machine.phase
+                if phase == .running || phase == .retrying || phase == .publishing {
+                    return "\(worker.name): a due drain would exit with item \(id) \(phase.label)"
+                }
+                let forHost = phase == .queued && unreachable.contains(spec(id).host)
+                let forSpace = phase == .waitingForSpace || phase == .waitingToPublish
+                if (forHost || forSpace) && exit != 75 {
+                    return "\(worker.name): a due drain leaves item \(id) \(forHost ? "for unreachable host \(spec(id).host)" : "waiting for space") "
+                        + "and would exit \(exit), not 75"
+                }
+            }
+        }
+        return nil
+    }
+
     // MARK: Invariants
 
     /// The operator paths' promises, and every `deadline:`: a request whose deadline passed more
     /// than a second ago (a batch holding a publish reports within it) has all its items ended.
     func checkOperatorPaths() throws -> String? {
         if let violation = operatorSpool.violation { return violation }
+        if let violation = checkDueDrains() { return violation }
         for name in requests.keys.sorted() {
             let request = request(name)
             guard let deadline = request.deadline, now.timeIntervalSince(deadline) > 1 else { continue }

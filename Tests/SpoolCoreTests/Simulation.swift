@@ -91,6 +91,7 @@ final class Simulation {
     }
 
     private func eachWorker(_ body: (SimDaemon) -> Void) { for w in workers { body(w) } }
+    var workersForChecks: [SimDaemon] { workers }
     private var describeOpen: String { workers.map { "\($0.name): \($0.describeOpen())" }.joined(separator: "; ") }
 
     func log(_ line: String) {
@@ -395,7 +396,7 @@ final class SimDaemon {
 
     unowned let world: Simulation
     let name: String
-    private var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
+    private(set) var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
                                                                             probeBackoff: Backoff(base: 2, cap: 120)),
                                       timeZone: TimeZone(identifier: "UTC")!)
     private var policy: RetryPolicy = {
@@ -403,7 +404,7 @@ final class SimDaemon {
         p.maxPublishTries = 8
         return p
     }()
-    private var machines: [Int: Machine] = [:]
+    private(set) var machines: [Int: Machine] = [:]
     /// Each claimed request's group: the core's machine, as the shell's group-end room keeps it.
     private var groups: [String: GroupMachine] = [:]
     /// Group ends whose write failed: when each is tried again.

@@ -14,8 +14,9 @@ final class SimulationTests: XCTestCase {
     /// failed group end with no retry timed; 12: `deadline:` ignored; 18: ENOSPC on a body staging
     /// can never hold waiting for ever; 35: cancel refused while publishing; 38: a publish that can
     /// never fit waiting for ever; 60: a retry losing `on-exists: replace`; 295: cancel refused
-    /// while waiting for space to publish.
-    static let regressionSeeds: [UInt64] = [1, 7, 22, 4, 12, 18, 35, 38, 60, 295]
+    /// while waiting for space to publish; 1 and 3: `run --due` exiting 0, not 75, with items left
+    /// for an unreachable host (1) or for space (3).
+    static let regressionSeeds: [UInt64] = [1, 7, 22, 3, 4, 12, 18, 35, 38, 60, 295]
 
     /// How many seeds `make test` runs: enough to walk every path many times in seconds.
     static let fixedSeedCount: UInt64 = 300
