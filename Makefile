@@ -75,14 +75,17 @@ test-unit: test-deps
 # The deterministic simulation of the core over more seeds than `make test` runs:
 #   make simulate SEEDS=100000 [FIRST=1]   N seeds from FIRST; a failure prints its seed and trace
 #   make simulate SEED=8                    one seed, its whole trace printed
+#   make simulate SEEDS=1000 SURVEY=1       every seed run (no stop at a failure, regression seeds
+#                                           left out); prints how many failed and the first one
 SEEDS ?= 10000
 FIRST ?= 1
+SURVEY ?=
 simulate:
 	$(SWIFT) build --build-tests
 	@if [ -n "$(SEED)" ]; then \
 	  SPOOLFETCH_SIMULATION_SEED=$(SEED) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	else \
-	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
+	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) SPOOLFETCH_SIMULATION_SURVEY=$(SURVEY) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	fi
 
 # Installs the .deb into a Debian root made by debootstrap (no Swift there), drains a download in

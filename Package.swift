@@ -103,7 +103,7 @@ let package = Package(
                 path: "Tests/SpoolTestSupport"),
         .testTarget(name: "SpoolRequestTests", dependencies: ["SpoolRequest"]),
         .testTarget(name: "SpoolSchedulerTests", dependencies: ["SpoolScheduler"]),
-        .testTarget(name: "SpoolCoreTests", dependencies: ["SpoolCore", "SpoolScheduler"]),
+        .testTarget(name: "SpoolCoreTests", dependencies: ["SpoolCore", "SpoolScheduler", "SpoolClient", "SpoolRequest", "SpoolStore"]),
         .testTarget(name: "SpoolStoreTests", dependencies: ["SpoolStore", "CLinux",
                                                             .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "SpoolDaemonTests",

@@ -68,8 +68,12 @@ final class Simulation {
     private let finalCapacity: Int64 = 48 << 20
     private var stagingTaken: Int64 = 0
     /// Bytes other programs hold on the final folder's filesystem (a fault fills it).
-    private var finalForeign: Int64 = 0
-    private var finalPublished: Int64 = 0
+    private var finalForeign: Int64 = 0 { didSet { if finalForeign < oldValue { finalFreed += 1 } } }
+    private var finalPublished: Int64 = 0 { didSet { if finalPublished < oldValue { finalFreed += 1 } } }
+    /// Times space was freed on the final folder's filesystem (Simulation+Operators.swift).
+    private(set) var finalFreed = 0
+    /// The operator paths' memory: requests as written, names, retries (Simulation+Operators.swift).
+    let operatorSpool: SimOperatorSpool
     private let minFree: Int64 = 1 << 20
     /// Two workers on the one spool, each with its own memory (machines, scheduler, queues).
     private var workers: [SimDaemon] = []
@@ -82,10 +86,12 @@ final class Simulation {
     init(seed: UInt64, settings: Settings = Settings()) {
         rng = SimRandom(seed: seed)
         self.settings = settings
+        operatorSpool = SimOperatorSpool(seed: seed)
         workers = [SimDaemon(world: self, name: "w0"), SimDaemon(world: self, name: "w1")]
     }
 
     private func eachWorker(_ body: (SimDaemon) -> Void) { for w in workers { body(w) } }
+    var workersForChecks: [SimDaemon] { workers }
     private var describeOpen: String { workers.map { "\($0.name): \($0.describeOpen())" }.joined(separator: "; ") }
 
     func log(_ line: String) {
@@ -152,6 +158,7 @@ final class Simulation {
         case 31 ..< 36:
             if finalPublished > 0 { log("a consumer takes the published files away") }
             finalPublished = 0
+            operatorSpool.finalNames = []
         default:
             _ = advanceToNextEvent()
         }
@@ -189,7 +196,27 @@ final class Simulation {
         owner[name] = w
         log("request \(name) dropped: items \(ids)" + (deadline.map { " deadline +\(Int($0.timeIntervalSince(now)))s" } ?? "")
             + ", claimed by \(workers[w].name)")
+        writeRequestText(name, items: ids)
         workers[w].claim(name)
+    }
+
+    /// A request the operator's `retry` of a failed request queued (Simulation+Operators.swift):
+    /// each item re-runs `first`'s body from its host; claimed by `worker`. Returns the new ids.
+    func addRetryRequest(_ name: String, items wanted: [(first: ItemSpec, index: Int, announced: Bool)], worker w: Int) -> [Int] {
+        var ids: [Int] = []
+        for item in wanted {
+            let id = nextItemID
+            nextItemID += 1
+            items[id] = ItemSpec(id: id, request: name, index: item.index, host: item.first.host, bytes: item.first.bytes,
+                                 announced: item.announced)
+            onDisk[id] = .nothing
+            ids.append(id)
+        }
+        requests[name] = RequestFile(name: name, items: ids, deadline: nil)
+        requestOrder.append(name)
+        owner[name] = w
+        workers[w].claim(name)
+        return ids
     }
 
     private func operatorCommand() {
@@ -198,6 +225,11 @@ final class Simulation {
         let verb = OperatorVerb.allCases[rng.below(OperatorVerb.allCases.count)]
         let times = rng.chance(0.3) ? 2 : 1
         guard let w = owner[items[id]!.request] else { return }
+        if verb == .retry, requests[items[id]!.request]?.folder == .failed {
+            retryEnded(item: id, times: times)
+            return
+        }
+        if verb == .retry { operatorRetried(id) }
         for _ in 0 ..< times {
             log("operator: \(verb.rawValue) item \(id)")
             workers[w].operatorCommand(verb, item: id)
@@ -302,12 +334,14 @@ final class Simulation {
         let bytes = spec(id).bytes
         if finalFree - minFree < bytes + SpaceRules.publishHeadroom {
             let never = bytes > finalCapacity - minFree
+            publishHitFullDisk(id, freed: finalFreed, kills: kills)
             return PublishFault(diskFull: true, neverFits: never, message: "ENOSPC on final: \(finalFree) free, \(bytes) needed")
         }
         if faults && rng.chance(0.05) { return PublishFault(message: "EIO on final") }
         if faults { finalPublished += bytes }
         publishes[id, default: 0] += 1
         onDisk[id] = .published
+        placePublished(id)
         return nil
     }
 
@@ -347,6 +381,7 @@ final class Simulation {
                 if !ended { throw failure("request \(request.name) was filed before all its items ended") }
             }
         }
+        if let broken = try checkOperatorPaths() { throw failure(broken) }
         for worker in workers {
             if let violation = worker.violation { throw failure("\(worker.name): \(violation)") }
             do { try worker.checkExits(); try worker.checkStatus() } catch { throw failure("\(worker.name): \(error)") }
