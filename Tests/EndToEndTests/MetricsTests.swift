@@ -189,6 +189,19 @@ final class MetricsTests: SpoolTestCase {
             guard stat(path, &st) == 0 else { return [] }
             return [Int(st.st_ino), st.st_mtim.tv_sec, st.st_mtim.tv_nsec]
         }
+        // Idle from when start-up has settled: the files above appear while the start-up turn may
+        // still be finishing (a message posted during start-up, a thread preempted on a loaded
+        // machine). Settled = no switch of the daemon's other threads over half a second, looked
+        // for within 15 s; what is then asserted is the 5 s after.
+        var settled = contextSwitches()
+        let settleDeadline = Date().addingTimeInterval(15)
+        while true {
+            usleep(500_000)   // the span looked at, not a synchronisation
+            let now = contextSwitches()
+            if now == settled { break }
+            settled = now
+            guard Date() < settleDeadline else { return XCTFail("the daemon's threads never went quiet for 0.5 s within 15 s of start-up") }
+        }
         let switchesBefore = contextSwitches(), leaseBefore = contextSwitches(lease: true), fileBefore = fileState()
         XCTAssertGreaterThan(switchesBefore, 0)
         XCTAssertGreaterThan(leaseBefore, 0, "the lease thread is there")
