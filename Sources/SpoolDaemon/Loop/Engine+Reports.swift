@@ -7,12 +7,9 @@ import SpoolMetrics
 extension Engine {
     func writeStatus(now: Date) {
         let window = hosts.scheduler.configuration.window
+        let spaceLook = space.look(running: driver.running.values)
         operators.status.write(now: now, table: items.table, window: window, task: { record in
-            let shortage: SpaceShortage? = switch record.phase {
-            case .waitingForSpace: self.space.shortage(for: record, running: self.driver.running.values)
-            case .waitingToPublish: self.space.publishShortage(for: record)
-            default: nil
-            }
+            let shortage = spaceLook?.shortage(for: record)
             var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window,
                                            hostWait: self.hosts.scheduler.hostWait(record.hostKey, now: now),
                                            space: shortage, urls: self.driver.urls)

@@ -91,6 +91,41 @@ final class SpaceGate {
         SpaceRules.publishShortage(bytes: record.bytesOnDisk, copies: !finalSharesStagingFilesystem, final: space(of: layout.final))
     }
 
+    /// The filesystems read once, for a status report: what each item waiting for space lacks,
+    /// worked out from one read of each folder rather than two `statvfs` per waiting item (a full
+    /// disk may hold thousands of them, and the report is written on the engine thread).
+    struct Look {
+        let spaces: [FilesystemSpace]
+        let final: FilesystemSpace
+        let copies: Bool
+        /// What every running transfer still expects (a waiting item is never one of them).
+        let reserved: Int64
+
+        func shortage(for record: ItemRecord) -> SpaceShortage? {
+            switch record.phase {
+            case .waitingForSpace:
+                return SpaceRules.shortage(needed: max(0, (record.expectedBytes ?? 0) - record.bytesOnDisk),
+                                           reserved: reserved, on: spaces)
+            case .waitingToPublish:
+                return SpaceRules.publishShortage(bytes: record.bytesOnDisk, copies: copies, final: final)
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// A `Look` at the filesystems now, nil when nothing waits for space (nothing is read then).
+    func look(running: some Sequence<ItemRecord>) -> Look? {
+        guard queue.count > 0 else { return nil }
+        var reserved: Int64 = 0
+        for r in running {
+            guard let expected = r.expectedBytes else { continue }
+            reserved += max(0, expected - r.bytesOnDisk)
+        }
+        return Look(spaces: folders.map(space(of:)), final: space(of: layout.final), copies: !finalSharesStagingFilesystem,
+                    reserved: reserved)
+    }
+
     /// Whether `record` fits: now, later (the filesystem that is short), or never.
     func answer(for record: ItemRecord, running: some Sequence<ItemRecord>) -> SpaceAnswer {
         let (needed, reserved) = demand(of: record, running: running)
