@@ -16,7 +16,9 @@ public enum ItemPhase: Sendable, Hashable {
     case publishing
     /// Verified; its publish hit a full disk: waiting for space on the final folder's filesystem.
     case waitingToPublish
-    indirect case published(file: String, marker: String)
+    /// Not boxed, unlike `failed`: every ended item's phase is read several times (table, status,
+    /// group end), and two strings cost less to copy than a box to allocate each time.
+    case published(file: String, marker: String)
     indirect case failed(ItemFailed)
 
     public var hasEnded: Bool {

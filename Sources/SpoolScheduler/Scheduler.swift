@@ -109,7 +109,7 @@ public struct Scheduler: Sendable {
     private var liveCounts: [UInt32: Int] = [:]
     /// Hosts that limit their clients' rate, and every host's recent starts (see `HostPacing.swift`).
     var paces: [String: HostPace] = [:]
-    var starts: [String: RecentStarts] = [:]
+    var starts: [UInt32: RecentStarts] = [:]
     /// The `now` of the last `nextActions` (see `nextPacedStart`).
     var decidedAt: Double = 0
     /// HTTP/1.1 hosts' adaptive connection limits, and what measures them (`HostConnectionLimit.swift`).
@@ -354,8 +354,8 @@ public struct Scheduler: Sendable {
     private mutating func start(_ entry: ReadyEntry, now: Double, _ actions: inout [SchedulerAction]) {
         let host = hostKey(of: entry)
         running[entry.key] = entry
-        if outages[host] != nil { outages[host]!.probe = entry.key }
-        pacedStart(host, now: now)
+        if !outages.isEmpty, outages[host] != nil { outages[host]!.probe = entry.key }
+        pacedStart(host, number: entry.host, now: now)
         noteStart(entry.key, host: host, now: now)
         connections.add(host)
         actions.append(.start(entry.key))
@@ -363,6 +363,9 @@ public struct Scheduler: Sendable {
 
     /// The host key an entry's number stands for.
     func hostKey(of entry: ReadyEntry) -> String { hostNames[Int(entry.host)] }
+
+    /// The number `key` has in the host table, if it has one.
+    func knownHostNumber(_ key: String) -> UInt32? { hostNumbers[key] }
 
     private mutating func hostNumber(_ key: String) -> UInt32 {
         if let n = hostNumbers[key] { return n }

@@ -301,20 +301,21 @@ public final class Directory: @unchecked Sendable {
     /// Free bytes for an unprivileged writer on this directory's filesystem; nil when unknown —
     /// statvfs failed, or the filesystem reports 0 total blocks (many FUSE filesystems: `df`
     /// shows zeros there, which means "not told", not "full").
-    public func freeBytes() -> Int64? {
-        var s = statvfs()
-        guard fstatvfs(fd, &s) == 0, s.f_blocks > 0 else { return nil }
-        return Int64(s.f_bavail) * Int64(max(s.f_frsize, 1))
-    }
+    public func freeBytes() -> Int64? { spaceFigures()?.free }
 
     /// The most an unprivileged writer could ever have free on this directory's filesystem: its
     /// size less the blocks reserved for root. nil when unknown (see `freeBytes`).
-    public func capacityBytes() -> Int64? {
+    public func capacityBytes() -> Int64? { spaceFigures()?.capacity }
+
+    /// `freeBytes` and `capacityBytes` from one `fstatvfs`: the space gate wants both at every
+    /// start.
+    public func spaceFigures() -> (free: Int64, capacity: Int64)? {
         var s = statvfs()
         guard fstatvfs(fd, &s) == 0, s.f_blocks > 0 else { return nil }
+        let unit = Int64(max(s.f_frsize, 1))
         let reserved = s.f_bfree >= s.f_bavail ? s.f_bfree - s.f_bavail : 0
         let usable = s.f_blocks >= reserved ? s.f_blocks - reserved : 0
-        return Int64(clamping: usable) * Int64(max(s.f_frsize, 1))
+        return (Int64(s.f_bavail) * unit, Int64(clamping: usable) * unit)
     }
 
     /// The filesystem this directory is on, for messages an operator acts on: its type and

@@ -1,34 +1,6 @@
 internal import CLinux
 import Foundation
 
-/// One verified item to publish.
-public struct PublishJob: Sendable {
-    public var part: StagingFile
-    public var state: ItemState
-    /// Its marker (also inside `state`); `name` is the wished-for final name.
-    public var marker: ItemMarker
-    /// Set when an earlier attempt already renamed the data (its marker failed): only the marker remains.
-    public var alreadyPublishedAs: String?
-    /// false for a request with `markers: group`: no `NAME.done` is written; the item counts as
-    /// published once its data is durable under its final name (the group marker, written by the
-    /// group end, lists it).
-    public var writesMarker: Bool
-    /// `on-exists: replace` (and a changed resource under `skip-unchanged`): the file takes the
-    /// wished-for name whatever was there — the old marker is removed first, the data renamed
-    /// over the old data, then the new marker put in place — instead of a free `-N` name.
-    public var replacesExisting: Bool
-
-    public init(part: StagingFile, state: ItemState, marker: ItemMarker, alreadyPublishedAs: String? = nil,
-                writesMarker: Bool = true, replacesExisting: Bool = false) {
-        self.part = part
-        self.state = state
-        self.marker = marker
-        self.alreadyPublishedAs = alreadyPublishedAs
-        self.writesMarker = writesMarker
-        self.replacesExisting = replacesExisting
-    }
-}
-
 /// What became of a job.
 public struct PublishResult: Sendable {
     /// The job, handed back so a failed one can be tried again.

@@ -125,23 +125,23 @@ final class ItemTable {
 
     /// Files the item under `active` or takes it out, after its phase changed.
     func note(_ record: ItemRecord) {
-        switch record.phase {
-        case .queued, .published, .failed:
-            active.removeValue(forKey: record.key)
-            busy.remove(record.key)
-        case .publishing, .waitingToPublish:
-            active[record.key] = record
-            busy.remove(record.key)
-        case .running, .retrying, .waitingForSpace, .paused:
-            active[record.key] = record
-            busy.insert(record.key)
-        }
         // Publishing is left only for an ending, so only an ending looks the base up to remove
         // it: the transitions of a large queue build no base names.
         switch record.phase {
-        case .publishing, .waitingToPublish: publishing[record.base] = record
-        case .published, .failed: if !publishing.isEmpty { publishing.removeValue(forKey: record.base) }
-        default: break
+        case .queued:
+            active.removeValue(forKey: record.key)
+            busy.remove(record.key)
+        case .published, .failed:
+            active.removeValue(forKey: record.key)
+            busy.remove(record.key)
+            if !publishing.isEmpty { publishing.removeValue(forKey: record.base) }
+        case .publishing, .waitingToPublish:
+            active[record.key] = record
+            busy.remove(record.key)
+            publishing[record.base] = record
+        case .running, .retrying, .waitingForSpace, .paused:
+            active[record.key] = record
+            busy.insert(record.key)
         }
     }
 

@@ -24,13 +24,13 @@ final class Items {
     func reconfigure(_ configuration: DaemonConfiguration) { policy = RetryPolicy(configuration) }
 
     /// The facts an item's machine decides with at `now`, besides its event: whether the daemon
-    /// stops, a fresh jitter, whether the refresh hook may be asked (once an attempt, for the
-    /// request's own URL), and for an item with mirrors whether another source is left and its
-    /// host has been down past `--mirror-after` (`hostDownLong`, asked only then).
-    func context(for record: ItemRecord, now: Date, stopping: Bool, urls: URLPrivacy, refreshHook: Bool,
-                 hostDownLong: (ItemRecord) -> Bool) -> LifecycleContext {
-        var context = LifecycleContext(now: now, stopping: stopping, jitter: jitter.next(),
-                                       failureFacts: { record.failureFacts(urls: urls, at: now) })
+    /// stops, a fresh jitter, the failure facts to read if it fails, whether the refresh hook may
+    /// be asked (once an attempt, for the request's own URL), and for an item with mirrors
+    /// whether another source is left and its host has been down past `--mirror-after`
+    /// (`hostDownLong`, asked only then).
+    func context(for record: ItemRecord, now: Date, stopping: Bool, refreshHook: Bool,
+                 failureFacts: @escaping () -> ItemFailureFacts, hostDownLong: (ItemRecord) -> Bool) -> LifecycleContext {
+        var context = LifecycleContext(now: now, stopping: stopping, jitter: jitter.next(), failureFacts: failureFacts)
         context.canRefreshURL = refreshHook && record.refreshedInAttempt != record.attempts && record.sourceIndex == 0
         if record.summary.hasMirrors {
             context.nextSource = record.sources?.hasNext ?? true

@@ -315,7 +315,9 @@ final class ItemRecord {
 
     /// An attempt under `skip-unchanged` asks conditionally on `previous` (nil: it does not).
     func noteAskedConditionally(on previous: ItemMarker?) {
-        if previous != nil || transferState != nil { transfer.previousMarker = previous }
+        // Most starts ask unconditionally and had not asked before: nothing to write then (a
+        // marker is large, and writing nil over nil still moved it at every start).
+        if previous != nil || transferState?.previousMarker != nil { transfer.previousMarker = previous }
     }
 
     /// The item ended with a published file: its facts, kept for a `markers: group` marker (or a

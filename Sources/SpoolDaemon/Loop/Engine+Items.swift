@@ -15,14 +15,18 @@ extension Engine {
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
         let now = Date()
-        let context = items.context(for: record, now: now, stopping: runState.stopping, urls: driver.urls,
-                                    refreshHook: hooks.refreshHook != nil,
-                                    hostDownLong: { hosts.downLong($0, now: now) })
+        let urls = driver.urls
         // The phase it leaves: its actions may still need what it held (the part a stopped
         // transfer keeps, the one a verified body is published from). It is let go, and a part
         // no phase holds any more closed, when this call returns.
         let leaving = record.lifecycle.state
-        let actions = record.lifecycle.handle(event, policy: items.policy, context: context)
+        // The failure facts are read only if the event fails the item; their closure lives on
+        // this call's stack (no allocation per event), the machine being done with it on return.
+        let actions = withoutActuallyEscaping({ record.failureFacts(urls: urls, at: now) }) { failureFacts in
+            let context = items.context(for: record, now: now, stopping: runState.stopping, refreshHook: hooks.refreshHook != nil,
+                                        failureFacts: failureFacts, hostDownLong: { hosts.downLong($0, now: now) })
+            return record.lifecycle.handle(event, policy: items.policy, context: context)
+        }
         if !actions.isEmpty { items.table.note(record) }
         for action in actions { perform(action, for: record, leaving: leaving) }
         if !actions.isEmpty { operators.status.markDirty() }

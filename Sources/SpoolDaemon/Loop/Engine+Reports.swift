@@ -11,7 +11,7 @@ extension Engine {
         operators.status.write(now: now, table: items.table, window: window, task: { record in
             let shortage = spaceLook?.shortage(for: record)
             var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window,
-                                           hostWait: self.hosts.scheduler.hostWait(record.hostKey, now: now),
+                                           hostWait: self.hosts.hostWait(record.hostKey, now: now),
                                            space: shortage, urls: self.driver.urls)
             task.connections = self.driver.session.connections(of: record.key)
             if let waits = self.driver.contentStore?.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }

@@ -195,7 +195,7 @@ public final class Engine {
                 if storeSlotGranted(key) { continue }
                 guard let record = items.table.wake(key) else { hosts.scheduler.finished(key); continue }
                 let fits = space.answer(for: record, running: driver.running.values)
-                if hosts.scheduler.isProbe(key) {
+                if hosts.isProbe(key) {
                     logger.info("probing an unreachable host", metadata: ["host": "\(record.hostKey)", "item": "\(record.id)"])
                 }
                 send(.slotGranted(space: fits), to: record)

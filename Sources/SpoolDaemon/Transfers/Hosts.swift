@@ -27,6 +27,16 @@ final class Hosts {
         self.logger = logger
     }
 
+    /// Whether `key` was started as its host's probe; see `hostWait`.
+    func isProbe(_ key: ItemKey) -> Bool { Self.inPlace(&scheduler) { $0.isProbe(key) } }
+
+    /// What holds `host` back at `now`, for status. Asked in place: a call through the stored
+    /// property copied the whole scheduler first (some twenty collections, a retain and a release
+    /// each), at every start and for every item of every status report.
+    func hostWait(_ host: String, now: Date) -> HostWait? { Self.inPlace(&scheduler) { $0.hostWait(host, now: now) } }
+
+    private static func inPlace<T>(_ scheduler: inout Scheduler, _ body: (inout Scheduler) -> T) -> T { body(&scheduler) }
+
     /// A reload: what starts from now on follows the new limits.
     func reconfigure(_ configuration: DaemonConfiguration) {
         scheduler.reconfigure(SchedulerConfiguration(configuration))

@@ -25,6 +25,7 @@ final class SpaceGate {
         self.minFree = minFree
         self.logger = logger
         finalSharesStagingFilesystem = layout.final.deviceID() == layout.staging.deviceID()
+        folders = finalSharesStagingFilesystem ? [layout.staging] : [layout.staging, layout.final]
     }
 
     var waitingCount: Int { queue.count }
@@ -33,27 +34,28 @@ final class SpaceGate {
 
     /// The folders whose filesystems must hold a download: staging, and the final folder when it
     /// is on another filesystem.
-    private var folders: [Directory] {
-        finalSharesStagingFilesystem ? [layout.staging] : [layout.staging, layout.final]
-    }
+    private let folders: [Directory]
 
     /// Each folder's filesystem as messages name it (`ext4 at /`), read once per folder. Why: it
     /// comes from parsing `/proc/self/mountinfo`, and every start and every body asked for it —
     /// a quarter of the daemon's CPU on 2,000 × 16 KiB over HTTPS/2 (issue 51, second round);
     /// an open folder's filesystem does not change under it.
-    private var descriptions: [String: String] = [:]
+    /// A list, not a dictionary: it holds one or two folders, and comparing a path with the very
+    /// string it was stored from costs less than hashing it at every start.
+    private var descriptions: [(path: String, description: String)] = []
 
     private func filesystem(of folder: Directory) -> String {
-        if let known = descriptions[folder.path] { return known }
+        if let known = descriptions.first(where: { $0.path == folder.path }) { return known.description }
         let described = folder.filesystemDescription()
-        descriptions[folder.path] = described
+        descriptions.append((folder.path, described))
         return described
     }
 
     /// What `folder`'s filesystem looks like now, for the rules.
     private func space(of folder: Directory) -> FilesystemSpace {
-        let capacity = folder.capacityBytes()
-        return FilesystemSpace(path: folder.path, filesystem: filesystem(of: folder), free: folder.freeBytes(),
+        let figures = folder.spaceFigures()
+        let capacity = figures?.capacity
+        return FilesystemSpace(path: folder.path, filesystem: filesystem(of: folder), free: figures?.free,
                                capacity: capacity, minFree: minFree ?? capacity.map(SpaceRules.automaticMinFree(capacity:)) ?? 0)
     }
 
