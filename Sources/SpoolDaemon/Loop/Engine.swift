@@ -162,24 +162,27 @@ public final class Engine {
     // MARK: The loop
 
     /// Everything due at `now`: retries of publishes and group ends, space and adoption checks,
-    /// the scheduler's starts and pauses, the status report.
+    /// the scheduler's starts and pauses, the status report. Each owner is asked only when its
+    /// own deadline says something is due: most turns have none of them to do.
     private func turn(now: Date) {
-        publishing.kick(now: now)
-        groupEnds.retryDue(now: now)
+        if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
+        if let at = groupEnds.nextRetry, at <= now { groupEnds.retryDue(now: now) }
         if runState.stopping { return }
-        for due in items.deadlines.takeDue(now: now) {
-            guard let request = items.table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
-            logger.warning("deadline passed; items not ended fail", metadata: ["request": "\(request.name)",
-                                                                              "deadline": "\(RFC3339.format(due.at))"])
-            for record in request.items where due.covers(record.index) { send(.deadlinePassed, to: record) }
+        if let at = items.deadlines.next, at <= now {
+            for due in items.deadlines.takeDue(now: now) {
+                guard let request = items.table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
+                logger.warning("deadline passed; items not ended fail", metadata: ["request": "\(request.name)",
+                                                                                  "deadline": "\(RFC3339.format(due.at))"])
+                for record in request.items where due.covers(record.index) { send(.deadlinePassed, to: record) }
+            }
         }
-        for record in space.release(now: now, running: Array(driver.running.values)) {
-            send(.spaceAvailable, to: record)
+        if let at = space.checkAt, at <= now {
+            for record in space.release(now: now, running: Array(driver.running.values)) { send(.spaceAvailable, to: record) }
         }
         for (record, decision, credentials) in driver.contentStore?.check(now: now, record: items.table.item) ?? [] {
             storeWaitEnded(record, decision, credentials: credentials)
         }
-        intake.adoptIfDue(now: now, interval: configuration.adoptInterval)
+        if let at = intake.nextAdoptionScan, at <= now { intake.adoptIfDue(now: now, interval: configuration.adoptInterval) }
         takeInBacklog()
         if let at = driver.rateChangesAt, at <= now {
             driver.applyRateSchedule(now: now)
@@ -209,7 +212,7 @@ public final class Engine {
         // What this turn made ready to publish after the kick above — a hit from the content
         // store starts and is verified within its start, adopted jobs — goes now, not at the
         // next wake-up (which the sleep below does not bring forward: up to a second later).
-        publishing.kick(now: now)
+        if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
         if let due = operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
             writeStatus(now: now)
         }
@@ -227,7 +230,9 @@ public final class Engine {
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
                          intake.nextAdoptionScan, operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
                          operators.metrics.nextWrite, driver.contentStore?.nextCheck]
-        guard let next = wakeups.compactMap({ $0 }).min() else { return Int32.max }
+        var nearest: Date? = nil
+        for case let wakeup? in wakeups where nearest == nil || wakeup < nearest! { nearest = wakeup }
+        guard let next = nearest else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))
     }

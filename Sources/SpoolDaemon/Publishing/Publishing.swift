@@ -51,6 +51,9 @@ final class Publishing {
     /// Nothing queued, in flight or waiting to be tried again.
     var isIdle: Bool { queue.isEmpty && !inFlight && retries.isEmpty }
     var nextRetry: Date? { retries.next }
+    /// When `kick` next has something to do: now when jobs wait and no batch is in flight, else
+    /// when the next retry is due; nil: nothing.
+    var handOverAt: Date? { !inFlight && !queue.isEmpty ? .distantPast : retries.next }
 
     // MARK: Into the queue
 
