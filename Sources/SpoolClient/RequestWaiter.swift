@@ -119,10 +119,17 @@ public enum RequestWaiter {
         /// consumer removed: its request file still says how it ended.
         func look(_ names: Set<String>?) {
             settle()
+            var filed: [(given: String, ending: Ending)] = []
             for (given, target) in open.sorted(by: { $0.key < $1.key }) {
                 guard let name = target.name, names?.contains(name) ?? true else { continue }
-                if let ending = endedInFolders(name, spool: spool) { end(given, ending) }
+                if let ending = endedInFolders(name, spool: spool) { filed.append((given, ending)) }
             }
+            guard !filed.isEmpty else { return }
+            // The group marker is renamed into place before the request file is filed, so its
+            // record is in the watch's queue by now: taken first, such an ending is printed as
+            // its marker, as when the record alone had come.
+            while let events = reader.next(until: Date()), !events.isEmpty { take(events) }
+            for (given, ending) in filed { end(given, ending) }
         }
         /// What has arrived by now, without blocking.
         func takeArrived() {

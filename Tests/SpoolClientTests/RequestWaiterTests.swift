@@ -63,6 +63,31 @@ final class RequestWaiterTests: XCTestCase {
         XCTAssertEqual(endings.last?.path, final + "/ok.group.done")
     }
 
+    /// A request filed in `done/` with its group marker, both after the watch was set up and
+    /// before the wait took the marker's record (here: while it takes another ending during its
+    /// first look; under load, between setting the watch up and the first look): printed as its
+    /// marker, as `add --wait` promises, not as the request file.
+    func testAnEndingFiledBeforeItsMarkerWasTakenIsPrintedAsTheMarker() throws {
+        try FileManager.default.createDirectory(atPath: root + "/final", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: root + "/done", withIntermediateDirectories: true)
+        try write("active/ok", Array("url: http://h/a\n".utf8))
+        try write("active/broken", Array("url: ftp://h/a\n".utf8))
+        try rejectBroken()
+        var endings: [RequestWaiter.Ending] = []
+        var landError: Error?
+        let result = try RequestWaiter.wait(for: ["ok", "broken"], spool: root, deadline: Date(timeIntervalSinceNow: 10)) { ending in
+            endings.append(ending)
+            guard ending.request == "broken" else { return }
+            do {
+                try self.write("final/ok.group.done", self.marker("ok"))
+                try FileManager.default.moveItem(atPath: self.root + "/active/ok", toPath: self.root + "/done/ok")
+            } catch { landError = error }
+        }
+        XCTAssertNil(landError)
+        XCTAssertEqual(result, .ended(failed: true))
+        XCTAssertEqual(endings.map(\.path), [root + "/rejected/broken.error", root + "/final/ok.group.done"])
+    }
+
     /// The wait for `ok`, with `land` run once, when the wait first blocks (its first look done):
     /// an ending that only the watch can announce.
     private func wait(_ requests: [String], landing land: @escaping () throws -> Void) throws -> (RequestWaiter.Result, [RequestWaiter.Ending]) {
