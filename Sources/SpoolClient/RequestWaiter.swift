@@ -118,18 +118,26 @@ public enum RequestWaiter {
         /// file just arrived under one of `names`. Also answers a request whose group marker a
         /// consumer removed: its request file still says how it ended.
         func look(_ names: Set<String>?) {
-            settle()
-            var filed: [(given: String, ending: Ending)] = []
-            for (given, target) in open.sorted(by: { $0.key < $1.key }) {
-                guard let name = target.name, names?.contains(name) ?? true else { continue }
-                if let ending = endedInFolders(name, spool: spool) { filed.append((given, ending)) }
+            var names = names
+            func filed() -> [(given: String, ending: Ending)] {
+                settle()
+                return open.sorted(by: { $0.key < $1.key }).compactMap { given, target in
+                    guard let name = target.name, names?.contains(name) ?? true,
+                          let ending = endedInFolders(name, spool: spool) else { return nil }
+                    return (given, ending)
+                }
             }
-            guard !filed.isEmpty else { return }
+            guard !filed().isEmpty else { return }
             // The group marker is renamed into place before the request file is filed, so its
             // record is in the watch's queue by now: taken first, such an ending is printed as
-            // its marker, as when the record alone had come.
-            while let events = reader.next(until: Date()), !events.isEmpty { take(events) }
-            for (given, ending) in filed { end(given, ending) }
+            // its marker, as when the record alone had come. Files arriving meanwhile are
+            // looked at too.
+            while let events = reader.next(until: Date()) {
+                if !events.isEmpty { take(events); continue }
+                let more = reader.takeWakeups()
+                names = more.flatMap { more in names.map { $0.union(more) } }
+            }
+            for (given, ending) in filed() { end(given, ending) }
         }
         /// What has arrived by now, without blocking.
         func takeArrived() {
