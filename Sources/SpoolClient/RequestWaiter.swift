@@ -48,7 +48,31 @@ public enum RequestWaiter {
     /// not answered with last night's.
     public static func wait(for requests: [String], spool: String, finalFolder: String? = nil, deadline: Date?,
                             ended: (Ending) -> Void) throws(WaitError) -> Result {
+        try wait(for: requests, spool: spool, finalFolder: finalFolder, deadline: deadline, beforeBlocking: {}, ended: ended)
+    }
+
+    /// `beforeBlocking` runs each time the wait is about to block for the spool's next change,
+    /// its first look done: where a test makes an ending land that only the watch can see.
+    ///
+    /// **Why no ending is missed.** The watch is set up first, then the names are resolved and
+    /// the disk looked at, so whatever ends after the look is announced. And no single
+    /// announcement is trusted: the records are read unordered (an ordered reader's cursor
+    /// dropped a group marker stamped in the same clock tick as one it had handed out just
+    /// before), and a request file arriving in `done/`, `failed/` or `rejected/` — the second
+    /// trace every ending leaves — makes the wait look at that request's folders again. Every
+    /// look is idempotent: a request ends once, whichever sign comes first.
+    static func wait(for requests: [String], spool: String, finalFolder: String?, deadline: Date?,
+                     beforeBlocking: () -> Void, ended: (Ending) -> Void) throws(WaitError) -> Result {
         let final = finalFolder ?? spool + "/final"
+        let reader: SpoolEventReader
+        do throws(EventError) {
+            // Endings are taken as soon as they are seen: order does not matter here.
+            reader = try SpoolEventReader(spool: spool, finalFolder: finalFolder, kinds: [.groups, .rejections],
+                                          follow: true, settle: 0, ordered: false,
+                                          wakeFolders: [spool + "/done", spool + "/failed"])
+        } catch {
+            throw .events(error)
+        }
         var open: [String: RequestName.Target] = [:]
         for request in requests { open[request] = RequestName.newest(request, spool: spool, finalFolder: final) }
         var anyFailed = false
@@ -60,14 +84,6 @@ public enum RequestWaiter {
             guard open.removeValue(forKey: given) != nil else { return }
             if ending.outcome != "published" { anyFailed = true }
             ended(ending)
-        }
-        let reader: SpoolEventReader
-        do throws(EventError) {
-            // Endings are taken as soon as they are seen: order does not matter here.
-            reader = try SpoolEventReader(spool: spool, finalFolder: finalFolder, kinds: [.groups, .rejections],
-                                          follow: true, settle: 0)
-        } catch {
-            throw .events(error)
         }
         /// Names resolved (a queued request claimed since), then every ending of a resolved name.
         func settle() {
@@ -98,31 +114,61 @@ public enum RequestWaiter {
             }
             settle()
         }
-        // What is there already (settle 0: all of it at once).
-        while !reader.isCaughtUp, let events = reader.next(until: Date()) { take(events) }
-        // A request whose group marker a consumer removed: its request file still says how it ended.
-        func fromFolders() {
-            for (given, target) in open.sorted(by: { $0.key < $1.key }) {
-                if let name = target.name, let ending = endedInFolders(name, spool: spool) { end(given, ending) }
+        /// Where the request files lie: of every open request (`names` nil), or of those whose
+        /// file just arrived under one of `names`. Also answers a request whose group marker a
+        /// consumer removed: its request file still says how it ended.
+        func look(_ names: Set<String>?) {
+            var names = names
+            func filed() -> [(given: String, ending: Ending)] {
+                settle()
+                return open.sorted(by: { $0.key < $1.key }).compactMap { given, target in
+                    guard let name = target.name, names?.contains(name) ?? true,
+                          let ending = endedInFolders(name, spool: spool) else { return nil }
+                    return (given, ending)
+                }
+            }
+            guard !filed().isEmpty else { return }
+            // The group marker is renamed into place before the request file is filed, so its
+            // record is in the watch's queue by now: taken first, such an ending is printed as
+            // its marker, as when the record alone had come. Files arriving meanwhile are
+            // looked at too.
+            while let events = reader.next(until: Date()) {
+                if !events.isEmpty { take(events); continue }
+                let more = reader.takeWakeups()
+                names = more.flatMap { more in names.map { $0.union(more) } }
+            }
+            for (given, ending) in filed() { end(given, ending) }
+        }
+        /// What has arrived by now, without blocking.
+        func takeArrived() {
+            while let events = reader.next(until: Date()) {
+                take(events)
+                if events.isEmpty || reader.isCaughtUp { look(reader.takeWakeups()) }
             }
         }
-        fromFolders()
+        // What is there already (settle 0: all of it at once).
+        while !reader.isCaughtUp, let events = reader.next(until: Date()), !events.isEmpty { take(events) }
+        _ = reader.takeWakeups()
+        look(nil)
         let unknown = open.filter { $0.value.name == nil && $0.value.queuedInode == nil }.map(\.key)
         if !unknown.isEmpty {
             // Its ending may have landed meanwhile: take what arrived, then look a second time
             // (a request moving on between two folders is seen in one of them).
-            while let events = reader.next(until: Date()) { take(events) }
+            takeArrived()
             for given in unknown where open[given] != nil {
                 open[given] = RequestName.newest(given, spool: spool, finalFolder: final)
             }
-            settle()
-            fromFolders()
+            look(nil)
             let still = unknown.filter { open[$0].map { $0.name == nil && $0.queuedInode == nil } ?? false }
             if !still.isEmpty { throw .unknown(still.sorted()) }
         }
         while !open.isEmpty {
+            beforeBlocking()
             guard let events = reader.next(until: deadline) else { return .timedOut(open: open.keys.sorted()) }
             take(events)
+            // An empty batch: only wake-ups came. Records first, so an ending read from its group
+            // marker is printed as the marker, not as the request file filed after it.
+            if events.isEmpty || reader.isCaughtUp { look(reader.takeWakeups()) }
         }
         return .ended(failed: anyFailed)
     }

@@ -133,6 +133,17 @@ public enum EventError: Error, CustomStringConvertible {
 /// late. A record whose inode changes later (a `chmod`, a hard link) is read again; one that a
 /// consumer removed before it was read is not.
 ///
+/// **Unordered** (`ordered: false`, for `wait`). The order, and the cursor that keeps it, has
+/// a price a waiter must not pay: a record that becomes visible after one that sorts after it
+/// was handed out (two group markers stamped with the same coarse clock tick, the later-named
+/// one renamed into place first) sorts before the cursor and would be dropped. Unordered, every
+/// record that lands is handed out, in no promised order, perhaps more than once (a folder
+/// listed again after the kernel's queue overflowed); the caller takes endings idempotently.
+///
+/// **Wake-ups.** `wakeFolders` are watched too, without reading what lands there: `next`
+/// returns (an empty batch, when no record is ready) and `takeWakeups` says which names
+/// arrived, so a caller can look at the disk again on a second signal than the record alone.
+///
 /// One thread at a time calls `next`; `stop` may come from another (it only touches the
 /// arrivals' eventfd), hence `@unchecked Sendable`.
 public final class SpoolEventReader: @unchecked Sendable {
@@ -142,8 +153,17 @@ public final class SpoolEventReader: @unchecked Sendable {
     public let follow: Bool
     /// How old (by its ctime) a record must be before it is handed out.
     public let settle: Double
+    /// Whether the cursor keeps records in order and each one once (see "Unordered").
+    public let ordered: Bool
 
     private var folders: [String] { [finalFolder, spool + "/rejected"] }
+    /// Names that arrived in the wake folders (or in `rejected/` besides its records) since the
+    /// last `takeWakeups`; `wakeAll` when any may have been missed (listed again).
+    private var wakeNames: Set<String> = []
+    private var wakeAll = false
+    /// Whether wake-ups are kept at all (wake folders were asked for): other readers' `next`
+    /// never returns an empty batch.
+    private let wakes: Bool
     private let arrivals: FolderArrivals?
     /// Records seen and not yet handed out, by folder and name (a record replaced under the same
     /// name is keyed by its newest ctime).
@@ -156,19 +176,22 @@ public final class SpoolEventReader: @unchecked Sendable {
     public private(set) var cursor: EventCursor?
 
     /// Lists the folders (after the watch is set up, with `follow`) and queues every record
-    /// after `since`.
+    /// after `since`. `wakeFolders` (with `follow`): see "Wake-ups".
     public init(spool: String, finalFolder: String? = nil, kinds: EventKinds = .all, since: EventCursor? = nil,
-                follow: Bool = false, settle: Double = 0.1) throws(EventError) {
+                follow: Bool = false, settle: Double = 0.1, ordered: Bool = true,
+                wakeFolders: [String] = []) throws(EventError) {
         guard FileManager.default.fileExists(atPath: spool + "/incoming") else { throw .noSpool(spool) }
         self.spool = spool
         self.finalFolder = finalFolder ?? spool + "/final"
         self.kinds = kinds
         self.follow = follow
         self.settle = settle
+        self.ordered = ordered
+        wakes = follow && !wakeFolders.isEmpty
         cursor = since
         if follow {
             do throws(WatcherError) {
-                arrivals = try FolderArrivals(folders: [self.finalFolder, spool + "/rejected"])
+                arrivals = try FolderArrivals(folders: [self.finalFolder, spool + "/rejected"] + wakeFolders)
             } catch {
                 throw .watch(error)
             }
@@ -179,7 +202,8 @@ public final class SpoolEventReader: @unchecked Sendable {
     }
 
     /// The next events in order. Without `follow`: nil once every record there was at the start
-    /// has been handed out. With `follow`: nil only when `deadline` passes first.
+    /// has been handed out. With `follow`: nil only when `deadline` passes first; with wake
+    /// folders, an empty batch when only wake-ups came (`takeWakeups`).
     public func next(until deadline: Date? = nil) -> [SpoolEvent]? {
         while true {
             let now = Self.nowNanoseconds()
@@ -204,6 +228,7 @@ public final class SpoolEventReader: @unchecked Sendable {
                 }
                 continue
             }
+            if wakeAll || !wakeNames.isEmpty { return [] }
             if pending.isEmpty && !follow { return nil }
             // Wake when the oldest waiting record settles, a record lands, or the deadline passes.
             var wake = deadline
@@ -218,8 +243,12 @@ public final class SpoolEventReader: @unchecked Sendable {
             }
             switch arrivals.next(until: wake) {
             case .names(let names):
-                for (folder, name) in names { consider(folder, name) }
+                for (folder, name) in names {
+                    if folder < folders.count && isRecord(folder, name) { consider(folder, name) }
+                    else if wakes && folder > 0 && !name.hasPrefix(".") { wakeNames.insert(name) }
+                }
             case .listAgain:
+                wakeAll = wakes
                 listAll()
             case .timedOut:
                 if let deadline, deadline.timeIntervalSinceNow <= 0 { return nil }
@@ -235,6 +264,13 @@ public final class SpoolEventReader: @unchecked Sendable {
 
     /// Whether nothing listed is waiting to be handed out.
     public var isCaughtUp: Bool { pending.isEmpty && readyIndex >= ready.count }
+
+    /// The names that arrived in the wake folders and `rejected/` (other than records) since
+    /// the last call; nil when any may have been missed (a folder listed again): look at all.
+    public func takeWakeups() -> Set<String>? {
+        defer { wakeNames = []; wakeAll = false }
+        return wakeAll ? nil : wakeNames
+    }
 
     private func listAll() {
         for (index, folder) in folders.enumerated() {
@@ -259,7 +295,7 @@ public final class SpoolEventReader: @unchecked Sendable {
         let key = RecordKey(nanoseconds: Int64(st.st_ctim.tv_sec) * 1_000_000_000 + Int64(st.st_ctim.tv_nsec),
                             folder: folder, name: name)
         // Records up to the cursor's own were handed out (the cursor's own may have events left).
-        if let cursor, key < cursor.record { return }
+        if ordered, let cursor, key < cursor.record { return }
         pending[Self.slot(folder, name)] = key
     }
 
@@ -271,7 +307,7 @@ public final class SpoolEventReader: @unchecked Sendable {
         var events: [SpoolEvent] = []
         func add(_ event: SpoolEvent, sub: Int) {
             let place = EventCursor(nanoseconds: key.nanoseconds, folder: key.folder, name: key.name, sub: sub)
-            if let cursor, place <= cursor { return }
+            if ordered, let cursor, place <= cursor { return }
             var event = event
             event.cursor = place.description
             events.append(event)
