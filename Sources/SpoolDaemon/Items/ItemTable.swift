@@ -34,7 +34,7 @@ final class ItemTable {
     /// Records an indexed request and creates its items (`lifecycle` builds each item's
     /// lifecycle). Only the index's summaries are kept, their hosts numbered in `hosts`.
     func add(claim: ClaimedRequest, index: RequestIndex, lifecycle: (ItemSummary) -> ItemLifecycle) -> RequestRecord {
-        let request = RequestRecord(claim: claim, settings: index.settings, hosts: hosts)
+        let request = RequestRecord(claim: claim, settings: index.settings, hosts: hosts, openItems: index.items.count)
         requests[claim.name] = request
         let hostIDs = index.hosts.map { hosts.id(of: $0) }
         request.items.reserveCapacity(index.items.count)
@@ -48,9 +48,6 @@ final class ItemTable {
             request.items.append(record)
             items[record.key] = record
         }
-        // Every item is counted before any is queued or recovered: a recovered item may end at
-        // once, and the group must not end before its later items are even known.
-        request.groupEnd = GroupMachine(openItems: request.items.count)
         return request
     }
 
@@ -114,12 +111,11 @@ final class ItemTable {
     /// The records a sleeper stands for, as `add` made them (not entered in the table).
     private static func records(of sleeper: DormantRequests.Sleeper, hosts: HostTable) -> (RequestRecord, ItemRecord) {
         let claim = ClaimedRequest(name: sleeper.name, inode: sleeper.inode, folder: sleeper.folder)
-        let request = RequestRecord(claim: claim, settings: sleeper.requestSettings, hosts: hosts)
+        let request = RequestRecord(claim: claim, settings: sleeper.requestSettings, hosts: hosts, openItems: 1)
         request.adopted = sleeper.adopted
         let record = ItemRecord(key: sleeper.key, request: request, summary: sleeper.summary,
                                 lifecycle: ItemLifecycle(firstQueued: Date(timeIntervalSinceReferenceDate: sleeper.firstQueued)))
         request.items = [record]
-        request.groupEnd = GroupMachine(openItems: 1)
         return (request, record)
     }
 

@@ -21,7 +21,7 @@ final class RequestRecord {
     var journals: [BatchJournal] = []
     /// Its items not ended yet, and its group end (the core's `GroupMachine`; its 32-bit count
     /// and the flag packed after it keep a one-item request's record in one 144-byte malloc chunk).
-    var groupEnd = GroupMachine(openItems: 0)
+    var groupEnd: GroupMachine
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
 
@@ -29,12 +29,16 @@ final class RequestRecord {
     /// The claim, for the store's calls (`endGroup`, `openFile`).
     var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder) }
 
-    init(claim: ClaimedRequest, settings: RequestFileSettings, hosts: HostTable) {
+    /// `openItems`: how many items it has; every item is counted before any is queued or
+    /// recovered (a recovered item may end at once, and the group must not end before its later
+    /// items are even known).
+    init(claim: ClaimedRequest, settings: RequestFileSettings, hosts: HostTable, openItems: Int) {
         name = claim.name
         inode = claim.inode
         folder = claim.folder
         self.settings = settings
         self.hosts = hosts
+        groupEnd = GroupMachine(openItems: openItems)
     }
 
     /// Re-reads the full description of each of `records` (items of this request) from the

@@ -28,14 +28,18 @@ final class Hosts {
     }
 
     /// Whether `key` was started as its host's probe; see `hostWait`.
-    func isProbe(_ key: ItemKey) -> Bool { Self.inPlace(&scheduler) { $0.isProbe(key) } }
+    func isProbe(_ key: ItemKey) -> Bool { Self.isProbe(key, in: &scheduler) }
 
-    /// What holds `host` back at `now`, for status. Asked in place: a call through the stored
-    /// property copied the whole scheduler first (some twenty collections, a retain and a release
-    /// each), at every start and for every item of every status report.
-    func hostWait(_ host: String, now: Date) -> HostWait? { Self.inPlace(&scheduler) { $0.hostWait(host, now: now) } }
+    /// What holds `host` back at `now`, for status. Asked in place (`inout`): a call through the
+    /// stored property copied the whole scheduler first (some twenty collections, a retain and a
+    /// release each), at every start and for every item of every status report.
+    func hostWait(_ host: String, now: Date) -> HostWait? { Self.hostWait(host, now: now, in: &scheduler) }
 
-    private static func inPlace<T>(_ scheduler: inout Scheduler, _ body: (inout Scheduler) -> T) -> T { body(&scheduler) }
+    private static func isProbe(_ key: ItemKey, in scheduler: inout Scheduler) -> Bool { scheduler.isProbe(key) }
+
+    private static func hostWait(_ host: String, now: Date, in scheduler: inout Scheduler) -> HostWait? {
+        scheduler.hostWait(host, now: now)
+    }
 
     /// A reload: what starts from now on follows the new limits.
     func reconfigure(_ configuration: DaemonConfiguration) {
