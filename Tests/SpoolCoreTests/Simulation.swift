@@ -27,6 +27,9 @@ final class Simulation {
         /// The content store on (`--store`, Simulation+Store.swift): some items carry a `sha256:`
         /// of a few shared digests. Off, the simulation draws exactly as it did before the store.
         var contentStore = false
+        /// Each worker a drain (`run --once`): its watcher let go by the core's `DrainWatch`
+        /// (Simulation+Drain.swift). Off, the traces are as before.
+        var drainWatch = false
     }
 
     // MARK: The world: what survives a kill (the spool, the network, the disks)
@@ -292,6 +295,7 @@ final class Simulation {
         set { rng = newValue }
     }
     var faultsOn: Bool { faults }
+    var drainOn: Bool { settings.drainWatch }
 
     func isDown(_ host: String) -> Bool { hostsDown.contains(host) }
 
@@ -428,6 +432,8 @@ final class SimDaemon {
     let incarnation: Int
     /// Its memory of the content store (Simulation+Store.swift).
     let room = SimStoreRoom()
+    /// Its drain watcher, as a look (Simulation+Drain.swift).
+    let drain = SimDrainLook()
     var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
                                                                             probeBackoff: Backoff(base: 2, cap: 120)),
                                       timeZone: TimeZone(identifier: "UTC")!)
@@ -453,7 +459,7 @@ final class SimDaemon {
     private var cancelledInBatch: Set<Int> = []
     /// Deadlines not yet passed, per request.
     private var deadlines: [String: Date] = [:]
-    private(set) var violation: String?
+    var violation: String?
     private var refreshes: [Int: Date] = [:]
     /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
     private var noRoom: Set<Int> = []
@@ -502,6 +508,7 @@ final class SimDaemon {
         let was = machines[id]!.phase
         if verb == .retry, was == .retrying { scheduler.releaseHold(world.spec(id).host) }
         let effects = send(.operatorCommand(verb), to: id)
+        drainSawCommand(effects, item: id)
         guard verb == .cancel, !was.hasEnded else { return }
         let ended = machines[id]?.phase.hasEnded ?? true
         let inBatch = batch?.jobs.contains { $0.item == id } ?? false
@@ -562,6 +569,7 @@ final class SimDaemon {
                 send(.preempted, to: key)
             }
         }
+        tendDrainWatch()
     }
 
     private func fits(_ id: Int) -> Bool {

@@ -29,7 +29,8 @@ final class SimulationTests: XCTestCase {
     /// `STORE=1` (`SPOOLFETCH_SIMULATION_STORE`): each with the content store on.
     func testSeedsKeepEveryInvariant() throws {
         let environment = ProcessInfo.processInfo.environment
-        let settings = Simulation.Settings(contentStore: environment["SPOOLFETCH_SIMULATION_STORE"] == "1")
+        let store = environment["SPOOLFETCH_SIMULATION_STORE"] == "1"
+        let settings = Simulation.Settings(contentStore: store, drainWatch: store)
         if let one = environment["SPOOLFETCH_SIMULATION_SEED"].flatMap({ UInt64($0) }) {
             let simulation = Simulation(seed: one, settings: settings)
             defer { print(simulation.trace.joined(separator: "\n")) }
@@ -73,7 +74,7 @@ final class SimulationTests: XCTestCase {
         var text = ""
         var hits = 0
         for seed in UInt64(1) ... Self.storeSeedCount {
-            let s = Simulation(seed: seed, settings: Simulation.Settings(contentStore: true))
+            let s = Simulation(seed: seed, settings: Simulation.Settings(contentStore: true, drainWatch: true))
             do { try s.run() } catch {
                 XCTFail("\(error)")
                 return
@@ -87,7 +88,8 @@ final class SimulationTests: XCTestCase {
         XCTAssertTrue(waits.contains { !$0.contains(" on w") }, "no store seed waited for its own worker's fetch")
         for path in ["published from the store", "put into the store", "waits for d",
                      "ended without the body; the next waiter fetches", "queues for a connection to fetch",
-                     "breaks the stale claim", "could not put", "fail(sha256-mismatch)"] {
+                     "breaks the stale claim", "could not put", "fail(sha256-mismatch)",
+                     "drain lets its watcher go", "drain watcher stop not delivered", "drain goes on after the watcher stopped"] {
             XCTAssertTrue(text.contains(path), "no store seed walked \(path)")
         }
     }
