@@ -77,15 +77,17 @@ test-unit: test-deps
 #   make simulate SEED=8                    one seed, its whole trace printed
 #   make simulate SEEDS=1000 SURVEY=1       every seed run (no stop at a failure, regression seeds
 #                                           left out); prints how many failed and the first one
+#   make simulate SEEDS=1000 STORE=1        the same with the content store (--store) simulated
 SEEDS ?= 10000
 FIRST ?= 1
 SURVEY ?=
+STORE ?=
 simulate:
 	$(SWIFT) build --build-tests
 	@if [ -n "$(SEED)" ]; then \
-	  SPOOLFETCH_SIMULATION_SEED=$(SEED) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
+	  SPOOLFETCH_SIMULATION_SEED=$(SEED) SPOOLFETCH_SIMULATION_STORE=$(STORE) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	else \
-	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) SPOOLFETCH_SIMULATION_SURVEY=$(SURVEY) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
+	  SPOOLFETCH_SIMULATION_SEEDS=$(SEEDS) SPOOLFETCH_SIMULATION_FIRST=$(FIRST) SPOOLFETCH_SIMULATION_SURVEY=$(SURVEY) SPOOLFETCH_SIMULATION_STORE=$(STORE) $(SWIFT) test --skip-build --filter SimulationTests/testSeedsKeepEveryInvariant; \
 	fi
 
 # Installs the .deb into a Debian root made by debootstrap (no Swift there), drains a download in

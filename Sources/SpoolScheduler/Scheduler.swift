@@ -193,9 +193,15 @@ public struct Scheduler: Sendable {
     }
 
     /// The item's transfer ended for good (published, failed, cancelled): its slot is free.
+    /// An item still queued ends too: a parked waiter that asked for a slot again (`unpark`) and
+    /// was cancelled (or its deadline passed) before it got one must never start — a start the
+    /// ended item ignores would hold its slot for ever (found by the simulation, issue 48).
     public mutating func finished(_ key: ItemKey) {
         if parked.removeValue(forKey: key) != nil { return forget(key) }
-        guard let entry = running.removeValue(forKey: key) else { return }
+        guard let entry = running.removeValue(forKey: key) else {
+            if queued.removeValue(forKey: key) != nil { forget(key) }
+            return
+        }
         noteEnd(key, host: hostKey(of: entry), succeeded: true)
         releaseSlot(entry)
         forget(key)

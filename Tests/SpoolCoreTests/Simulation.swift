@@ -24,6 +24,12 @@ final class Simulation {
         var hosts = ["a:80", "b:80", "c:443"]
         /// Simulated seconds allowed, after faults stop, for everything to end.
         var settleSeconds: Double = 3 * 86_400
+        /// The content store on (`--store`, Simulation+Store.swift): some items carry a `sha256:`
+        /// of a few shared digests. Off, the simulation draws exactly as it did before the store.
+        var contentStore = false
+        /// Each worker a drain (`run --once`): its watcher let go by the core's `DrainWatch`
+        /// (Simulation+Drain.swift). Off, the traces are as before.
+        var drainWatch = false
     }
 
     // MARK: The world: what survives a kill (the spool, the network, the disks)
@@ -36,6 +42,8 @@ final class Simulation {
         let bytes: Int64
         /// The request says how large it will be (`expected-bytes`).
         let announced: Bool
+        /// Its `sha256:` (only with the content store on): a few digests shared by many items.
+        var digest: String? = nil
     }
 
     enum RequestFolder: Equatable { case active, done, failed }
@@ -82,16 +90,24 @@ final class Simulation {
     private var reloads = 0
     private var nextItemID = 0
     private var kills = 0
+    /// The content store on the spool (nil: off).
+    let store: SimContentStore?
+    /// Worker processes started so far: each has its own number (a claim names its holder's).
+    private var incarnations = 0
 
     init(seed: UInt64, settings: Settings = Settings()) {
         rng = SimRandom(seed: seed)
         self.settings = settings
         operatorSpool = SimOperatorSpool(seed: seed)
+        store = settings.contentStore ? SimContentStore() : nil
         workers = [SimDaemon(world: self, name: "w0"), SimDaemon(world: self, name: "w1")]
     }
 
     private func eachWorker(_ body: (SimDaemon) -> Void) { for w in workers { body(w) } }
     var workersForChecks: [SimDaemon] { workers }
+    func nextIncarnation() -> Int { incarnations += 1; return incarnations }
+    /// Whether the worker process `incarnation` still runs (a kill ends it).
+    func isLive(_ incarnation: Int) -> Bool { workers.contains { $0.incarnation == incarnation } }
     private var describeOpen: String { workers.map { "\($0.name): \($0.describeOpen())" }.joined(separator: "; ") }
 
     func log(_ line: String) {
@@ -186,6 +202,16 @@ final class Simulation {
                                                 : Int64(1 + rng.below(4 << 20))
             items[id] = ItemSpec(id: id, request: name, index: index, host: settings.hosts[rng.below(settings.hosts.count)],
                                  bytes: bytes, announced: rng.chance(0.5))
+            if settings.contentStore {
+                // Drawn aside (the main stream as without the store): 60 % carry one of 4 digests.
+                var side = sideRandom("digest \(id)")
+                if side.chance(0.6) {
+                    let k = side.below(4)
+                    let spec = items[id]!
+                    items[id] = ItemSpec(id: id, request: name, index: index, host: spec.host, bytes: Int64(k + 1) << 19,
+                                         announced: spec.announced, digest: "d\(k)")
+                }
+            }
             onDisk[id] = .nothing
             ids.append(id)
         }
@@ -208,7 +234,7 @@ final class Simulation {
             let id = nextItemID
             nextItemID += 1
             items[id] = ItemSpec(id: id, request: name, index: item.index, host: item.first.host, bytes: item.first.bytes,
-                                 announced: item.announced)
+                                 announced: item.announced, digest: item.first.digest)
             onDisk[id] = .nothing
             ids.append(id)
         }
@@ -269,16 +295,21 @@ final class Simulation {
         set { rng = newValue }
     }
     var faultsOn: Bool { faults }
+    var drainOn: Bool { settings.drainWatch }
 
     func isDown(_ host: String) -> Bool { hostsDown.contains(host) }
 
     /// A draw of its own for `key` (from the seed and the key, FNV-1a), leaving the seed's main
     /// stream alone: a fault added to the simulation does not change every trace it does not touch.
     func sideChance(_ p: Double, _ key: String) -> Bool {
+        var side = sideRandom(key)
+        return side.chance(p)
+    }
+
+    func sideRandom(_ key: String) -> SimRandom {
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
         for byte in key.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
-        var side = SimRandom(seed: rng.seed ^ hash)
-        return side.chance(p)
+        return SimRandom(seed: rng.seed ^ hash)
     }
 
     /// The space gate's answer for item `id`'s body in staging (and the final folder, where it
@@ -382,6 +413,7 @@ final class Simulation {
             }
         }
         if let broken = try checkOperatorPaths() { throw failure(broken) }
+        if let broken = checkStore() { throw failure(broken) }
         for worker in workers {
             if let violation = worker.violation { throw failure("\(worker.name): \(violation)") }
             do { try worker.checkExits(); try worker.checkStatus() } catch { throw failure("\(worker.name): \(error)") }
@@ -396,7 +428,13 @@ final class SimDaemon {
 
     unowned let world: Simulation
     let name: String
-    private(set) var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
+    /// This worker process's number (a restart is a new one).
+    let incarnation: Int
+    /// Its memory of the content store (Simulation+Store.swift).
+    let room = SimStoreRoom()
+    /// Its drain watcher, as a look (Simulation+Drain.swift).
+    let drain = SimDrainLook()
+    var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
                                                                             probeBackoff: Backoff(base: 2, cap: 120)),
                                       timeZone: TimeZone(identifier: "UTC")!)
     private var policy: RetryPolicy = {
@@ -411,7 +449,7 @@ final class SimDaemon {
     private var groupRetries: [String: Date] = [:]
     private var groupEndTries: [String: Int] = [:]
     /// Transfers in flight: when each reports.
-    private var transfers: [Int: Date] = [:]
+    private(set) var transfers: [Int: Date] = [:]
     /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
     private(set) var spaceQueue = SpaceQueue<Int>()
     private var publishQueue: [SimJob] = []
@@ -421,7 +459,7 @@ final class SimDaemon {
     private var cancelledInBatch: Set<Int> = []
     /// Deadlines not yet passed, per request.
     private var deadlines: [String: Date] = [:]
-    private(set) var violation: String?
+    var violation: String?
     private var refreshes: [Int: Date] = [:]
     /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
     private var noRoom: Set<Int> = []
@@ -429,6 +467,7 @@ final class SimDaemon {
     init(world: Simulation, name: String) {
         self.world = world
         self.name = name
+        incarnation = world.nextIncarnation()
     }
 
     func reload(concurrency: Int, perHost: Int, maxAttempts: Int) {
@@ -469,6 +508,7 @@ final class SimDaemon {
         let was = machines[id]!.phase
         if verb == .retry, was == .retrying { scheduler.releaseHold(world.spec(id).host) }
         let effects = send(.operatorCommand(verb), to: id)
+        drainSawCommand(effects, item: id)
         guard verb == .cancel, !was.hasEnded else { return }
         let ended = machines[id]?.phase.hasEnded ?? true
         let inBatch = batch?.jobs.contains { $0.item == id } ?? false
@@ -518,15 +558,18 @@ final class SimDaemon {
             publishQueue = []
         }
         for id in spaceQueue.release(now: now, fits: fits) { send(.spaceAvailable, to: id) }
+        for (id, decision) in storeCheck() { storeWaitEnded(id, decision) }
         for action in scheduler.nextActions(now: now) {
             switch action {
             case .start(let key):
+                if storeSlotGranted(key) { break }
                 let spec = world.spec(key)
                 send(.slotGranted(space: spec.announced ? world.stagingAnswer(key) : .fits), to: key)
             case .pause(let key):
                 send(.preempted, to: key)
             }
         }
+        tendDrainWatch()
     }
 
     private func fits(_ id: Int) -> Bool {
@@ -545,6 +588,7 @@ final class SimDaemon {
             + Array(groupRetries.values)
         if let b = batch { all.append(b.at) }
         if let s = spaceQueue.checkAt { all.append(s) }
+        if let s = room.checkAt { all.append(s) }
         if batch == nil && !publishQueue.isEmpty { all.append(world.now) }
         if let w = scheduler.nextWakeup(now: world.now) { all.append(w) }
         return all.min()
@@ -592,11 +636,14 @@ final class SimDaemon {
             }
             send(.startChecked(check), to: id)
         case .startTransfer:
-            if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
-            if !world.reserveStaging(id) { noRoom.insert(id) }
-            send(.partOpened(SimPart(item: id)), to: id)
-            transfers[id] = world.now.addingTimeInterval(0.1 + Double(world.random.belowMut(600)) / 10)
+            if world.store != nil, storeStart(id) {
+                // A waiter for another item's fetch holds no connection meanwhile.
+                if room.waiting[id] != nil { scheduler.park(id) }
+                return
+            }
+            startFetch(id)
         case .stopTransfer:
+            storeForget(id)
             transfers.removeValue(forKey: id)
             refreshes.removeValue(forKey: id)
         case .retry(let at, let holdHost):
@@ -640,7 +687,19 @@ final class SimDaemon {
         }
     }
 
+    /// The item's transfer starts from its source.
+    func startFetch(_ id: Int) {
+        if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
+        if room.fromStore.contains(id) { violation = "item \(id) fetches after it was published from the store" }
+        if !world.reserveStaging(id) { noRoom.insert(id) }
+        send(.partOpened(SimPart(item: id)), to: id)
+        transfers[id] = world.now.addingTimeInterval(0.1 + Double(world.random.belowMut(600)) / 10)
+    }
+
+    func isTransferring(_ id: Int) -> Bool { transfers[id] != nil }
+
     private func itemEnded(_ id: Int) {
+        storeItemEnded(id)
         spaceQueue.leave(id)
         cancelledInBatch.remove(id)
         group(world.spec(id).request, .itemEnded)
@@ -693,11 +752,13 @@ final class SimDaemon {
             send(.transferEnded(end), to: id)
             return
         }
-        let digest = "sha-\(id)"
+        var digest = spec.digest ?? "sha-\(id)"
         guard world.faultsOn else {
-            send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true)), to: id)
+            send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true, wantedSHA256: spec.digest)), to: id)
             return
         }
+        // A body of another digest than the request's `sha256:` (drawn aside: only store seeds have one).
+        if spec.digest != nil, world.sideChance(0.05, "body \(id) \(world.trace.count)") { digest = "other-\(id)" }
         let fault: TransferFault?
         var retryAfter: Double? = nil
         switch world.random.belowMut(20) {
@@ -713,7 +774,7 @@ final class SimDaemon {
         default: fault = nil
         }
         send(.transferEnded(TransferEnd(fault: fault, sha256: fault == nil ? digest : nil, retryAfter: retryAfter,
-                                        hasPartial: world.random.chanceMut(0.5))), to: id)
+                                        hasPartial: world.random.chanceMut(0.5), wantedSHA256: spec.digest)), to: id)
     }
 
     private func batchReports(_ job: SimJob) {
@@ -723,6 +784,7 @@ final class SimDaemon {
             send(.publishFailed(fault, job: job), to: id)
         } else {
             send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done"), to: id)
+            storeIngest(id)
         }
         if cancelledInBatch.contains(id), !(machines[id]?.phase.hasEnded ?? true) {
             violation = "item \(id) was cancelled while a batch held its job, and did not end when the batch reported"
@@ -738,13 +800,19 @@ final class SimDaemon {
             let ok: Bool
             switch machine.phase {
             case .queued, .retrying: ok = scheduler.holds(id)
-            case .running: ok = transfers[id] != nil || refreshes[id] != nil
+            case .running: ok = transfers[id] != nil || refreshes[id] != nil || storeHasExit(id)
             case .waitingForSpace, .waitingToPublish: ok = spaceQueue.contains(id) && spaceQueue.checkAt != nil
             case .paused: ok = true   // the operator's `resume` or `cancel`, named by status
             case .publishing:
                 ok = publishQueue.contains { $0.item == id } || publishRetries.contains { $0.job.item == id }
                     || (batch?.jobs.contains { $0.item == id } ?? false)
-            case .published, .failed: ok = true
+            case .published, .failed:
+                // An ended item holds no slot and waits in no queue of the scheduler.
+                if scheduler.holds(id) {
+                    throw SimulationError("item \(id) ended (\(machine.phase.label)) and the scheduler still holds it"
+                                          + (scheduler.isRunning(id) ? " as running: its slot is lost" : ""))
+                }
+                ok = true
             }
             if !ok { throw SimulationError("item \(id) in phase \(machine.phase.label) has no exit") }
         }

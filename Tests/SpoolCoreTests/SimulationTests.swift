@@ -20,14 +20,19 @@ final class SimulationTests: XCTestCase {
 
     /// How many seeds `make test` runs: enough to walk every path many times in seconds.
     static let fixedSeedCount: UInt64 = 300
+    /// How many seeds `make test` runs with the content store on (`testSeedsWithTheContentStore`).
+    static let storeSeedCount: UInt64 = 200
 
     /// The regression seeds, then `fixedSeedCount` seeds from 1 — or, under `make simulate
     /// SEEDS=N [FIRST=F]`, N seeds from F (`SPOOLFETCH_SIMULATION_SEEDS`, `_FIRST`).
     /// `make simulate SEED=N` (`SPOOLFETCH_SIMULATION_SEED`): that one seed, its whole trace printed.
+    /// `STORE=1` (`SPOOLFETCH_SIMULATION_STORE`): each with the content store on.
     func testSeedsKeepEveryInvariant() throws {
         let environment = ProcessInfo.processInfo.environment
+        let store = environment["SPOOLFETCH_SIMULATION_STORE"] == "1"
+        let settings = Simulation.Settings(contentStore: store, drainWatch: store)
         if let one = environment["SPOOLFETCH_SIMULATION_SEED"].flatMap({ UInt64($0) }) {
-            let simulation = Simulation(seed: one)
+            let simulation = Simulation(seed: one, settings: settings)
             defer { print(simulation.trace.joined(separator: "\n")) }
             try simulation.run()
             return
@@ -35,11 +40,11 @@ final class SimulationTests: XCTestCase {
         let count = environment["SPOOLFETCH_SIMULATION_SEEDS"].flatMap { UInt64($0) } ?? Self.fixedSeedCount
         let first = environment["SPOOLFETCH_SIMULATION_FIRST"].flatMap { UInt64($0) } ?? 1
         if environment["SPOOLFETCH_SIMULATION_SURVEY"] == "1" {
-            try survey(Array(first ..< first + count))
+            try survey(Array(first ..< first + count), settings: settings)
             return
         }
-        for seed in Self.regressionSeeds + Array(first ..< first + count) {
-            do { try Simulation(seed: seed).run() } catch {
+        for seed in (settings.contentStore ? [] : Self.regressionSeeds) + Array(first ..< first + count) {
+            do { try Simulation(seed: seed, settings: settings).run() } catch {
                 XCTFail("\(error)")
                 return
             }
@@ -49,16 +54,44 @@ final class SimulationTests: XCTestCase {
     /// `make simulate SEEDS=N SURVEY=1`: every one of the N seeds, not stopping at a failure (the
     /// regression seeds left out), then one line: how many failed, the first and its failure —
     /// how a reverted fix is shown to be found (Benchmarks/RESULTS.md, issue 48).
-    private func survey(_ seeds: [UInt64]) throws {
+    private func survey(_ seeds: [UInt64], settings: Simulation.Settings) throws {
         var failed: [(UInt64, String)] = []
         for seed in seeds {
-            do { try Simulation(seed: seed).run() } catch let failure as Simulation.SimulationFailure {
+            do { try Simulation(seed: seed, settings: settings).run() } catch let failure as Simulation.SimulationFailure {
                 failed.append((seed, failure.what))
             }
         }
         let summary = failed.first.map { "first failing seed \($0.0): \($0.1)" } ?? "no seed failed"
         print("simulation survey: \(failed.count) of \(seeds.count) seeds failed; \(summary)")
+        for (seed, what) in failed.prefix(20) { print("  seed \(seed): \(what.prefix(200))") }
         XCTAssertTrue(failed.isEmpty, "\(failed.count) of \(seeds.count) seeds failed; \(summary)")
+    }
+
+    /// The content store on (`--store`): `storeSeedCount` seeds keep every invariant (those of the
+    /// store among them), and between them they walk its paths: hits, waits on this worker and on
+    /// the other, a waiter taking over a given-up fetch, a dead worker's claim broken.
+    func testSeedsWithTheContentStore() throws {
+        var text = ""
+        var hits = 0
+        for seed in UInt64(1) ... Self.storeSeedCount {
+            let s = Simulation(seed: seed, settings: Simulation.Settings(contentStore: true, drainWatch: true))
+            do { try s.run() } catch {
+                XCTFail("\(error)")
+                return
+            }
+            text += s.trace.joined(separator: "\n")
+            hits += s.store!.hits
+        }
+        XCTAssertGreaterThan(hits, 100)
+        let waits = text.split(separator: "\n").filter { $0.contains(": waits for d") }
+        XCTAssertTrue(waits.contains { $0.contains(" on w") }, "no store seed waited for another worker's fetch")
+        XCTAssertTrue(waits.contains { !$0.contains(" on w") }, "no store seed waited for its own worker's fetch")
+        for path in ["published from the store", "put into the store", "waits for d",
+                     "ended without the body; the next waiter fetches", "queues for a connection to fetch",
+                     "breaks the stale claim", "could not put", "fail(sha256-mismatch)",
+                     "drain lets its watcher go", "drain watcher stop not delivered", "drain goes on after the watcher stopped"] {
+            XCTAssertTrue(text.contains(path), "no store seed walked \(path)")
+        }
     }
 
     func testTheSameSeedGivesTheSameTrace() throws {

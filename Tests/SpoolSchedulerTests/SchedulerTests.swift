@@ -43,6 +43,24 @@ final class SchedulerTests: XCTestCase {
         XCTAssertTrue(s.isIdle)
     }
 
+    /// A parked waiter that asked for a slot again and ended (cancelled) before it got one is
+    /// forgotten, not started later into a slot nobody frees (the simulation's store seed 1).
+    func testAnUnparkedItemThatEndsBeforeItsStartIsNeverStarted() {
+        var s = Scheduler(configuration: .init(concurrency: 1, perHost: 1), timeZone: utc)
+        for k in 1...2 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [1])
+        s.park(1)
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [2])
+        s.unpark(1)
+        s.finished(1)
+        XCTAssertFalse(s.holds(1), "an item that ended while queued is forgotten")
+        s.finished(2)
+        XCTAssertEqual(s.nextActions(now: t0), [], "the ended item is not started")
+        XCTAssertTrue(s.isIdle)
+        s.submit(ScheduledItem(key: 3, hostKey: "a:80"))
+        XCTAssertEqual(starts(s.nextActions(now: t0)), [3], "its host's one slot is free")
+    }
+
     func testMaxStartsBoundsTheStartsOfOneCallAndTheRestComeLater() {
         var s = Scheduler(configuration: .init(concurrency: 10, perHost: 10), timeZone: utc)
         for k in 1...5 { s.submit(ScheduledItem(key: k, hostKey: "a:80")) }
