@@ -7,9 +7,10 @@ import Foundation
 /// them (an SRCU grace period). At process exit that wait lies on the drain's critical path
 /// (Benchmarks/RESULTS.md has its size). Once only
 /// endings are left (publishes, group ends, hooks), nothing the watcher can bring changes an item
-/// the drain holds: `cancel` is refused while publishing, `pause`, `resume` and `retry` have
-/// nothing to act on. So the watcher is stopped then, and its thread pays the wait while the
-/// engine publishes.
+/// the drain holds but a `cancel` of a publish no batch has taken yet (`pause`, `resume` and
+/// `retry` have nothing to act on), and such a command still arrives, by the rescans or the last
+/// listing below, only later. So the watcher is stopped then, and its thread pays the wait while
+/// the engine publishes.
 ///
 /// **What is kept.** A request file or command that lands after the watch ended is found by a
 /// last listing of `incoming/` and `control/` just before the drain would exit; if it brings

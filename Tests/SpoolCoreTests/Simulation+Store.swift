@@ -165,7 +165,8 @@ extension SimDaemon {
     }
 
     /// A publish succeeded: a body verified against its `sha256:` and not taken from the store goes
-    /// in (the ingest can fail with faults on); the digest's flight ends, its waiters are checked now.
+    /// in (the ingest can fail with faults on); the digest's flight ends if it is this item's (an
+    /// adopted item's body does not end another item's fetch), its waiters are checked now.
     func storeIngest(_ id: Int) {
         guard world.store != nil, let digest = storeDigest(id), !room.fromStore.contains(id) else { return }
         if world.faultsOn && world.sideChance(0.1, "ingest \(id) \(world.trace.count)") {
@@ -173,7 +174,7 @@ extension SimDaemon {
         } else if store.entries.insert(digest).inserted {
             world.log("item \(id): \(digest) put into the store")
         }
-        endFlight(digest)
+        if room.flights[digest]?.item == id { endFlight(digest) }
         scheduleStoreCheck(world.now)
     }
 

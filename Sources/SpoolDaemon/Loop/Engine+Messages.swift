@@ -75,8 +75,9 @@ extension Engine {
             }
         case .networkMonitorFailed(let why):
             logger.warning("stopped watching for network changes; unreachable hosts are probed on their back-off only: \(why)")
-        case .storeIngested(let digest, let outcome, let evicted, let totals, let error):
-            driver.contentStore?.ingested(digest: digest, outcome: outcome, evicted: evicted, totals: totals, error: error)
+        case .storeIngested(let digest, let flight, let outcome, let evicted, let totals, let error):
+            driver.contentStore?.ingested(digest: digest, flight: flight, outcome: outcome, evicted: evicted, totals: totals,
+                                          error: error)
             operators.metrics.changed()
         case .storeCopied(let key, let digest, let bytes, let error):
             storeCopied(key: key, digest: digest, bytes: bytes, error: error)

@@ -25,7 +25,10 @@ indirect enum EngineMessage: Sendable {
     case refreshEnded(key: Int, attempt: Int, outcome: HookRunner.Outcome, line: String?)
     /// A published body went into the content store (or could not); `evicted`: entries removed for `--store-max`.
     /// `totals`: the store's entries and bytes, when the job listed it (after an eviction).
-    case storeIngested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals: StoreTotals?, error: StoreError?)
+    /// `flight`: the item whose fetch of the digest this ingest ends; nil when the body was not
+    /// that fetch's (an adopted item's, published while another item fetches the digest).
+    case storeIngested(digest: String, flight: Int?, outcome: ContentStore.IngestOutcome?, evicted: Int, totals: StoreTotals?,
+                       error: StoreError?)
     /// A copy from the content store into item `key`'s part ended: its bytes, or nil (the entry
     /// gone, or `error`).
     case storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?)

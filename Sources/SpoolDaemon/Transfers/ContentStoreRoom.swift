@@ -455,7 +455,11 @@ final class ContentStoreRoom {
         for result in results where result.isPublished {
             guard let record = item(result.base), let wanted = record.loaded.flatMap(Self.digest(of:)),
                   result.job.marker.sha256 == wanted, !fromStore.contains(record.key) else { continue }
-            flights[wanted]?.ingesting = true
+            // Only the fetch this body came from ends with its ingest: another item's body of the
+            // digest (adopted, published while this worker fetches it) must not end that fetch,
+            // or its claim would go and the next item of the digest fetch it a second time.
+            let flight = flights[wanted]?.key == record.key ? record.key : nil
+            if flight != nil { flights[wanted]?.ingesting = true }
             let part = result.job.part, bytes = result.job.marker.bytes, store = self.store
             let maxBytes = self.maxBytes, inUse = Set(self.inUse.keys).union([wanted])
             io.submit {
@@ -464,17 +468,18 @@ final class ContentStoreRoom {
                     // Bounded after each entry added; off the engine's thread (it lists the store).
                     let evicted = maxBytes > 0 ? store.evict(toFit: maxBytes, inUse: inUse) : []
                     let totals = maxBytes > 0 ? store.totals() : nil
-                    return .storeIngested(digest: wanted, outcome: outcome, evicted: evicted.count,
+                    return .storeIngested(digest: wanted, flight: flight, outcome: outcome, evicted: evicted.count,
                                           totals: totals.map { StoreTotals(entries: $0.entries, bytes: $0.bytes) }, error: nil)
                 } catch {
-                    return .storeIngested(digest: wanted, outcome: nil, evicted: 0, totals: nil, error: error)
+                    return .storeIngested(digest: wanted, flight: flight, outcome: nil, evicted: 0, totals: nil, error: error)
                 }
             }
         }
     }
 
-    /// The I/O queue's answer to an ingest: the flight ends, its claim goes, its waiters are checked now.
-    func ingested(digest: String, outcome: ContentStore.IngestOutcome?, evicted: Int, totals counted: StoreTotals?,
+    /// The I/O queue's answer to an ingest: the flight it ends (`flight`, the fetching item's key)
+    /// ends and its claim goes; the digest's waiters are checked now either way.
+    func ingested(digest: String, flight: Int?, outcome: ContentStore.IngestOutcome?, evicted: Int, totals counted: StoreTotals?,
                   error: StoreError?) {
         if let counted {
             totals = counted
@@ -488,7 +493,7 @@ final class ContentStoreRoom {
         } else if case .added(let method) = outcome {
             logger.debug("body put into the store", metadata: ["sha256": "\(digest)", "copy": "\(method.rawValue)"])
         }
-        endFlight(digest)
+        if let flight, flights[digest]?.key == flight { endFlight(digest) }
         scheduleCheck(Date())
     }
 
