@@ -65,7 +65,7 @@ let package = Package(
         .target(name: "SpoolWatcher",
                 dependencies: ["CInotifyTools", "CLinux"]),
         .target(name: "SpoolTransfer",
-                dependencies: ["CCurl", "CLinux",
+                dependencies: ["CCurl", "CLinux", "SpoolRequest",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "SpoolNetwork",
                 dependencies: ["CNetlink"]),
