@@ -112,7 +112,7 @@ let package = Package(
                                    .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SpoolConfigurationTests", dependencies: ["SpoolConfiguration"]),
         .testTarget(name: "SpoolClientTests", dependencies: ["SpoolClient", "SpoolRequest", "SpoolStore"]),
-        .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolTestSupport"]),
+        .testTarget(name: "SpoolTransferTests", dependencies: ["SpoolTransfer", "SpoolRequest", "SpoolTestSupport"]),
         .testTarget(name: "SpoolNetworkTests", dependencies: ["SpoolNetwork", "CNetlink"]),
         .testTarget(name: "SpoolWatcherTests", dependencies: ["SpoolWatcher"]),
         .testTarget(name: "EndToEndTests",
