@@ -143,6 +143,7 @@ final class EgressEndToEndTests: SpoolTestCase {
         XCTAssertTrue(message.contains("connecting to the proxy \(proxy) at 127.0.0.1:\(squid.forbiddingPort) for \(server.url("/p")) is denied"),
                       message)
         XCTAssertEqual(server.connectionCount, 0)
+        XCTAssertFalse(denied.stderrText.contains("unreachable"), "a denied proxy is not a proxy that is down: \(denied.stderrText)")
 
         // The proxy allowed: it decides. An origin whose own address is denied is fetched through it.
         try spool.drop("via-proxy", "url: \(inside.url("/x"))\nname: via\n")
@@ -151,6 +152,16 @@ final class EgressEndToEndTests: SpoolTestCase {
         XCTAssertEqual(try allowed.waitForExit(timeout: 60), 0, allowed.stderrText)
         XCTAssertEqual(try spool.read("final", "via"), secret)
         XCTAssertEqual(inside.requests(for: "/x").count, 1, "squid, not the daemon, connected to the origin")
+    }
+
+    func testADeniedSourceMovesOnToTheItemsNextMirror() throws {
+        server.serve("/m", body: Array("public copy".utf8))
+        try spool.drop("mirrored", "url: \(inside.url("/x"))\nmirror: \(server.url("/m"))\nname: m\n")
+        let run = try DaemonProcess.drain(spool: spool.root, extra: ["--deny-network", "127.0.0.2/32"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(try spool.read("final", "m"), Array("public copy".utf8))
+        XCTAssertEqual(inside.connectionCount, 0, "the denied source saw no connection")
+        XCTAssertEqual(server.requests(for: "/m").count, 1)
     }
 
     func testABadNetworkIsRefusedAtStartNamingIt() throws {
@@ -238,6 +249,7 @@ final class MetadataAddressTests: SpoolTestCase {
         XCTAssertTrue(message.contains("connecting to 169.254.169.254 at 169.254.169.254:80 for http://169.254.169.254/latest/meta-data is denied by the egress policy (169.254.0.0/16 is in --deny-network"),
                       message)
         XCTAssertEqual(connections(), 0, "the metadata listener saw no connection")
+        XCTAssertFalse(denied.stderrText.contains("host unreachable"), denied.stderrText)
 
         // The listener answers whoever reaches it: allowed explicitly, the same request is fetched.
         try spool.drop("metadata-allowed", "url: http://169.254.169.254/latest/meta-data\nname: meta\n")
