@@ -79,7 +79,10 @@ final class EgressEndToEndTests: SpoolTestCase {
         XCTAssertEqual(before, 1)
 
         try spool.drop("evil", "url: \(url)\nname: evil\n")
-        let run = try drain(["--deny-network", "127.0.0.2/32"])
+        // This time through the config file's key of the same name.
+        let config = scratch + "/spoolfetch.conf"
+        try "deny-network = \"default, 127.0.0.2/32\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let run = try drain(["--config", config])
         XCTAssertEqual(run.status, 1, run.stderr)
         let item = try failedItem("evil")
         XCTAssertEqual(item["code"] as? String, "address-denied", "\(item)")
