@@ -167,6 +167,22 @@ final class EgressEndToEndTests: SpoolTestCase {
         XCTAssertEqual(server.requests(for: "/m").count, 1)
     }
 
+    func testAnUploadToADeniedAddressSendsNothing() throws {
+        try FileManager.default.createDirectory(atPath: spool.path("outgoing"), withIntermediateDirectories: true)
+        let temp = spool.path("tmp", ".report.csv")
+        try Data("a,b\n".utf8).write(to: URL(fileURLWithPath: temp))
+        XCTAssertEqual(rename(temp, spool.path("outgoing", "report.csv")), 0)
+        inside.acceptUploads("/in", status: 201)
+        try spool.drop("exfiltrate", "url: \(inside.url("/in"))\nupload: report.csv\n")
+        let run = try DaemonProcess.drain(spool: spool.root, extra: ["--deny-network", "127.0.0.2/32"])
+        XCTAssertEqual(run.status, 1, run.stderr)
+        let item = try failedItem("exfiltrate")
+        XCTAssertEqual(item["code"] as? String, "address-denied", "\(item)")
+        XCTAssertEqual(item["attempts"] as? Int, 1, "\(item)")
+        XCTAssertEqual(inside.connectionCount, 0)
+        XCTAssertEqual(inside.uploadBytesReceived, 0)
+    }
+
     func testABadNetworkIsRefusedAtStartNamingIt() throws {
         for (flag, value) in [("--deny-network", "10.0.0.1/8"), ("--allow-network", "10.0.0.0/33"), ("--deny-network", "default,intranet")] {
             let run = try DaemonProcess.drain(spool: spool.root, extra: [flag, value])
