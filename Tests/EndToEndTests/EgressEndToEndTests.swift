@@ -210,8 +210,13 @@ final class MetadataAddressTests: SpoolTestCase {
         try super.setUpWithError()
         namespace = "sf-egress-\(getpid())-\(UInt16.random(in: 0...UInt16.max))"
         try ip(["netns", "add", namespace])
-        try ip(["-n", namespace, "link", "set", "lo", "up"])
-        try ip(["-n", namespace, "addr", "add", "169.254.169.254/32", "dev", "lo"])
+        do {
+            try ip(["-n", namespace, "link", "set", "lo", "up"])
+            try ip(["-n", namespace, "addr", "add", "169.254.169.254/32", "dev", "lo"])
+        } catch {
+            try? ip(["netns", "del", namespace])     // a setUp that throws may get no tearDown
+            throw error
+        }
     }
 
     override func tearDownWithError() throws {
