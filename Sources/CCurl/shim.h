@@ -16,6 +16,10 @@ typedef int (*spoolfetch_seek_callback)(void *context, curl_off_t offset, int or
 /// Signature of CURLOPT_XFERINFOFUNCTION callbacks.
 typedef int (*spoolfetch_xferinfo_callback)(void *context, curl_off_t dltotal, curl_off_t dlnow,
                                             curl_off_t ultotal, curl_off_t ulnow);
+/// Signature of CURLOPT_OPENSOCKETFUNCTION callbacks: called with the resolved address of every
+/// connection libcurl is about to open (redirects and each A/AAAA record included).
+typedef curl_socket_t (*spoolfetch_opensocket_callback)(void *context, curlsocktype purpose,
+                                                        struct curl_sockaddr *address);
 
 static inline CURLcode spoolfetch_easy_setopt_long(CURL *easy, CURLoption option, long value) {
     return curl_easy_setopt(easy, option, value);
@@ -43,6 +47,14 @@ static inline CURLcode spoolfetch_easy_setopt_xferinfo_callback(CURL *easy,
                                                                 spoolfetch_xferinfo_callback value) {
     return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, value);
 }
+
+static inline CURLcode spoolfetch_easy_setopt_opensocket_callback(CURL *easy,
+                                                                  spoolfetch_opensocket_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, value);
+}
+/// What an open-socket callback returns to refuse a connection: libcurl then tries the next
+/// address, and fails with CURLE_COULDNT_CONNECT when none is left.
+static inline curl_socket_t spoolfetch_socket_bad(void) { return CURL_SOCKET_BAD; }
 
 static inline CURLcode spoolfetch_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
     return curl_easy_getinfo(easy, info, value);

@@ -68,6 +68,18 @@ extension ConfigurationKey {
                       "Extra CA certificates (PEM) to trust, besides the system's"),
         .optionalText("ca-path", \.caPath, value: "dir", reload: false, example: "/etc/ssl/extra",
                       "Extra folder of hashed CA certificates to trust"),
+        .text("deny-network", \.denyNetwork, value: "CIDR,...", reload: false, example: "default,10.0.0.0/8,127.0.0.0/8",
+              "Networks no connection may go to, checked on the resolved address of every connection (redirects, each DNS answer, a proxy's own address); default: link-local and cloud metadata; the word default stands for that list; empty: none",
+              rule: { text in
+                  do throws(EgressPolicy.Network.Invalid) { _ = try EgressPolicy.Network.list(parsing: text) } catch { return "\(error)" }
+                  return nil
+              }),
+        .text("allow-network", \.allowNetwork, value: "CIDR,...", reload: false, example: "10.1.2.0/24",
+              "Networks connections may go to even where deny-network holds them (allow wins where both match)",
+              rule: { text in
+                  do throws(EgressPolicy.Network.Invalid) { _ = try EgressPolicy.Network.list(parsing: text) } catch { return "\(error)" }
+                  return nil
+              }),
         .yesNo("keep-url-queries", \.keepURLQueries, reload: false, example: "yes",
                "Write URLs with their query into markers, error files, status and logs; no: without it (a signed URL's query is a credential), markers add urlQuerySha256"),
         .seconds("mirror-after", \.mirrorAfter, positive: false, reload: true, example: "120",

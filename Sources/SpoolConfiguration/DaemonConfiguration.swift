@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import SpoolRequest
 import SpoolScheduler
 
 /// Everything `spoolfetch run` can be told. Built by the executable from flags, environment and
@@ -107,6 +108,10 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// URL templates with `{sha256}` tried, in order, before an item's own URL when it has a
     /// `sha256:` (`--hashed-mirror`, repeatable; space-separated in the config file).
     public var hashedMirror: String = ""
+    /// The egress policy's networks, as given (`EgressPolicy.Network.list`): denied, and allowed
+    /// even where denied. Read into `egressPolicy`; checked by their rows of the table.
+    public var denyNetwork: String = EgressPolicy.defaultDenyText
+    public var allowNetwork: String = ""
     /// Where this configuration came from, so `SIGHUP` can read the file again with the same
     /// flags on top (nil when built in code).
     public var source: ConfigurationSource?
@@ -140,6 +145,12 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
         case "yes", "true", "on", "1": return spool + "/store"
         default: return store
         }
+    }
+
+    /// `deny-network` and `allow-network` read (validated, so the fallback, the built-in policy,
+    /// is never used after `validate()`).
+    public var egressPolicy: EgressPolicy {
+        (try? EgressPolicy(denyText: denyNetwork, allowText: allowNetwork)) ?? .standard
     }
 
     /// `hashed-mirror`'s templates, in order.

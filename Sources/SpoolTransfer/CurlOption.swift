@@ -70,6 +70,7 @@ extension CurlOption where Kind == CurlPointer {
     static var privateData: Self { .init(CURLOPT_PRIVATE, "CURLOPT_PRIVATE") }
     static var readData: Self { .init(CURLOPT_READDATA, "CURLOPT_READDATA") }
     static var seekData: Self { .init(CURLOPT_SEEKDATA, "CURLOPT_SEEKDATA") }
+    static var openSocketData: Self { .init(CURLOPT_OPENSOCKETDATA, "CURLOPT_OPENSOCKETDATA") }
     /// A buffer of at least CURL_ERROR_SIZE bytes that libcurl fills with the failure's details.
     static var errorBuffer: Self { .init(CURLOPT_ERRORBUFFER, "CURLOPT_ERRORBUFFER") }
 }

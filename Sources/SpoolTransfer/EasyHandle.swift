@@ -55,6 +55,10 @@ final class EasyHandle {
         try check(spoolfetch_easy_setopt_seek_callback(raw, value), "CURLOPT_SEEKFUNCTION")
     }
 
+    func setOpenSocket(_ value: spoolfetch_opensocket_callback) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_opensocket_callback(raw, value), "CURLOPT_OPENSOCKETFUNCTION")
+    }
+
     func setHeaders(_ lines: [String]) throws(TransferSetupError) {
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for line in lines {

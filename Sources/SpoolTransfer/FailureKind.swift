@@ -11,8 +11,10 @@ import Foundation
 /// - `local`: this machine failed (writing the staging file, libcurl out of memory, a callback
 ///   abort); the engine handles these itself (for example waiting for disk space).
 /// - `cancelled`: the engine removed the transfer.
+/// - `policy`: this machine's egress policy refused the address (`--deny-network`): no packet
+///   was sent, so nothing is known of the host — it is not held as down, and the item fails.
 public enum TransferFailureKind: String, Sendable, Hashable {
-    case outage, server, local, cancelled
+    case outage, server, local, cancelled, policy
 }
 
 /// What the transfer saw of the connection, beside the failure itself: the evidence that tells
@@ -61,7 +63,8 @@ extension TransferFailure {
     /// | any other |                            | server (counts an attempt: not known to be an outage)    |
     ///
     /// Other failures: `httpStatus`, `tooLarge`, `rangeMismatch`, `resourceChanged` and
-    /// `proxyRefused` (the proxy answered: it was reached) are server; `write` is local; `cancelled` is cancelled. A proxy that answers (even with an
+    /// `proxyRefused` (the proxy answered: it was reached) are server; `write` is local; `cancelled` is cancelled;
+    /// `addressDenied` is policy. A proxy that answers (even with an
     /// error) counts as a response: the proxy was reached, and what it says is treated like the
     /// server's answer.
     ///
@@ -73,6 +76,7 @@ extension TransferFailure {
     public func kind(given evidence: ConnectionEvidence) -> TransferFailureKind {
         switch self {
         case .cancelled: return .cancelled
+        case .addressDenied: return .policy
         case .write, .uploadRead: return .local
         case .uploadChanged: return .server
         case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged, .proxyRefused: return .server

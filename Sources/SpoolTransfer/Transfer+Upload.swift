@@ -105,7 +105,7 @@ extension Transfer {
         if let reason = abortReason {
             failure = reason
         } else if code != CURLE_OK {
-            failure = .curl(code: Int(code.rawValue), text: curlText(code))
+            failure = egressFailure(code) ?? .curl(code: Int(code.rawValue), text: curlText(code))
         } else if !(200...299).contains(facts.httpStatus) {
             failure = .httpStatus(facts.httpStatus)
         } else if sending.sent != size {

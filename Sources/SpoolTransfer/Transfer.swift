@@ -91,6 +91,8 @@ final class Transfer {
     var groupBucket: GroupBucket?
     /// An upload's progress: what was read from its file and sent so far (see `Transfer+Upload`).
     var sending = UploadProgress()
+    /// The egress policy's check of every connection it opens (nil: nothing is denied).
+    var egress: EgressGuard?
 
     init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate,
          checkpoints: CheckpointFlag? = nil) {
@@ -367,7 +369,9 @@ final class Transfer {
             failure = .write(errno: writeError)
         } else if code != CURLE_OK && !reachedStop {
             let connectStatus = easy.long(CURLINFO_HTTP_CONNECTCODE)
-            if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
+            if let denied = egressFailure(code) {
+                failure = denied
+            } else if code == CURLE_FILESIZE_EXCEEDED, let limit = request.maxBytes {
                 failure = .tooLarge(limit: limit)
             } else if connectStatus >= 400, let proxy = proxies.proxy(for: easy.string(CURLINFO_EFFECTIVE_URL) ?? request.url) {
                 // libcurl reports a refused tunnel as a receive error (56) with the proxy's

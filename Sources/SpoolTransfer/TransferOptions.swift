@@ -64,5 +64,6 @@ extension TransferSession {
         try easy.set(.headerFunction, TransferCallbacks.header)
         try easy.set(.headerData, context)
         try easy.set(.privateData, context)
+        try configureEgress(easy, for: transfer)
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SpoolRequest
 
 /// One download to run in the shared session.
 ///
@@ -125,6 +126,9 @@ public struct TransferConfiguration: Sendable {
     /// Streams at once on one HTTP/2 connection (`--max-streams`); the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS bounds it further.
     public var maxStreams: Int = 100
+    /// Which addresses a connection may go to (`--deny-network`, `--allow-network`), checked on
+    /// the resolved address of every connection (see `EgressGuard`).
+    public var egressPolicy = EgressPolicy.standard
 
     public init() {}
 }
@@ -192,6 +196,11 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     /// rules, 407 credentials wanted, 5xx it could not reach the origin): the origin was never
     /// asked. `proxy` names it (credentials removed), `target` is the `host:port` asked for.
     case proxyRefused(status: Int, proxy: String, target: String)
+    /// The egress policy refused the address a connection was about to use (`--deny-network`):
+    /// `host` is the URL's host, or the proxy's URL when the connection was to a proxy
+    /// (`throughProxy`); `address` and `port` what it resolved to; `network` the deny network that
+    /// holds it; `url` the URL being fetched (after redirects), without its query. Nothing was sent.
+    case addressDenied(host: String, address: String, port: Int, network: String, url: String, throughProxy: Bool)
 
     public var description: String {
         switch self {
@@ -210,6 +219,10 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             let what = status == 407 ? " (proxy authentication required: give the proxy's user and password in its URL, https_proxy=http://user:pass@host:port)"
                 : status == 403 ? " (the proxy's rules forbid it)" : ""
             return "the proxy \(proxy) answered the CONNECT to \(target) with HTTP \(status)\(what); the origin was not asked"
+        case .addressDenied(let host, let address, let port, let network, let url, let throughProxy):
+            let whom = throughProxy ? "the proxy \(host)" : host
+            let endpoint = address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
+            return "connecting to \(whom) at \(endpoint) for \(url) is denied by the egress policy (\(network) is in --deny-network and not in --allow-network); nothing was sent"
         }
     }
 
@@ -236,6 +249,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .uploadChanged: return "upload-changed"
         case .uploadRead: return "upload-unreadable"
         case .proxyRefused: return "proxy"
+        case .addressDenied: return "address-denied"
         }
     }
 
@@ -262,6 +276,8 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         // (it could not reach the origin, it is overloaded) may pass.
         case .proxyRefused(let status, _, _): return status == 408 || status == 429 || (500...599).contains(status)
         case .rangeMismatch, .resourceChanged: return true
+        // The same address is denied on every try, for as long as the policy stands.
+        case .addressDenied: return false
         case .cancelled: return false
         }
     }

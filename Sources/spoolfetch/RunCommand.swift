@@ -65,6 +65,8 @@ struct Run: ParsableCommand {
     @Option(help: .setting("inotify")) var inotify: String?
     @Option(name: .customLong("ca-file"), help: .setting("ca-file")) var caFile: String?
     @Option(name: .customLong("ca-path"), help: .setting("ca-path")) var caPath: String?
+    @Option(name: .customLong("deny-network"), help: .setting("deny-network")) var denyNetwork: String?
+    @Option(name: .customLong("allow-network"), help: .setting("allow-network")) var allowNetwork: String?
     @Option(name: .customLong("keep-url-queries"), help: .setting("keep-url-queries")) var keepUrlQueries: String?
     @Option(name: .customLong("mirror-after"), help: .setting("mirror-after")) var mirrorAfter: String?
     @Option(name: .customLong("netrc-file"), help: .setting("netrc-file")) var netrcFile: String?

@@ -83,15 +83,19 @@ public final class TestHTTPServer: Sendable {
     /// Signalled whenever upload bytes arrive (`waitForUploadBytes`).
     let uploadArrivals = NSCondition()
     public let port: Int
+    /// The address it listens on (127.0.0.1 unless `start(host:)` said another).
+    public let host: String
 
-    private init(group: MultiThreadedEventLoopGroup, channel: Channel) {
+    private init(group: MultiThreadedEventLoopGroup, channel: Channel, host: String) {
         self.group = group
         self.channel = channel
         self.port = channel.localAddress?.port ?? 0
+        self.host = host
     }
 
-    /// Binds 127.0.0.1 on an ephemeral port (or on `port`: a server back on a port that was closed).
-    public static func start(port: Int = 0) throws -> TestHTTPServer {
+    /// Binds 127.0.0.1 (or another loopback address, `host`) on an ephemeral port (or on `port`:
+    /// a server back on a port that was closed).
+    public static func start(port: Int = 0, host: String = "127.0.0.1") throws -> TestHTTPServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let box = NIOLockedValueBox<TestHTTPServer?>(nil)
         let bootstrap = ServerBootstrap(group: group)
@@ -105,13 +109,16 @@ public final class TestHTTPServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(RequestHandler(server: server, connectionID: id))
                 }
             }
-        let channel = try bootstrap.bind(host: "127.0.0.1", port: port).wait()
-        let server = TestHTTPServer(group: group, channel: channel)
+        let channel = try bootstrap.bind(host: host, port: port).wait()
+        let server = TestHTTPServer(group: group, channel: channel, host: host)
         box.withLockedValue { $0 = server }
         return server
     }
 
-    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+    public func url(_ path: String) -> String { "http://\(host):\(port)\(path)" }
+
+    /// Connections accepted so far (a connection that sent no request counts too).
+    public var connectionCount: Int { state.withLockedValue { $0.connections } }
 
     /// Registers or replaces the resource at `path` (its request counter restarts at 0).
     public func serve(_ path: String, body: [UInt8], etag: String? = nil, lastModified: String? = nil,

@@ -38,11 +38,14 @@ struct SourceRotation: Equatable {
 
 extension TransferFailure {
     /// A failure of this source that retrying it cannot fix, so a mirror is worth asking: 404,
-    /// 410, a name that does not resolve, a certificate that does not verify.
+    /// 410, a name that does not resolve, a certificate that does not verify, an address the
+    /// egress policy denies.
     var movesToNextSource: Bool {
         switch self {
         case .httpStatus(let status): return status == 404 || status == 410
         case .curl(let code, _): return [6, 60, 83, 90, 91].contains(code)
+        // A denied address (a mirror inside a denied network): the next source may be allowed.
+        case .addressDenied: return true
         default: return false
         }
     }

@@ -45,6 +45,7 @@ final class TransferDriver {
         transferConfiguration.caFile = configuration.caFile
         transferConfiguration.caPath = configuration.caPath
         transferConfiguration.netrcFile = configuration.netrcFile
+        transferConfiguration.egressPolicy = configuration.egressPolicy
         // One token bucket for the whole session (checked in every write callback), so the cap
         // holds over many small transfers and many concurrent ones alike.
         transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
