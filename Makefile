@@ -12,10 +12,11 @@ SWIFT ?= swift
 # network namespaces with iproute2's `ip`, mount a FUSE test filesystem written with pyfuse3
 # (Tests/FUSE/powercutfs.py), run a GlusterFS volume mounted twice (Tests/GlusterFS/gluster-volume),
 # the install test uses python3's http.server and unshare/mount, the package test debootstraps a
-# Debian root (from the mirror the machine's own apt sources name) to install the .deb in, and the
-# shared-spool tests mount bindfs without lock forwarding.
+# Debian root (from the mirror the machine's own apt sources name) to install the .deb in and checks
+# it with lintian and its man pages with man-db's `man --warnings`, and the shared-spool tests mount
+# bindfs without lock forwarding.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local
@@ -106,12 +107,13 @@ test-install: test-deps
 	./scripts/test-installed
 
 # Everything make install copies, built under .build/dist: spoolfetch(1) from the command's own
-# help (scripts/make-manpage), spoolfetch(5) from the README's format sections (scripts/make-manpage5) and the completion scripts the binary prints.
+# description of its options (scripts/make-manpage), spoolfetch(5) from the README's format sections (scripts/make-manpage5) and the completion scripts the binary prints.
 dist: release
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	./scripts/make-manpage "$(RELEASE_BIN)" $(DIST)/spoolfetch.1
 	./scripts/make-manpage5 README.md "$$("$(RELEASE_BIN)" --version)" $(DIST)/spoolfetch.5
-	"$(RELEASE_BIN)" --generate-completion-script bash > $(DIST)/spoolfetch.bash
+	@# A completion file is sourced, not run: no #! line (lintian: bash-completion-with-hashbang).
+	"$(RELEASE_BIN)" --generate-completion-script bash | sed '1{/^#!/d}' > $(DIST)/spoolfetch.bash
 	"$(RELEASE_BIN)" --generate-completion-script zsh > $(DIST)/_spoolfetch
 	"$(RELEASE_BIN)" --generate-completion-script fish > $(DIST)/spoolfetch.fish
 	sed -e 's|/usr/local/bin/spoolfetch|$(BINDIR)/spoolfetch|g' \

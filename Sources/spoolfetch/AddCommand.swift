@@ -73,13 +73,13 @@ struct Add: ParsableCommand {
         request.headers = header
         let written: String
         do {
-            written = try RequestWriter.add(request, spool: spool.resolved, finalFolder: finalFolder)
+            written = try RequestWriter.add(request, spool: spool.resolved, finalFolder: finalFolder.map(absolutePath))
         } catch {
             FileHandle.standardError.write(Data("spoolfetch add: \(error.description); nothing was written\n".utf8))
             throw ExitCode(2)
         }
         Output.line(written)
-        Output.line(RequestWriter.groupMarkerPath(of: written, spool: spool.resolved, finalFolder: finalFolder))
-        if wait { try WaitRunner.run([written], spool: spool.resolved, finalFolder: finalFolder, timeout: timeout) }
+        Output.line(RequestWriter.groupMarkerPath(of: written, spool: spool.resolved, finalFolder: finalFolder.map(absolutePath)))
+        if wait { try WaitRunner.run([written], spool: spool.resolved, finalFolder: finalFolder.map(absolutePath), timeout: timeout) }
     }
 }

@@ -40,7 +40,7 @@ struct Events: ParsableCommand {
         }
         let reader: SpoolEventReader
         do {
-            reader = try SpoolEventReader(spool: spool.resolved, finalFolder: finalFolder, since: cursor, follow: follow)
+            reader = try SpoolEventReader(spool: spool.resolved, finalFolder: finalFolder.map(absolutePath), since: cursor, follow: follow)
         } catch {
             FileHandle.standardError.write(Data("spoolfetch events: \(error.description)\n".utf8))
             throw ExitCode(2)

@@ -29,7 +29,26 @@ struct SpoolOption: ParsableArguments {
         "The spool root. Default: $SPOOLFETCH_SPOOL, else ./spool. Example: --spool /var/spool/spoolfetch", valueName: "dir"))
     var spool: String?
 
+    /// The spool's absolute path: every path a command prints (a group marker, an event's file) is
+    /// built on it, and a relative one printed by `add` in one folder means nothing to a consumer
+    /// that reads it in another.
     var resolved: String {
-        spool ?? ProcessInfo.processInfo.environment["SPOOLFETCH_SPOOL"].flatMap { $0.isEmpty ? nil : $0 } ?? "spool"
+        absolutePath(spool ?? ProcessInfo.processInfo.environment["SPOOLFETCH_SPOOL"].flatMap { $0.isEmpty ? nil : $0 } ?? "spool")
     }
+}
+
+/// `path` made absolute against the working folder, with `.` and `..` and doubled slashes folded,
+/// so that the paths commands print can be used from anywhere. Symbolic links are left as they are
+/// (a spool reached through a link stays named by the link).
+func absolutePath(_ path: String) -> String {
+    let base = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    var parts: [Substring] = []
+    for part in base.split(separator: "/", omittingEmptySubsequences: true) {
+        switch part {
+        case ".": continue
+        case "..": if !parts.isEmpty { parts.removeLast() }
+        default: parts.append(part)
+        }
+    }
+    return "/" + parts.joined(separator: "/")
 }

@@ -81,7 +81,7 @@ struct Wait: ParsableCommand {
     }
 
     func run() throws {
-        try WaitRunner.run(names, spool: spool.resolved, finalFolder: finalFolder, timeout: timeout)
+        try WaitRunner.run(names, spool: spool.resolved, finalFolder: finalFolder.map(absolutePath), timeout: timeout)
     }
 }
 

@@ -260,6 +260,46 @@ final class CorePathTests: SpoolTestCase {
         }
     }
 
+    /// A spool named relatively (`--spool spool`, run from its parent folder) still gets absolute
+    /// paths printed: `add`'s group marker, `wait`'s ending, every `events --json` path — a consumer
+    /// reading them runs in another folder.
+    func testPathsPrintedAreAbsoluteWhenTheSpoolIsNamedRelatively() throws {
+        server.serve("/rel", body: Array("relative".utf8))
+        let parent = (spool.root as NSString).deletingLastPathComponent
+        let relative = (spool.root as NSString).lastPathComponent
+        /// The CLI run from `parent` (coreutils' `env -C` changes the folder, then execs it).
+        func cliInParent(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+            let p = try DaemonProcess.launch(["-C", parent, DaemonProcess.executablePath] + arguments, executable: "/usr/bin/env")
+            let status = try p.waitForExit(timeout: 60)
+            return (status, p.stdoutText, p.stderrText)
+        }
+        let add = try cliInParent(["add", server.url("/rel"), "--name", "rel.txt", "--spool", relative,
+                                   "--final-folder", relative + "/final"])
+        XCTAssertEqual(add.status, 0, add.err)
+        let printed = add.out.split(separator: "\n").map(String.init)
+        let written = try XCTUnwrap(printed.first)
+        XCTAssertEqual(printed.last, spool.path("final", written + ".group.done"), "add prints the marker's absolute path")
+
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        let waited = try cliInParent(["wait", written, "--spool", relative, "--timeout", "30"])
+        XCTAssertEqual(waited.status, 0, waited.err)
+        XCTAssertEqual(waited.out.split(separator: "\n").map(String.init), [spool.path("final", written + ".group.done")])
+
+        let events = try cliInParent(["events", "--json", "--spool", "./" + relative + "/../" + relative])
+        XCTAssertEqual(events.status, 0, events.err)
+        let lines = events.out.split(separator: "\n")
+        XCTAssertEqual(lines.count, 2, "an item and a group ending: \(events.out)")
+        for line in lines {
+            let record = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            for key in ["file", "record"] {
+                guard let path = record[key] as? String else { continue }
+                XCTAssertTrue(path.hasPrefix(spool.root + "/"), "\(key) is absolute and folded: \(path)")
+            }
+        }
+        XCTAssertTrue(events.out.contains(spool.path("final", "rel.txt")), events.out)
+    }
+
     func testSpoolDefaultsToTheEnvironmentVariable() throws {
         server.serve("/env", body: Array("env".utf8))
         try spool.drop("env", server.url("/env") + "\n")
