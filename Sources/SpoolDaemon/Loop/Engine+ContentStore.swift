@@ -37,14 +37,21 @@ extension Engine {
         try store.openPart(record.base, fresh: true, unnamed: !record.hasStateFile && !store.partExists(record.base))
     }
 
-    /// A copy from the store into an item's part ended (`ContentStoreRoom.copied`): the item goes
-    /// on with the body, or fetches it when the copy could not be made.
-    func storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?) {
+    /// A hit's bytes were read and hashed (`ContentStoreRoom.copied`): the item goes on with the
+    /// body when they hash to its digest; else it decides again as if the store had no entry
+    /// (the entry is gone or was removed: it fetches, claimed, or waits for a fetch of the digest),
+    /// or fetches at once when the entry could not be read or removed.
+    func storeCopied(key: Int, digest: String, read: ContentStoreRoom.HitRead) {
         let record = items.table.item(key)
-        guard let contentStore = driver.contentStore, let credentials = contentStore.copied(record, key: key, digest: digest, bytes: bytes, error: error,
-                                                                       send: { if let record { send($0, to: record) } }),
+        guard let contentStore = driver.contentStore,
+              let next = contentStore.copied(record, key: key, digest: digest, read: read, send: { if let record { send($0, to: record) } }),
               let record, let item = record.loaded else { return }
-        startFetch(record, item, credentials: credentials)
+        if next.askStore, contentStore.start(record, item, credentials: next.credentials, send: { send($0, to: record) },
+                                             openPart: { () throws(StoreError) in try openFreshPart(record) }) {
+            if contentStore.isWaiting(record.key) { hosts.scheduler.park(record.key) }
+            return
+        }
+        startFetch(record, item, credentials: next.credentials)
     }
 
     /// A waiting item's turn came (`ContentStoreRoom.check`): published from the store, or fetched.
