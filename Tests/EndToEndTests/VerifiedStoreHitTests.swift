@@ -61,6 +61,34 @@ final class VerifiedStoreHitTests: SpoolTestCase {
         try rottenRound(link: "hardlink")
     }
 
+    /// A rotten entry the daemon cannot remove (immutable: `chattr +i`, which holds for root too)
+    /// is never published: each item of its digest fetches from the server instead, and the log
+    /// says it could not be removed.
+    func testARottenEntryThatCannotBeRemovedIsNeverPublished() throws {
+        let body = TestBody.random(count: 200_000, seed: 5903)
+        let digest = TestBody.sha256Hex(body)
+        var rotten = body
+        rotten[10] ^= 0xFF
+        try putEntry(digest, rotten)
+        let chattr = try DaemonProcess.launch(["+i", entryPath(digest)], executable: "/usr/bin/chattr")
+        XCTAssertEqual(try chattr.waitForExit(timeout: 10), 0, chattr.stderrText)
+        defer { _ = try? DaemonProcess.launch(["-i", entryPath(digest)], executable: "/usr/bin/chattr").waitForExit(timeout: 10) }
+        server.serve("/c.bin", body: body)
+        try spool.drop("two", "url: \(server.url("/c.bin"))\nname: c1.bin\nsha256: \(digest)\n"
+                           + "url: \(server.url("/c.bin"))\nname: c2.bin\nsha256: \(digest)\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--store", "yes"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/c.bin").count, 2, "both items fetch: the entry is never served")
+        for name in ["c1.bin", "c2.bin"] {
+            XCTAssertEqual(try spool.read("final", name), body, name)
+            let marker = try json("final", name + ".done")
+            XCTAssertEqual(marker["sha256"] as? String, try fileSHA256("final", name), name)
+            XCTAssertNil(marker["source"], name)
+        }
+        XCTAssertTrue(stderr.contains("could not remove it"), stderr)
+        XCTAssertEqual(try Array(Data(contentsOf: URL(fileURLWithPath: entryPath(digest)))), rotten, "still there, immutable")
+    }
+
     /// A good entry: published without a request, its marker's digest that of the published file.
     func testAGoodHitPublishesTheDigestOfThePublishedBytesWithoutAskingTheServer() throws {
         let body = TestBody.random(count: 1 << 20, seed: 5902)

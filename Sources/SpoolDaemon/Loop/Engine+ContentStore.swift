@@ -38,20 +38,21 @@ extension Engine {
     }
 
     /// A hit's bytes were read and hashed (`ContentStoreRoom.copied`): the item goes on with the
-    /// body when they hash to its digest; else it decides again as if the store had no entry
-    /// (the entry is gone or was removed: it fetches, claimed, or waits for a fetch of the digest),
-    /// or fetches at once when the entry could not be read or removed.
+    /// body when they hash to its digest; else it decides again as if the store had no entry (it
+    /// fetches, claimed, or waits for a fetch of the digest). A waiter whose turn was a hit holds
+    /// no connection slot (`Scheduler.park`): it queues for one first and decides once it has it.
     func storeCopied(key: Int, digest: String, read: ContentStoreRoom.HitRead) {
         let record = items.table.item(key)
         guard let contentStore = driver.contentStore,
-              let next = contentStore.copied(record, key: key, digest: digest, read: read, send: { if let record { send($0, to: record) } }),
+              let credentials = contentStore.copied(record, key: key, digest: digest, read: read, send: { if let record { send($0, to: record) } }),
               let record, let item = record.loaded else { return }
-        if next.askStore, contentStore.start(record, item, credentials: next.credentials, send: { send($0, to: record) },
-                                             openPart: { () throws(StoreError) in try openFreshPart(record) }) {
+        if hosts.scheduler.isParked(record.key) { return askForSlot(record, credentials: credentials) }
+        if contentStore.start(record, item, credentials: credentials, send: { send($0, to: record) },
+                              openPart: { () throws(StoreError) in try openFreshPart(record) }) {
             if contentStore.isWaiting(record.key) { hosts.scheduler.park(record.key) }
             return
         }
-        startFetch(record, item, credentials: next.credentials)
+        startFetch(record, item, credentials: credentials)
     }
 
     /// A waiting item's turn came (`ContentStoreRoom.check`): published from the store, or fetched.

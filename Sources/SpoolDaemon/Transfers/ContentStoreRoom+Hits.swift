@@ -65,24 +65,26 @@ extension ContentStoreRoom {
     }
 
     /// What the item does once its hit was read: nil when it goes on with the body (or left its
-    /// running phase meanwhile: stopped, paused, cancelled, `forget`); else the credentials to go
-    /// on without it, and whether the store is asked again (the entry is gone, or was rotten and
-    /// is removed) or the item fetches straight away (the entry could not be read or removed).
+    /// running phase meanwhile: stopped, paused, cancelled, `forget`); else the credentials it
+    /// decides again with, as if the store had no entry: the rotten entry is removed, and one that
+    /// could not be removed or read is `distrusted` (its items fetch instead of reading it again).
     func copied(_ record: ItemRecord?, key: Int, digest: String, read: HitRead,
-                send: (ItemEvent) -> Void) -> (credentials: [RequestHeader], askStore: Bool)? {
+                send: (ItemEvent) -> Void) -> [RequestHeader]? {
         guard let copy = copying.removeValue(forKey: key) else { return nil }
         release(digest)
         guard let record, record.phase == .running, !copy.handedOver || record.part === copy.part else { return nil }
         guard let body = read.body else {
-            logger.warning("could not publish from the store; fetching instead: \(read.error.map { "\($0)" } ?? "the entry is gone")",
-                           metadata: ["item": "\(record.id)"])
-            return (copy.credentials, false)
+            logger.warning("could not publish from the store; fetching instead: \(read.error.map { "\($0)" } ?? "the entry is unreadable")",
+                           metadata: ["item": "\(record.id)", "path": "\(read.entryPath)"])
+            distrusted.insert(digest)
+            return copy.credentials
         }
         guard body.sha256 == digest else {
             logger.error("store entry does not match its name; \(read.rottenGone ? "removed" : "could not remove it"), fetching from the sources",
                          metadata: ["item": "\(record.id)", "expected": "\(digest)", "actual": "\(body.sha256)",
                                     "bytes": "\(body.bytes)", "path": "\(read.entryPath)"])
-            return (copy.credentials, read.rottenGone)
+            if !read.rottenGone { distrusted.insert(digest) }
+            return copy.credentials
         }
         finish(record, digest: body.sha256, part: copy.part, bytes: body.bytes, how: body.method?.rawValue ?? "hardlink", send: send)
         return nil

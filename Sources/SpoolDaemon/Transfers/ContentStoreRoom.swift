@@ -71,6 +71,10 @@ final class ContentStoreRoom {
         let credentials: [RequestHeader]
     }
     var copying: [Int: Copying] = [:]
+    /// Digests whose entry a hit found rotten and could not remove (the store read-only to this
+    /// process): taken as absent from then on, so that their items fetch instead of reading the
+    /// same rotten bytes again and again.
+    var distrusted: Set<String> = []
     /// Hits are read here (copied and hashed), one at a time, off the engine's thread (which goes
     /// on with transfers) and off the I/O queue (which goes on publishing); each answers through the inbox.
     let copyQueue = DispatchQueue(label: "spoolfetch-store-copy")
@@ -163,7 +167,7 @@ final class ContentStoreRoom {
     /// What the item does now that its transfer would start. `.fetch` leaves it to the transfer driver.
     func decide(_ record: ItemRecord, _ item: RequestItem) -> StoreDecision {
         let digest = Self.digest(of: item)
-        let present = digest.map { store.size(of: $0) != nil } ?? false
+        let present = digest.map { store.size(of: $0) != nil && !distrusted.contains($0) } ?? false
         var localFetcher: String? = nil
         var claim: StoreDecision.Claim? = nil
         if let digest, !present {
