@@ -54,7 +54,7 @@ extension ContentStoreRoom {
         copyQueue.async {
             do throws(StoreError) {
                 let body = try read()
-                // Removed here, on the copy thread, so that no other hit reads it meanwhile.
+                // Removed at once, on the copy thread: a later hit of the digest finds it gone.
                 let gone = body.sha256 != digest ? store.removeRotten(digest, inode: inode) : false
                 post(.storeCopied(key: key, digest: digest, read: HitRead(body: body, entryPath: path, rottenGone: gone, error: nil)))
             } catch {
