@@ -16,7 +16,7 @@ SWIFT ?= swift
 # it with lintian and its man pages with man-db's `man --warnings`, and the shared-spool tests mount
 # bindfs without lock forwarding.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db e2fsprogs
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local

@@ -171,6 +171,19 @@ struct RequestBuilder<Sink: RequestItemSink> {
                 if singleItem { throw reject(number, "changed-on-disk", "the item's lines no longer start with its url") }
                 try defaults.set(key, value, line: number, scope: "defaults", reject: reject)
             }
+            if key == .header { try checkHeadersTotal(line: number) }
+        }
+    }
+
+    /// The headers an item would send (its own over the defaults; the defaults alone before the
+    /// first url) stay within `RequestFields.maxHeadersBytes`: else the file is refused at the
+    /// `header:` line that went past it.
+    func checkHeadersTotal(line: Int) throws(RequestRejection) {
+        let headers = current.map { $0.fields.headers(over: defaults) } ?? defaults.headers
+        let total = RequestFields.headerBytes(headers)
+        guard total <= RequestFields.maxHeadersBytes else {
+            throw reject(line, "headers-too-large", "an item's headers are at most \(RequestFields.maxHeadersBytes) bytes together "
+                         + "('Name: value' each, the file's default headers included); with this one they are \(total)")
         }
     }
 

@@ -165,11 +165,28 @@ struct RequestFields: Sendable, Hashable {
     }
 
     static let maxMirrors = 16
+    /// One `header:` (its `Name: value`, as sent) at most 8 KiB, and an item's headers (its own
+    /// over the file's defaults) at most 64 KiB together, counted the same way. Why: a request file
+    /// comes from another program, and libcurl fails a transfer with a header beyond what servers
+    /// take (`curl error 27` for a 10 MB one, after the item was queued and started); most servers
+    /// refuse a header line past 8 KiB (nginx's `large_client_header_buffers`, Apache's
+    /// `LimitRequestFieldSize`) and a request's header block past a few tens of KiB. Refused at
+    /// the line, before any item of the file is queued.
+    public static let maxHeaderBytes = 8 << 10
+    public static let maxHeadersBytes = 64 << 10
+
+    /// The bytes `headers` take as sent (`Name: value` each, line endings not counted).
+    static func headerBytes(_ headers: [RequestHeader]) -> Int {
+        headers.reduce(0) { $0 + $1.name.utf8.count + 2 + $1.value.utf8.count }
+    }
     /// More connections than any host's `--per-host` would allow is a mistake, not a wish.
     static let maxSegments = 64
 
     static func parseHeader(_ value: String, line: Int,
                             reject: (Int?, String, String) -> RequestRejection) throws(RequestRejection) -> RequestHeader {
+        guard value.utf8.count <= maxHeaderBytes else {
+            throw reject(line, "header-too-large", "a header is at most \(maxHeaderBytes) bytes ('Name: value'); this one has \(value.utf8.count)")
+        }
         guard let colon = value.firstIndex(of: ":") else {
             throw reject(line, "bad-header", "header must look like 'Name: value'")
         }

@@ -5,7 +5,8 @@ import Foundation
 ///
 /// Layout under the store's folder:
 ///
-///     sha256/ab/ab12…(64 hex)   an entry: read-only (0444), its bytes hash to its name
+///     sha256/ab/ab12…(64 hex)   an entry: read-only (0444), its bytes hashed to its name when it
+///                               went in (a hit hashes them again: `StoreHit.swift`)
 ///     tmp/                      entries being written (`<digest>.<pid>.<n>.tmp`)
 ///     claims/<digest>           who fetches a digest now (`StoreClaims`)
 ///     counters/<worker>         a worker's hits and bytes saved (`spoolfetch store` adds them up;
@@ -109,7 +110,7 @@ public final class ContentStore: @unchecked Sendable {
     /// `sha256/ab/ab…`, relative to the store.
     public static func entryName(_ digest: String) -> String { "sha256/" + shard(digest) + "/" + digest }
     static func shard(_ digest: String) -> String { String(digest.prefix(2)) }
-    private func inShard(_ digest: String) -> String { Self.shard(digest) + "/" + digest }
+    func inShard(_ digest: String) -> String { Self.shard(digest) + "/" + digest }
 
     public func entryPath(_ digest: String) -> String { path + "/" + Self.entryName(digest) }
 
@@ -212,31 +213,6 @@ public final class ContentStore: @unchecked Sendable {
         guard fstat(fd, &st) == 0 else { let e = StoreError("fstat", entryPath(digest)); close(fd); throw e }
         touch(digest)
         return StagingFile(base: base, fd: fd, inode: UInt64(st.st_ino), size: Int64(st.st_size), isNamed: false)
-    }
-
-    public enum CloneAnswer: Sendable, Hashable {
-        /// The store does not hold the digest (evicted meanwhile).
-        case absent
-        /// `out` shares the entry's blocks now: no data copied.
-        case cloned(bytes: Int64)
-        /// The filesystem cannot reflink here: a real copy is needed (`copy`).
-        case needsCopy
-    }
-
-    /// A reflink of the entry into `out`, the cheap first try before a copy that may take long.
-    public func reflink(_ digest: String, into out: Int32, outPath: String) throws(StoreError) -> CloneAnswer {
-        guard let fd = try open(digest) else { return .absent }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw StoreError("fstat", entryPath(digest)) }
-        guard FileClone.reflink(from: fd, to: out) else { return .needsCopy }
-        var copied = stat()
-        guard fstat(out, &copied) == 0 else { throw StoreError("fstat", outPath) }
-        guard copied.st_size == st.st_size else {
-            throw StoreError("ioctl(FICLONE)", outPath, errno: EIO, detail: "the clone has \(copied.st_size) bytes, the entry \(st.st_size)")
-        }
-        touch(digest)
-        return .cloned(bytes: Int64(st.st_size))
     }
 
     /// Marks the entry used now (its access time), for the LRU order of `evict`.

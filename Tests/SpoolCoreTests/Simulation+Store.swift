@@ -32,7 +32,8 @@ final class SimStoreRoom {
 
 /// The shell's rules of `ContentStoreRoom` and `Engine+ContentStore.swift`, carried out on the
 /// simulated spool; the decision itself is the core's `StoreDecision.decide`. Left out: hashed
-/// mirrors, eviction, the copy thread (a hit is a reflink: at once), a live holder's lease
+/// mirrors, eviction, the copy thread (a hit's copy and hash are taken as done at once, and every
+/// entry as matching its name: a rotten one is `VerifiedStoreHitTests`'), a live holder's lease
 /// running out (a live worker always renews), and the claims folder failing.
 extension SimDaemon {
     /// The daemon checks every 0.2 s while an item waits; the simulation every 2 s (the answers

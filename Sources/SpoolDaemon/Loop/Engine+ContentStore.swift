@@ -37,13 +37,21 @@ extension Engine {
         try store.openPart(record.base, fresh: true, unnamed: !record.hasStateFile && !store.partExists(record.base))
     }
 
-    /// A copy from the store into an item's part ended (`ContentStoreRoom.copied`): the item goes
-    /// on with the body, or fetches it when the copy could not be made.
-    func storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?) {
+    /// A hit's bytes were read and hashed (`ContentStoreRoom.copied`): the item goes on with the
+    /// body when they hash to its digest; else it decides again as if the store had no entry (it
+    /// fetches, claimed, or waits for a fetch of the digest). A waiter whose turn was a hit holds
+    /// no connection slot (`Scheduler.park`): it queues for one first and decides once it has it.
+    func storeCopied(key: Int, digest: String, read: ContentStoreRoom.HitRead) {
         let record = items.table.item(key)
-        guard let contentStore = driver.contentStore, let credentials = contentStore.copied(record, key: key, digest: digest, bytes: bytes, error: error,
-                                                                       send: { if let record { send($0, to: record) } }),
+        guard let contentStore = driver.contentStore,
+              let credentials = contentStore.copied(record, key: key, digest: digest, read: read, send: { if let record { send($0, to: record) } }),
               let record, let item = record.loaded else { return }
+        if hosts.scheduler.isParked(record.key) { return askForSlot(record, credentials: credentials) }
+        if contentStore.start(record, item, credentials: credentials, send: { send($0, to: record) },
+                              openPart: { () throws(StoreError) in try openFreshPart(record) }) {
+            if contentStore.isWaiting(record.key) { hosts.scheduler.park(record.key) }
+            return
+        }
         startFetch(record, item, credentials: credentials)
     }
 

@@ -79,8 +79,8 @@ extension Engine {
             driver.contentStore?.ingested(digest: digest, flight: flight, outcome: outcome, evicted: evicted, totals: totals,
                                           error: error)
             operators.metrics.changed()
-        case .storeCopied(let key, let digest, let bytes, let error):
-            storeCopied(key: key, digest: digest, bytes: bytes, error: error)
+        case .storeCopied(let key, let digest, let read):
+            storeCopied(key: key, digest: digest, read: read)
         case .stop(let signal):
             beginStop(reason: signal == SIGINT ? "SIGINT" : "SIGTERM")
         }

@@ -29,9 +29,9 @@ indirect enum EngineMessage: Sendable {
     /// that fetch's (an adopted item's, published while another item fetches the digest).
     case storeIngested(digest: String, flight: Int?, outcome: ContentStore.IngestOutcome?, evicted: Int, totals: StoreTotals?,
                        error: StoreError?)
-    /// A copy from the content store into item `key`'s part ended: its bytes, or nil (the entry
-    /// gone, or `error`).
-    case storeCopied(key: Int, digest: String, bytes: Int64?, error: StoreError?)
+    /// A content-store hit of item `key` was read on the store's copy thread: the bytes to publish
+    /// and the SHA-256 computed from them, or why they could not be read.
+    case storeCopied(key: Int, digest: String, read: ContentStoreRoom.HitRead)
     case stop(signal: Int32)
     /// SIGHUP: read the configuration file again.
     case reload

@@ -25,7 +25,7 @@ final class ContentStoreRoom {
     private(set) var maxBytes: Int64
     private let leasePeriod: Double
     private let leaseTimeout: Double
-    private let logger: Logger
+    let logger: Logger
 
     /// A fetch of this worker for a digest, by the item that runs it.
     struct Flight {
@@ -57,21 +57,28 @@ final class ContentStoreRoom {
     /// credentials of their start: not decided again until the scheduler starts them.
     private var awaitingSlot: [Int: [RequestHeader]] = [:]
     /// Items published from the store and not ended yet: their marker says `source: "store"`.
-    private var fromStore: Set<Int> = []
+    var fromStore: Set<Int> = []
     /// Digests being published from the store now: never evicted meanwhile.
-    private var inUse: [String: Int] = [:]
+    var inUse: [String: Int] = [:]
 
-    /// Items whose part is being filled by a copy on `copyQueue` (no reflink here).
+    /// Items whose hit is being read on `copyQueue` (`ContentStoreRoom+Hits.swift`): the part filled and
+    /// hashed, or the entry itself hashed (hardlink: `handedOver` false until it matched).
     struct Copying {
         let digest: String
         let part: StagingFile
+        /// The item's running phase holds `part` already (a fresh part a copy fills).
+        let handedOver: Bool
         let credentials: [RequestHeader]
     }
-    private var copying: [Int: Copying] = [:]
-    /// Copies run here, one at a time, off the engine's thread (which goes on with transfers) and
-    /// off the I/O queue (which goes on publishing); each answers through the inbox.
-    private let copyQueue = DispatchQueue(label: "spoolfetch-store-copy")
-    private let post: @Sendable (EngineMessage) -> Void
+    var copying: [Int: Copying] = [:]
+    /// Digests whose entry a hit found rotten and could not remove (the store read-only to this
+    /// process): taken as absent from then on, so that their items fetch instead of reading the
+    /// same rotten bytes again and again.
+    var distrusted: Set<String> = []
+    /// Hits are read here (copied and hashed), one at a time, off the engine's thread (which goes
+    /// on with transfers) and off the I/O queue (which goes on publishing); each answers through the inbox.
+    let copyQueue = DispatchQueue(label: "spoolfetch-store-copy")
+    let post: @Sendable (EngineMessage) -> Void
 
     /// `--hashed-mirror` templates (`{sha256}` in each), tried in order before an item's own URL.
     private(set) var hashedMirrors: [String]
@@ -83,15 +90,15 @@ final class ContentStoreRoom {
 
     /// Counters for the metrics and `spoolfetch store` (saved in `store/counters/WORKER` at most
     /// once a second while they change, and at exit).
-    private(set) var hits = 0
-    private(set) var bytesSaved: Int64 = 0
-    private var countersChanged = false
+    var hits = 0
+    var bytesSaved: Int64 = 0
+    var countersChanged = false
     private let worker: String
 
     /// The store's entries and bytes for the metrics: counted at start and after each eviction,
     /// added to by this worker's ingests (other workers' show at the next count).
     var totals = StoreTotals(entries: 0, bytes: 0)
-    private let metrics: DaemonMetrics
+    let metrics: DaemonMetrics
 
     init(store: ContentStore, worker: String, hardlink: Bool, maxBytes: Int64, leasePeriod: Double,
          leaseTimeout: Double, hashedMirrors: [String] = [], metrics: DaemonMetrics,
@@ -160,7 +167,7 @@ final class ContentStoreRoom {
     /// What the item does now that its transfer would start. `.fetch` leaves it to the transfer driver.
     func decide(_ record: ItemRecord, _ item: RequestItem) -> StoreDecision {
         let digest = Self.digest(of: item)
-        let present = digest.map { store.size(of: $0) != nil } ?? false
+        let present = digest.map { store.size(of: $0) != nil && !distrusted.contains($0) } ?? false
         var localFetcher: String? = nil
         var claim: StoreDecision.Claim? = nil
         if let digest, !present {
@@ -274,7 +281,7 @@ final class ContentStoreRoom {
     /// (it decides again now), else nil.
     func slotGranted(_ key: Int) -> [RequestHeader]? { awaitingSlot.removeValue(forKey: key) }
 
-    private func stopWaiting(_ key: Int) {
+    func stopWaiting(_ key: Int) {
         awaitingSlot[key] = nil
         guard waiting.removeValue(forKey: key) != nil else { return }
         waitOrder.removeAll { $0 == key }
@@ -304,94 +311,6 @@ final class ContentStoreRoom {
             }
         }
         return false
-    }
-
-    /// Fills a fresh part from the entry and hands the item a complete, verified body: it is
-    /// published by the same protocol as a download. false when the entry is gone (evicted
-    /// between the look and now) or the part cannot be made: the caller fetches instead.
-    /// A reflink (or a hardlink) is done here, at once; a real copy, which takes as long as the
-    /// body is large, runs on the store's copy thread while the item stays running (`copied`).
-    func publishFromStore(_ record: ItemRecord, digest: String, send: (ItemEvent) -> Void,
-                          openPart: () throws(StoreError) -> StagingFile, credentials: [RequestHeader] = []) -> Bool {
-        record.noteStarted(at: Date())
-        do {
-            if hardlink {
-                guard let part = try store.openAsPart(digest, base: record.base) else { return false }
-                finish(record, digest: digest, part: part, bytes: part.size, how: "hardlink", send: send)
-                return true
-            }
-            let part = try openPart()
-            switch try store.reflink(digest, into: part.fd, outPath: "staging/\(part.base).part") {
-            case .absent:
-                return false
-            case .cloned(let bytes):
-                finish(record, digest: digest, part: part, bytes: bytes, how: "reflink", send: send)
-                return true
-            case .needsCopy:
-                send(.partOpened(part))
-                inUse[digest, default: 0] += 1
-                copying[record.key] = Copying(digest: digest, part: part, credentials: credentials)
-                stopWaiting(record.key)
-                let store = self.store, post = self.post, key = record.key
-                copyQueue.async {
-                    do throws(StoreError) {
-                        let copied = try store.copy(digest, into: part.fd, outPath: "staging/\(part.base).part", reflink: false)
-                        post(.storeCopied(key: key, digest: digest, bytes: copied?.bytes, error: nil))
-                    } catch {
-                        post(.storeCopied(key: key, digest: digest, bytes: nil, error: error))
-                    }
-                }
-                return true
-            }
-        } catch {
-            logger.warning("could not publish from the store; fetching instead: \(error)", metadata: ["item": "\(record.id)"])
-            return false
-        }
-    }
-
-    /// The body is in the part: the item takes it as a complete transfer whose digest is its `sha256`.
-    private func finish(_ record: ItemRecord, digest: String, part: StagingFile, bytes: Int64, how: String,
-                        send: (ItemEvent) -> Void) {
-        counted(record, bytes: bytes)
-        if record.part !== part { send(.partOpened(part)) }
-        var partial = record.partial
-        partial.emptied()
-        partial.kept(bytes: bytes, hash: nil, validators: nil)
-        record.partial = partial
-        logger.debug("published from the store", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
-                                                             "bytes": "\(bytes)", "copy": "\(how)"])
-        send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true, wantedSHA256: digest)))
-    }
-
-    /// The copy thread's answer for item `key`. Ignored when the item left its running phase
-    /// meanwhile (stopped, paused, cancelled: `forget`). nil when the item goes on with the body;
-    /// else the credentials to fetch it with (the entry vanished, or the copy failed).
-    func copied(_ record: ItemRecord?, key: Int, digest: String, bytes: Int64?, error: StoreError?,
-                send: (ItemEvent) -> Void) -> [RequestHeader]? {
-        guard let copy = copying.removeValue(forKey: key) else { return nil }
-        release(digest)
-        guard let record, record.phase == .running, record.part === copy.part else { return nil }
-        if let bytes {
-            finish(record, digest: digest, part: copy.part, bytes: bytes, how: "copy", send: send)
-            return nil
-        }
-        logger.warning("could not publish from the store; fetching instead: \(error.map { "\($0)" } ?? "the entry is gone")",
-                       metadata: ["item": "\(record.id)"])
-        return copy.credentials
-    }
-
-    private func release(_ digest: String) {
-        inUse[digest, default: 1] -= 1
-        if inUse[digest] == 0 { inUse[digest] = nil }
-    }
-
-    private func counted(_ record: ItemRecord, bytes: Int64) {
-        hits += 1
-        bytesSaved += bytes
-        metrics.storeHit(bytes: bytes)
-        if !countersChanged { countersChanged = true; scheduleCheck(Date().addingTimeInterval(1)) }
-        fromStore.insert(record.key)
-        stopWaiting(record.key)
     }
 
     /// Whether the item's body came from the store (its marker says `source: "store"`).
@@ -504,7 +423,7 @@ final class ContentStoreRoom {
 
     // MARK: Checks
 
-    private func scheduleCheck(_ at: Date) {
+    func scheduleCheck(_ at: Date) {
         if nextCheck.map({ at < $0 }) ?? true { nextCheck = at }
     }
 
