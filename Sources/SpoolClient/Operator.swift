@@ -115,9 +115,11 @@ public enum ControlClient {
         // failed/ and no longer active has ended.
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),
            !isClaimed(request, spool: spool) {
+            try checkOwner(of: spool + "/failed/" + request, request: request, verb: verb, spool: spool)
             return try retryFailed(request: request, id: id, spool: spool)
         }
-        if owner == nil, verb == .cancel, isClaimed(request, spool: spool) {
+        if owner == nil, verb == .cancel, let path = claimedPath(request, spool: spool) {
+            try checkOwner(of: path, request: request, verb: verb, spool: spool)
             // Cron mode: no running daemon has it, and a worker folder holds it: if that
             // worker is dead, the request is filed as cancelled here (`OrphanCancel`).
             guard parsed.index == nil else {
@@ -150,11 +152,30 @@ public enum ControlClient {
 
     /// Whether a worker holds a request of that name: `active/W/R` in any worker's folder (or
     /// `active/R`, the layout of older versions).
-    static func isClaimed(_ request: String, spool: String) -> Bool {
+    static func isClaimed(_ request: String, spool: String) -> Bool { claimedPath(request, spool: spool) != nil }
+
+    /// Where a worker holds a request of that name, if one does.
+    static func claimedPath(_ request: String, spool: String) -> String? {
         let active = spool + "/active/"
-        if FileManager.default.fileExists(atPath: active + request) { return true }
+        if FileManager.default.fileExists(atPath: active + request) { return active + request }
         let folders = (try? FileManager.default.contentsOfDirectory(atPath: active)) ?? []
-        return folders.contains { !$0.hasPrefix(".") && FileManager.default.fileExists(atPath: active + $0 + "/" + request) }
+        return folders.first { !$0.hasPrefix(".") && FileManager.default.fileExists(atPath: active + $0 + "/" + request) }
+            .map { active + $0 + "/" + request }
+    }
+
+    /// Acting without a daemon (`retry` of a failed request, `cancel` of a dead worker's), the
+    /// client applies the daemon's rule itself: the request file's owner, root, the spool's
+    /// owner or an operator (`VerbPermission`); anyone else is refused, and nothing changes.
+    static func checkOwner(of path: String, request: String, verb: ControlCommand.Verb, spool: String) throws(OperatorError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        var groups = [gid_t](repeating: 0, count: Int(getgroups(0, nil)) + 1)
+        let n = getgroups(Int32(groups.count), &groups)
+        let callerGroups = Array(groups.prefix(max(0, Int(n)))) + [getegid()]
+        if let refusal = VerbPermission(spool: spool).refusal(caller: geteuid(), callerGroups: callerGroups, owner: st.st_uid,
+                                                              request: request, verb: verb.rawValue) {
+            throw .refused(refusal)
+        }
     }
 
     /// Why no daemon holds `request`, from the folder it is in.

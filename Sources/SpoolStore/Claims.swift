@@ -111,6 +111,9 @@ extension SpoolStore {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw StoreError("fstat", incoming.path(of: name)) }
         if let refusal = Self.refusal(ofType: st.st_mode) { return refusal }
+        // The owner is the file's: a second link could be another user's file linked in (where
+        // protected_hardlinks is off), whose owner the linker would then act as.
+        if st.st_nlink != 1 { return Self.hardLinked(st.st_nlink) }
         let worker = try workerFolder()
         guard !worker.isReleased else { throw StoreError("claim", incoming.path(of: name), errno: ESHUTDOWN) }
         let moved = try worker.names.withLock { folders throws(StoreError) in
@@ -118,7 +121,7 @@ extension SpoolStore {
         }
         guard let claimed = moved else { return .lost }
         if let now = worker.directory.status(of: claimed), now.st_ino == st.st_ino {
-            return .claimed(ClaimedRequest(name: claimed, inode: UInt64(st.st_ino), folder: worker.directory))
+            return .claimed(ClaimedRequest(name: claimed, inode: UInt64(st.st_ino), folder: worker.directory, owner: st.st_uid))
         }
         // The name was taken by another file between the open and the rename (a producer
         // replaced it): what was moved in is that file, read afresh.
@@ -126,6 +129,12 @@ extension SpoolStore {
         let record = ErrorRecord(request: claimed, code: "not-regular-file", message: "the request file is not a regular file")
         try file(claimed, from: worker.directory, into: layout.rejected, record: record)
         return .gone
+    }
+
+    /// A request file with more than one link: refused unread (`hard-linked-request`).
+    static func hardLinked(_ links: nlink_t) -> ClaimResult {
+        .refused(code: "hard-linked-request",
+                 message: "the request file has \(links) hard links; a request is a file written into incoming/ (one link), since its owner is its file's")
     }
 
     /// Why an entry of this type (`st_mode`) in `incoming/` is not a request; nil for a regular
@@ -312,7 +321,7 @@ extension SpoolStore {
             try? adopted.folder.sync()
             return .filed(name: adopted.name, inode: inode)
         }
-        return .claim(ClaimedRequest(name: adopted.name, inode: inode, folder: adopted.folder))
+        return .claim(ClaimedRequest(name: adopted.name, inode: inode, folder: adopted.folder, owner: st.st_uid))
     }
 
     /// A request file lying directly in `active/` (`active/R`, the layout without worker folders,
@@ -333,8 +342,8 @@ extension SpoolStore {
     /// `name` in `folder` as a claim; nil when it is not a regular file. Its text is not read
     /// here: the engine indexes it from the file (`ClaimedRequest.openFile`).
     private func readClaim(_ name: String, in folder: Directory) -> ClaimedRequest? {
-        guard let st = folder.status(of: name), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return ClaimedRequest(name: name, inode: UInt64(st.st_ino), folder: folder)
+        guard let st = folder.status(of: name), (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1 else { return nil }
+        return ClaimedRequest(name: name, inode: UInt64(st.st_ino), folder: folder, owner: st.st_uid)
     }
 
     /// Reads a request file of `size` bytes (as `fstat` said; it may have grown) up to `limit`:

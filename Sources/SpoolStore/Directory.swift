@@ -15,8 +15,12 @@ public final class Directory: @unchecked Sendable {
 
     public var fd: Int32 { descriptor.load(ordering: .acquiring) }
 
+    /// A folder the caller may pass through but not read (a producer and `staging/` after
+    /// `spoolfetch init`) is opened `O_PATH`: the client's layout still opens, and a call that
+    /// needs the folder fails then, with EACCES, as it would by path.
     public init(opening path: String) throws(StoreError) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 && errno == EACCES { fd = open(path, SPOOLFETCH_O_PATH | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else { throw StoreError("open", path) }
         self.path = path
         self.descriptor = Atomic(fd)
@@ -296,6 +300,24 @@ public final class Directory: @unchecked Sendable {
         guard f >= 0 else { throw StoreError("open", path(of: name)) }
         defer { close(f) }
         return try FileIO.readUpTo(f, limit: limit, path: path(of: name))
+    }
+
+    /// Like `read`, with the file's owner and link count from the same descriptor: who wrote a
+    /// control command (a file in a sticky folder no one else can replace).
+    public func readWithOwner(_ name: String, limit: Int) throws(StoreError) -> (bytes: [UInt8], owner: UInt32, links: Int) {
+        let f = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard f >= 0 else { throw StoreError("open", path(of: name)) }
+        defer { close(f) }
+        var st = stat()
+        guard fstat(f, &st) == 0 else { throw StoreError("fstat", path(of: name)) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw StoreError("open", path(of: name), errno: EINVAL, detail: "not a regular file") }
+        return (try FileIO.readUpTo(f, limit: limit, path: path(of: name)), st.st_uid, Int(st.st_nlink))
+    }
+
+    /// Seconds since `name` was last modified (not following a symlink); nil when it is not there.
+    public func secondsSinceModified(_ name: String) -> Int? {
+        guard let st = status(of: name) else { return nil }
+        return time(nil) - st.st_mtim.tv_sec
     }
 
     /// Free bytes for an unprivileged writer on this directory's filesystem; nil when unknown —

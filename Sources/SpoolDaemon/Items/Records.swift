@@ -13,6 +13,8 @@ final class RequestRecord {
     /// object, to keep a one-item request small).
     let inode: UInt64
     let folder: Directory
+    /// Its owner, the claimed file's uid at claim (`ClaimedRequest.owner`).
+    let owner: uid_t
     let settings: RequestFileSettings
     /// The daemon's `host:port` table, which its items' `hostID`s index.
     let hosts: HostTable
@@ -27,7 +29,9 @@ final class RequestRecord {
 
     var group: String { settings.group }
     /// The claim, for the store's calls (`endGroup`, `openFile`).
-    var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder) }
+    var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder, owner: owner) }
+    /// Its owner's name (or uid as text), for markers, status, events and hooks.
+    var ownerName: String { SpoolAccounts.userName(owner) }
 
     /// `openItems`: how many items it has; every item is counted before any is queued or
     /// recovered (a recovered item may end at once, and the group must not end before its later
@@ -36,6 +40,7 @@ final class RequestRecord {
         name = claim.name
         inode = claim.inode
         folder = claim.folder
+        owner = claim.owner
         self.settings = settings
         self.hosts = hosts
         groupEnd = GroupMachine(openItems: openItems)
