@@ -1,8 +1,9 @@
 import Foundation
 
 /// Who owns each folder of a spool shared by several producers, and with which mode: the layout
-/// `spoolfetch init` makes (and tightens) and `run` checks at start. The README's table "What
-/// `init` makes" is this table in words; `SpoolOwnershipTests` checks the two agree.
+/// `spoolfetch init` makes (and tightens) and `run` checks at start. The README's table in "A spool
+/// for several producers" is this table in words; `SpoolOwnershipTests` checks what `init` makes
+/// against it, folder by folder.
 ///
 /// The model is Postfix's queue: producers may only *create* entries, in sticky folders (so none
 /// renames or removes another's file); every folder that says what happened — markers, states,
