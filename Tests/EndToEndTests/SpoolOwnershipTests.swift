@@ -232,18 +232,29 @@ final class SpoolOwnershipTests: SpoolTestCase {
         XCTAssertEqual(own.status, 0, "its owner may: \(own.err)")
     }
 
-    func testAHardLinkedRequestIsRejectedUnread() throws {
+    func testARequestLinkedInByAnotherProducerIsRejectedUnread() throws {
         try initSpool()
         server.serve("/never", body: Array("no\n".utf8))
-        try drop(as: producer2, "victim", server.url("/never"))
-        // Moved aside by root before any daemon runs, then linked back in: two links.
-        XCTAssertEqual(rename(spool.path("incoming", "victim"), spool.path("tmp", "victim")), 0)
-        XCTAssertEqual(link(spool.path("tmp", "victim"), spool.path("incoming", "linked")), 0)
+        server.serve("/own", body: Array("own\n".utf8))
+        // producer2's request, group-writable (umask 002): the kernel lets producer link it
+        // (protected_hardlinks allows a link to a file one may read and write), and it would
+        // then be producer2's request, dropped by producer.
+        let victim = spool.path("tmp", "victim")
+        XCTAssertEqual(try TestAccounts.shell(as: producer2, "umask 002 && echo '\(server.url("/never"))' > '\(victim)'").status, 0)
+        let linked = try TestAccounts.shell(as: producer, "ln '\(victim)' '\(spool.path("incoming", "linked"))'")
+        XCTAssertEqual(linked.status, 0, linked.err)
+        // Maildir's delivery by the owner of a file nobody else may write is still taken.
+        let mine = spool.path("tmp", "mine")
+        let own = try TestAccounts.shell(as: producer, "umask 022 && echo '\(server.url("/own"))' > '\(mine)' && "
+                                            + "ln '\(mine)' '\(spool.path("incoming", "mine"))'")
+        XCTAssertEqual(own.status, 0, own.err)
         let run = try daemon(["--once"])
         XCTAssertEqual(try run.waitForExit(timeout: 60), 1, "a drain that rejected a request exits 1: \(run.stderrText)")
         let error = try json("rejected", "linked.error")
         XCTAssertEqual(error["code"] as? String, "hard-linked-request")
         XCTAssertTrue(server.requests(for: "/never").isEmpty, "nothing was fetched for it")
+        XCTAssertEqual(try spool.read("final", "own"), Array("own\n".utf8))
+        XCTAssertEqual(try json("final", "own.done")["owner"] as? String, producer)
     }
 
     // MARK: Owners
