@@ -302,24 +302,6 @@ public final class Directory: @unchecked Sendable {
         return try FileIO.readUpTo(f, limit: limit, path: path(of: name))
     }
 
-    /// Like `read`, with the file's owner and link count from the same descriptor: who wrote a
-    /// control command (a file in a sticky folder no one else can replace).
-    public func readWithOwner(_ name: String, limit: Int) throws(StoreError) -> (bytes: [UInt8], owner: UInt32, links: Int) {
-        let f = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard f >= 0 else { throw StoreError("open", path(of: name)) }
-        defer { close(f) }
-        var st = stat()
-        guard fstat(f, &st) == 0 else { throw StoreError("fstat", path(of: name)) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw StoreError("open", path(of: name), errno: EINVAL, detail: "not a regular file") }
-        return (try FileIO.readUpTo(f, limit: limit, path: path(of: name)), st.st_uid, Int(st.st_nlink))
-    }
-
-    /// Seconds since `name` was last modified (not following a symlink); nil when it is not there.
-    public func secondsSinceModified(_ name: String) -> Int? {
-        guard let st = status(of: name) else { return nil }
-        return time(nil) - st.st_mtim.tv_sec
-    }
-
     /// Free bytes for an unprivileged writer on this directory's filesystem; nil when unknown —
     /// statvfs failed, or the filesystem reports 0 total blocks (many FUSE filesystems: `df`
     /// shows zeros there, which means "not told", not "full").
