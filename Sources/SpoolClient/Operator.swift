@@ -238,7 +238,11 @@ public enum ControlClient {
         let note = one.map(itemNote) ?? whole
         let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         if noteFD < 0 {
-            guard errno == EEXIST else { throw .io("cannot write \(note): \(String(cString: strerror(errno)))") }
+            guard errno == EEXIST else {
+                let e = errno
+                throw .io("cannot write \(note): \(String(cString: strerror(e)))"
+                          + (e == EACCES ? " (failed/ is the daemon's user's in a spool made by spoolfetch init: retry a failed request as root or that user)" : ""))
+            }
             return already(note)
         }
         let text = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices)
@@ -248,6 +252,12 @@ public enum ControlClient {
         do {
             let layout = try SpoolLayout(root: spool)
             try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+            // The retry stays the failed request's owner's (its owner is its file's): root can
+            // give it to them; the daemon's user cannot, and the retry is then that user's.
+            var failedStat = stat()
+            if geteuid() == 0, stat(failedDir + request, &failedStat) == 0, failedStat.st_uid != 0 {
+                _ = fchownat(layout.tmp.fd, name, failedStat.st_uid, gid_t.max, AT_SYMLINK_NOFOLLOW)
+            }
             // Partials a deadline cut short go to the new request's items (in file order, as
             // `retryText` writes them), which resume them.
             for (newIndex, item) in items.sorted(by: { $0.line < $1.line }).enumerated() {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// glibc's `struct group` (the name `group` is taken by `SpoolAccounts.group(named:)` here).
 private typealias GroupEntry = Glibc.group
@@ -8,9 +9,16 @@ private typealias GroupEntry = Glibc.group
 /// Through glibc's NSS, so LDAP or sssd accounts are seen as the kernel's callers see them.
 public enum SpoolAccounts {
     /// A user's name, or its number as text when the passwd database has no entry for it.
+    /// Remembered for the process's life: every marker, status line and hook names its request's
+    /// owner, and an NSS lookup per publish would read `/etc/passwd` (or ask LDAP) each time.
     public static func userName(_ uid: uid_t) -> String {
-        withPasswd(uid: uid) { $0.map { String(cString: $0.pw_name) } } ?? String(uid)
+        if let known = names.withLock({ $0[uid] }) { return known }
+        let name = withPasswd(uid: uid) { $0.map { String(cString: $0.pw_name) } } ?? String(uid)
+        names.withLock { $0[uid] = name }
+        return name
     }
+
+    private static let names = Mutex<[uid_t: String]>([:])
 
     /// The uid and primary gid of a user given by name or number; nil when unknown.
     public static func user(named name: String) -> (uid: uid_t, gid: gid_t)? {

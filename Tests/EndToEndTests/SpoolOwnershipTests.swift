@@ -315,6 +315,24 @@ final class SpoolOwnershipTests: SpoolTestCase {
         XCTAssertEqual(error["owner"] as? String, producer)
         XCTAssertEqual((error["items"] as? [[String: Any]])?.first?["code"] as? String, "cancelled")
 
+        // A failed request: `retry` is the client's own work, under the same rule.
+        try DirectoryWaiter.waitForFile("mine", in: spool.path("failed"), timeout: 30)
+        let foreignRetry = try cli(as: producer2, ["retry", "mine", "--spool", spool.root])
+        XCTAssertEqual(foreignRetry.status, 2, foreignRetry.out)
+        XCTAssertTrue(foreignRetry.err.contains("refused: mine belongs to \(producer)"), foreignRetry.err)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: spool.path("failed", "mine.retried")))
+        let ownerRetry = try cli(as: producer, ["retry", "mine", "--spool", spool.root])
+        XCTAssertEqual(ownerRetry.status, 2, "failed/ is the daemon user's: \(ownerRetry.out)")
+        XCTAssertTrue(ownerRetry.err.contains("retry a failed request as root or that user"), ownerRetry.err)
+        let rootsRetry = try cli(["retry", "mine", "--spool", spool.root])
+        XCTAssertEqual(rootsRetry.status, 0, rootsRetry.err)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: spool.path("failed", "mine.retried")))
+        // Root gives the retry to the failed request's owner: it is still theirs.
+        let retried = try String(contentsOfFile: spool.path("failed", "mine.retried"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "incoming/", with: "")
+        try waitForState(retried + "#0", "waiting-start")
+        XCTAssertEqual(try task(retried + "#0")?["owner"] as? String, producer)
+
         let byOperator = try cli(as: operatorUser, ["cancel", "other", "--spool", spool.root])
         XCTAssertEqual(byOperator.status, 0, byOperator.err)
         try DirectoryWaiter.waitForFile("other.error", in: spool.path("failed"), timeout: 30)
