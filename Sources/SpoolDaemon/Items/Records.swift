@@ -13,8 +13,6 @@ final class RequestRecord {
     /// object, to keep a one-item request small).
     let inode: UInt64
     let folder: Directory
-    /// Its owner, the claimed file's uid at claim (`ClaimedRequest.owner`).
-    let owner: uid_t
     let settings: RequestFileSettings
     /// The daemon's `host:port` table, which its items' `hostID`s index.
     let hosts: HostTable
@@ -26,6 +24,9 @@ final class RequestRecord {
     var groupEnd: GroupMachine
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
+    /// Its owner, the claimed file's uid at claim (`ClaimedRequest.owner`); after the flags, where
+    /// the record's padding was.
+    let owner: uid_t
 
     var group: String { settings.group }
     /// The claim, for the store's calls (`endGroup`, `openFile`).
