@@ -121,6 +121,11 @@ dist: release
 	    -e 's|/usr/share/doc/spoolfetch|$(DOCDIR)|g' contrib/spoolfetch.service > $(DIST)/spoolfetch.service
 	sed -e 's|/usr/local/bin/spoolfetch|$(BINDIR)/spoolfetch|g' contrib/spoolfetch.cron > $(DIST)/spoolfetch.cron
 
+# The spool `make install` initialises (see the install target): its folder, the daemon's user, the producers' group.
+SPOOL_DIR ?= /var/spool/spoolfetch
+SPOOL_USER ?= spoolfetch
+SPOOL_PRODUCERS ?= spoolfetch-producers
+
 install: dist
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)/examples \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR) \
@@ -139,6 +144,11 @@ install: dist
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf (the example is in $(DOCDIR)/examples)"; \
 	else install -m 644 contrib/spoolfetch.conf $(DESTDIR)$(SYSCONFDIR)/spoolfetch.conf; fi
+	@# The spool, made or tightened by `spoolfetch init` (README "A spool for several producers"), when
+	@# installing into this system and the daemon's user and the producers' group exist; else the line to run.
+	@if [ -z "$(DESTDIR)" ] && getent passwd $(SPOOL_USER) >/dev/null && getent group $(SPOOL_PRODUCERS) >/dev/null; then \
+		$(BINDIR)/spoolfetch init --spool $(SPOOL_DIR) --user $(SPOOL_USER) --producers $(SPOOL_PRODUCERS); \
+	else echo "to make the spool: $(BINDIR)/spoolfetch init --spool $(SPOOL_DIR) --user $(SPOOL_USER) --producers $(SPOOL_PRODUCERS)"; fi
 
 # The Debian package: what `make install PREFIX=/usr` puts into a staging root, packed by
 # scripts/make-deb into .build/deb/ (the config file a conffile). Reuses a current release build.

@@ -91,6 +91,10 @@ static inline long long spoolfetch_filesystem_type(int fd) {
     return (long long)(unsigned long)s.f_type;
 }
 
+/// open(2)'s O_PATH (fcntl.h defines it only under _GNU_SOURCE): a descriptor for *at calls on a
+/// folder the caller may pass through but not read.
+#define SPOOLFETCH_O_PATH 010000000
+
 /// open(2)'s O_TMPFILE (__O_TMPFILE | O_DIRECTORY; fcntl.h defines it only under _GNU_SOURCE).
 #define SPOOLFETCH_O_TMPFILE (020000000 | O_DIRECTORY)
 

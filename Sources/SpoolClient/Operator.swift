@@ -115,9 +115,11 @@ public enum ControlClient {
         // failed/ and no longer active has ended.
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),
            !isClaimed(request, spool: spool) {
+            try checkOwner(of: spool + "/failed/" + request, request: request, verb: verb, spool: spool)
             return try retryFailed(request: request, id: id, spool: spool)
         }
-        if owner == nil, verb == .cancel, isClaimed(request, spool: spool) {
+        if owner == nil, verb == .cancel, let path = claimedPath(request, spool: spool) {
+            try checkOwner(of: path, request: request, verb: verb, spool: spool)
             // Cron mode: no running daemon has it, and a worker folder holds it: if that
             // worker is dead, the request is filed as cancelled here (`OrphanCancel`).
             guard parsed.index == nil else {
@@ -150,11 +152,30 @@ public enum ControlClient {
 
     /// Whether a worker holds a request of that name: `active/W/R` in any worker's folder (or
     /// `active/R`, the layout of older versions).
-    static func isClaimed(_ request: String, spool: String) -> Bool {
+    static func isClaimed(_ request: String, spool: String) -> Bool { claimedPath(request, spool: spool) != nil }
+
+    /// Where a worker holds a request of that name, if one does.
+    static func claimedPath(_ request: String, spool: String) -> String? {
         let active = spool + "/active/"
-        if FileManager.default.fileExists(atPath: active + request) { return true }
+        if FileManager.default.fileExists(atPath: active + request) { return active + request }
         let folders = (try? FileManager.default.contentsOfDirectory(atPath: active)) ?? []
-        return folders.contains { !$0.hasPrefix(".") && FileManager.default.fileExists(atPath: active + $0 + "/" + request) }
+        return folders.first { !$0.hasPrefix(".") && FileManager.default.fileExists(atPath: active + $0 + "/" + request) }
+            .map { active + $0 + "/" + request }
+    }
+
+    /// Acting without a daemon (`retry` of a failed request, `cancel` of a dead worker's), the
+    /// client applies the daemon's rule itself: the request file's owner, root, the spool's
+    /// owner or an operator (`VerbPermission`); anyone else is refused, and nothing changes.
+    static func checkOwner(of path: String, request: String, verb: ControlCommand.Verb, spool: String) throws(OperatorError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        var groups = [gid_t](repeating: 0, count: Int(getgroups(0, nil)) + 1)
+        let n = getgroups(Int32(groups.count), &groups)
+        let callerGroups = Array(groups.prefix(max(0, Int(n)))) + [getegid()]
+        if let refusal = VerbPermission(spool: spool).refusal(caller: geteuid(), callerGroups: callerGroups, owner: st.st_uid,
+                                                              request: request, verb: verb.rawValue) {
+            throw .refused(refusal)
+        }
     }
 
     /// Why no daemon holds `request`, from the folder it is in.
@@ -217,7 +238,11 @@ public enum ControlClient {
         let note = one.map(itemNote) ?? whole
         let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         if noteFD < 0 {
-            guard errno == EEXIST else { throw .io("cannot write \(note): \(String(cString: strerror(errno)))") }
+            guard errno == EEXIST else {
+                let e = errno
+                throw .io("cannot write \(note): \(String(cString: strerror(e)))"
+                          + (e == EACCES ? " (failed/ is the daemon's user's in a spool made by spoolfetch init: retry a failed request as root or that user)" : ""))
+            }
             return already(note)
         }
         let text = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices)
@@ -227,6 +252,12 @@ public enum ControlClient {
         do {
             let layout = try SpoolLayout(root: spool)
             try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+            // The retry stays the failed request's owner's (its owner is its file's): root can
+            // give it to them; the daemon's user cannot, and the retry is then that user's.
+            var failedStat = stat()
+            if geteuid() == 0, stat(failedDir + request, &failedStat) == 0, failedStat.st_uid != 0 {
+                _ = fchownat(layout.tmp.fd, name, failedStat.st_uid, gid_t.max, AT_SYMLINK_NOFOLLOW)
+            }
             // Partials a deadline cut short go to the new request's items (in file order, as
             // `retryText` writes them), which resume them.
             for (newIndex, item) in items.sorted(by: { $0.line < $1.line }).enumerated() {

@@ -35,6 +35,8 @@ public struct SpoolEvent: Codable, Sendable, Hashable {
     public var at: String
     /// Resume after this event with `events --since CURSOR`.
     public var cursor: String
+    /// The request's owner, from its record (`owner`), when the record says.
+    public var owner: String? = nil
 
     /// `REQUEST#INDEX` for an item, else the request's name: the id `status` and the control
     /// commands use.
@@ -305,20 +307,24 @@ public final class SpoolEventReader: @unchecked Sendable {
         let path = folders[key.folder] + "/" + key.name
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
         var events: [SpoolEvent] = []
+        var owner: String?
         func add(_ event: SpoolEvent, sub: Int) {
             let place = EventCursor(nanoseconds: key.nanoseconds, folder: key.folder, name: key.name, sub: sub)
             if ordered, let cursor, place <= cursor { return }
             var event = event
             event.cursor = place.description
+            event.owner = owner
             events.append(event)
         }
         let decoder = JSONDecoder()
         if key.folder == 1 {
             guard let record = try? decoder.decode(ErrorRecord.self, from: data) else { return [] }
+            owner = record.owner
             add(SpoolEvent(event: "rejected", outcome: "rejected", request: record.request, record: path,
                            code: record.code, message: record.message, at: Self.rfc3339(key.nanoseconds), cursor: ""), sub: 0)
         } else if key.name.hasSuffix(".group.done") {
             guard let marker = try? decoder.decode(GroupMarker.self, from: data) else { return [] }
+            owner = marker.owner
             var sub = 0
             // Items that have no marker of their own (failed, unchanged, uploaded, or all of them
             // under `markers: group`) end here.
@@ -339,6 +345,7 @@ public final class SpoolEventReader: @unchecked Sendable {
             }
         } else {
             guard let marker = try? decoder.decode(ItemMarker.self, from: data) else { return [] }
+            owner = marker.owner
             add(SpoolEvent(event: "item", outcome: "published", request: marker.request, group: marker.group,
                            index: marker.index, url: marker.url, file: finalFolder + "/" + marker.name, record: path,
                            bytes: marker.bytes, sha256: marker.sha256, at: marker.finishedAt, cursor: ""), sub: 0)

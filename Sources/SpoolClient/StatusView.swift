@@ -31,17 +31,18 @@ extension SpoolOverview {
 
     /// A header line, then one tab-separated line per task (sizes in bytes, rate in bytes per
     /// second, ETA in seconds, `-` when unknown). Tabs and newlines inside a field become spaces.
-    public func plainLines() -> String {
-        var out = Self.plainHeader.joined(separator: "\t") + "\n"
-        for t in tasks { out += Self.plainLine(t) }
+    /// `wide` (`status --wide`): an OWNER column at the end, the request's owner.
+    public func plainLines(wide: Bool = false) -> String {
+        var out = (Self.plainHeader + (wide ? ["OWNER"] : [])).joined(separator: "\t") + "\n"
+        for t in tasks { out += Self.plainLine(t, wide: wide) }
         return out
     }
 
     /// One task as `plainLines()` prints it, newline included.
-    public static func plainLine(_ t: TaskStatus) -> String {
+    public static func plainLine(_ t: TaskStatus, wide: Bool = false) -> String {
         let fields = [t.id, t.state, t.name, t.url, "\(t.bytes)", t.expected.map(String.init) ?? "-",
                       t.rate.map { String(Int($0)) } ?? "-", t.eta.map { String(Int($0.rounded())) } ?? "-",
-                      "\(t.attempts)", t.error ?? t.waitingFor ?? ""]
+                      "\(t.attempts)", t.error ?? t.waitingFor ?? ""] + (wide ? [t.owner ?? "-"] : [])
         return fields.map { $0.map { $0 == "\t" || $0.isNewline ? " " : $0 }.reduce(into: "") { $0.append($1) } }
             .joined(separator: "\t") + "\n"
     }
@@ -137,6 +138,8 @@ extension SpoolOverview {
         let idWidth: Int
         let nameWidth: Int
         let shown: Set<Column>
+        /// `--wide`: the OWNER column after STATE, as wide as the longest owner.
+        let ownerWidth: Int?
 
         enum Column: Hashable { case bytes, percent, rate, eta, name, tries }
 
@@ -149,7 +152,9 @@ extension SpoolOverview {
             self.columns = columns
             let longestID = max(2, tasks.map(\.id.count).max() ?? 2)
             let longestName = max(4, tasks.map(\.name.count).max() ?? 4)
+            ownerWidth = wide ? max(5, tasks.map { ($0.owner ?? "-").count }.max() ?? 5) : nil
             var used = (wide ? longestID : min(longestID, Self.minimumID)) + 1 + SpoolOverview.stateWidth
+                + (ownerWidth.map { $0 + 1 } ?? 0)
             var shown: Set<Column> = []
             let wanted: [(Column, Int)] = [(.bytes, Self.bytesWidth), (.percent, Self.percentWidth),
                                            (.rate, SpoolOverview.rateWidth), (.eta, SpoolOverview.etaWidth),
@@ -176,7 +181,7 @@ extension SpoolOverview {
         }
 
         public var header: String {
-            cells(id: "ID", state: "STATE", name: "NAME", progress: nil, bytes: "BYTES", percent: "%", rate: "RATE",
+            cells(id: "ID", state: "STATE", owner: "OWNER", name: "NAME", progress: nil, bytes: "BYTES", percent: "%", rate: "RATE",
                   eta: "ETA", tries: "TRY") + "\n"
         }
 
@@ -184,16 +189,17 @@ extension SpoolOverview {
         public func row(_ t: TaskStatus) -> String {
             let state = t.connections.map { "\(t.state) x\($0)" } ?? t.state
             let why = SpoolOverview.reason(t)
-            return cells(id: SpoolOverview.shortened(t.id, to: idWidth), state: state, name: t.name, progress: why,
+            return cells(id: SpoolOverview.shortened(t.id, to: idWidth), state: state, owner: t.owner ?? "-", name: t.name, progress: why,
                          bytes: SpoolOverview.bytesDone(t), percent: SpoolOverview.percent(t),
                          rate: t.rate.map { SpoolOverview.human(Int64($0)) + "/s" } ?? "",
                          eta: t.eta.map { SpoolOverview.duration($0) } ?? "", tries: "\(t.attempts)") + "\n"
         }
 
         /// `reason`, when given, takes the place of the progress cells (BYTES to ETA).
-        private func cells(id: String, state: String, name: String, progress reason: String?, bytes: String, percent: String,
-                           rate: String, eta: String, tries: String) -> String {
+        private func cells(id: String, state: String, owner: String, name: String, progress reason: String?, bytes: String,
+                           percent: String, rate: String, eta: String, tries: String) -> String {
             var text = pad(id, idWidth, cut: true) + " " + pad(state, SpoolOverview.stateWidth, cut: true)
+            if let ownerWidth { text += " " + pad(owner, ownerWidth) }
             var progress: [String] = []
             if shown.contains(.bytes) { progress.append(padLeft(bytes, Self.bytesWidth)) }
             if shown.contains(.percent) { progress.append(padLeft(percent, Self.percentWidth)) }

@@ -86,6 +86,8 @@ extension ConfigurationKey {
                  "Seconds an item's host may be unreachable before the item moves on to its next mirror"),
         .optionalText("netrc-file", \.netrcFile, value: "file", reload: false, example: "/etc/spoolfetch/netrc",
                       "A netrc file: user and password for the hosts it names (never for another host after a redirect); must be the daemon user's own and not readable by others"),
+        .optionalText("operators", \.operators, value: "group", reload: false, example: "spoolops",
+                      "The operators' group: its members may cancel, pause, resume and retry anyone's requests (others only their own); default: the group spoolfetch init --operators recorded in SPOOL/operators"),
         .optionalText("credentials-dir", \.credentialsDir, value: "dir", reload: true, example: "/etc/spoolfetch/credentials",
                       "Folder of private header files (Authorization or Cookie lines) that a request names with credentials: NAME"),
         .text("store", \.store, value: "yes|no|dir", reload: false, example: "yes",

@@ -80,6 +80,8 @@ public struct DaemonConfiguration: Sendable, Hashable, Codable {
     /// Seconds an item's host may be unreachable before the item moves on to its next mirror.
     public var mirrorAfter: Double = 600
     public var netrcFile: String?
+    /// `--operators`: the group whose members may act on anyone's requests (see `VerbPermission`).
+    public var operators: String?
     public var credentialsDir: String?
     public var caPath: String?
     /// Commands run after each item / each group (through `/bin/sh -c`).

@@ -14,6 +14,11 @@ public final class ClaimedRequest: Sendable {
     /// The worker folder the request lives in now (it moves only to `done/`, `failed/` or
     /// `rejected/` when it ends).
     public let folder: Directory
+    /// The request's owner: the uid of the file's inode as the claim's `fstat` saw it (for an
+    /// adopted claim, its `stat` in the worker folder — the same inode, whose owner only root
+    /// can change). `cancel`, `pause`, `resume` and `retry` are honoured for it (see
+    /// ARCHITECTURE "Owners"), and an upload is read only if it could read the file.
+    public let owner: uid_t
 
     /// Where to read the request file again.
     public var path: String { folder.path(of: name) }
@@ -28,10 +33,11 @@ public final class ClaimedRequest: Sendable {
 
     /// The claim of `name` with this inode in `folder` (a worker folder): a holder that keeps
     /// the three facts in its own record, not this object, makes it again when it needs it.
-    public init(name: String, inode: UInt64, folder: Directory) {
+    public init(name: String, inode: UInt64, folder: Directory, owner: uid_t) {
         self.name = name
         self.inode = inode
         self.folder = folder
+        self.owner = owner
     }
 
     /// The whole file, read again (tests and tools; the daemon indexes it in chunks instead).

@@ -111,6 +111,9 @@ extension SpoolStore {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw StoreError("fstat", incoming.path(of: name)) }
         if let refusal = Self.refusal(ofType: st.st_mode) { return refusal }
+        // The owner is the file's: a second link could be another user's file linked in, whose
+        // owner the linker would then act as (see `linkedByOwner`).
+        if st.st_nlink != 1, !Self.linkedByOwner(st) { return Self.hardLinked(st.st_nlink) }
         let worker = try workerFolder()
         guard !worker.isReleased else { throw StoreError("claim", incoming.path(of: name), errno: ESHUTDOWN) }
         let moved = try worker.names.withLock { folders throws(StoreError) in
@@ -118,7 +121,7 @@ extension SpoolStore {
         }
         guard let claimed = moved else { return .lost }
         if let now = worker.directory.status(of: claimed), now.st_ino == st.st_ino {
-            return .claimed(ClaimedRequest(name: claimed, inode: UInt64(st.st_ino), folder: worker.directory))
+            return .claimed(ClaimedRequest(name: claimed, inode: UInt64(st.st_ino), folder: worker.directory, owner: st.st_uid))
         }
         // The name was taken by another file between the open and the rename (a producer
         // replaced it): what was moved in is that file, read afresh.
@@ -127,6 +130,28 @@ extension SpoolStore {
         try file(claimed, from: worker.directory, into: layout.rejected, record: record)
         return .gone
     }
+
+    /// A request file with more than one link that its owner need not have made: refused unread
+    /// (`hard-linked-request`).
+    static func hardLinked(_ links: nlink_t) -> ClaimResult {
+        .refused(code: "hard-linked-request",
+                 message: "the request file has \(links) hard links and its group or others may write it, so someone but its owner may have linked it in; a request's owner is its file's owner: write it into incoming/, or link in only a file nobody else may write")
+    }
+
+    /// Whether a file with several links can only have been linked in by its owner (or root):
+    /// with `fs.protected_hardlinks = 1` (Debian's default) a user may link only a file it owns or
+    /// may read and write, so a file neither its group nor others may write was linked by its
+    /// owner — Maildir's delivery, `ln tmp/x incoming/x`, stays. Without that protection, or with a
+    /// group- or world-writable file, anyone could have linked it, and the link is refused.
+    static func linkedByOwner(_ st: stat) -> Bool {
+        protectedHardlinks && st.st_mode & 0o022 == 0
+    }
+
+    /// `fs.protected_hardlinks`, read once.
+    static let protectedHardlinks: Bool = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/fs/protected_hardlinks", encoding: .utf8) else { return false }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+    }()
 
     /// Why an entry of this type (`st_mode`) in `incoming/` is not a request; nil for a regular
     /// file. The message names what it is, so the producer who made it can tell what went wrong.
@@ -312,7 +337,7 @@ extension SpoolStore {
             try? adopted.folder.sync()
             return .filed(name: adopted.name, inode: inode)
         }
-        return .claim(ClaimedRequest(name: adopted.name, inode: inode, folder: adopted.folder))
+        return .claim(ClaimedRequest(name: adopted.name, inode: inode, folder: adopted.folder, owner: st.st_uid))
     }
 
     /// A request file lying directly in `active/` (`active/R`, the layout without worker folders,
@@ -333,8 +358,8 @@ extension SpoolStore {
     /// `name` in `folder` as a claim; nil when it is not a regular file. Its text is not read
     /// here: the engine indexes it from the file (`ClaimedRequest.openFile`).
     private func readClaim(_ name: String, in folder: Directory) -> ClaimedRequest? {
-        guard let st = folder.status(of: name), (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return ClaimedRequest(name: name, inode: UInt64(st.st_ino), folder: folder)
+        guard let st = folder.status(of: name), (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1 || Self.linkedByOwner(st) else { return nil }
+        return ClaimedRequest(name: name, inode: UInt64(st.st_ino), folder: folder, owner: st.st_uid)
     }
 
     /// Reads a request file of `size` bytes (as `fstat` said; it may have grown) up to `limit`:

@@ -15,8 +15,12 @@ public final class Directory: @unchecked Sendable {
 
     public var fd: Int32 { descriptor.load(ordering: .acquiring) }
 
+    /// A folder the caller may pass through but not read (a producer and `staging/` after
+    /// `spoolfetch init`) is opened `O_PATH`: the client's layout still opens, and a call that
+    /// needs the folder fails then, with EACCES, as it would by path.
     public init(opening path: String) throws(StoreError) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 && errno == EACCES { fd = open(path, SPOOLFETCH_O_PATH | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else { throw StoreError("open", path) }
         self.path = path
         self.descriptor = Atomic(fd)

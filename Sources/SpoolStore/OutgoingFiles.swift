@@ -37,7 +37,16 @@ extension SpoolStore {
     /// link (a hard link made to a file elsewhere, such as `/etc/shadow`, is refused too).
     /// The name itself was checked by `UploadName` (no `/`), so the open cannot leave the folder.
     /// Returns the descriptor (the caller closes it) and the file's identity.
-    public func openOutgoing(_ name: String) throws(OutgoingRefusal) -> (fd: Int32, identity: OutgoingIdentity) {
+    ///
+    /// `owner`: the request's owner. The file is sent only if that user could read it by its
+    /// mode, owner and groups, as the kernel would decide (`SpoolAccounts.mayRead`), else
+    /// `upload-not-permitted` — whatever the daemon itself may read (it may run as root). Why
+    /// a check of the mode and not an open with the owner's credentials: the daemon usually runs
+    /// as its own unprivileged user, which cannot take another user's credentials, and a
+    /// per-thread `setfsuid` would need root and a helper thread around every open. The check is
+    /// made on the descriptor that is then sent from, so it holds for the bytes sent. POSIX ACLs
+    /// are not consulted (the mode's group bits are their mask): an ACL can only be stricter here.
+    public func openOutgoing(_ name: String, owner: uid_t? = nil) throws(OutgoingRefusal) -> (fd: Int32, identity: OutgoingIdentity) {
         let fd = openat(layout.outgoing.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             let e = errno
@@ -64,6 +73,13 @@ extension SpoolStore {
             close(fd)
             throw OutgoingRefusal(rule: "upload-not-regular",
                                   reason: "outgoing/\(name) has \(st.st_nlink) hard links; only a file written into outgoing/ (one link) is sent")
+        }
+        if let owner, !SpoolAccounts.mayRead(st, uid: owner, groups: SpoolAccounts.groups(of: owner)) {
+            close(fd)
+            throw OutgoingRefusal(rule: "upload-not-permitted",
+                                  reason: "outgoing/\(name) belongs to \(SpoolAccounts.userName(st.st_uid)):\(SpoolAccounts.groupName(st.st_gid)) "
+                                      + "with mode \(SpoolAccounts.modeText(st.st_mode)), which the request's owner "
+                                      + "\(SpoolAccounts.userName(owner)) may not read; nothing was sent")
         }
         // Reads must block normally from here on (a regular file never blocks anyway).
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
@@ -108,6 +124,9 @@ public struct UploadRecord: Codable, Sendable, Hashable {
     public var finishedAt: String
     public var attempts: Int
     public var outageSeconds: Int?
+    /// The request's owner and uid (see `ItemMarker.owner`).
+    public var owner: String?
+    public var ownerUID: Int?
 
     public init(request: String, group: String, index: Int, requestInode: UInt64, name: String, url: String,
                 method: String, contentType: String, bytes: Int64, sha256: String, httpStatus: Int, etag: String?,

@@ -43,6 +43,8 @@ extension ItemMarker: SpoolRecord {
         w.string("lastModified", lastModified)
         w.string("name", name)
         w.int("outageSeconds", outageSeconds.map(Int64.init))
+        w.string("owner", owner)
+        w.int("ownerUID", ownerUID.map(Int64.init))
         w.string("request", request)
         w.string("sha256", sha256)
         switch source {
@@ -114,6 +116,8 @@ extension ErrorRecord: SpoolRecord {
         }
         w.int("line", line.map(Int64.init))
         w.string("message", message)
+        w.string("owner", owner)
+        w.int("ownerUID", ownerUID.map(Int64.init))
         w.string("request", request)
         return w.close()
     }
@@ -146,6 +150,8 @@ extension GroupMarker: SpoolRecord {
         w.string("finishedAt", finishedAt)
         w.string("group", group)
         w.array("items", items) { item, w in item.write(to: &w) }
+        w.string("owner", owner)
+        w.int("ownerUID", ownerUID.map(Int64.init))
         w.int("published", Int64(published))
         w.string("request", request)
         w.int("unchanged", unchanged.map(Int64.init))

@@ -26,6 +26,10 @@ public struct ItemMarker: Codable, Sendable, Hashable {
     public var source: ItemSource?
     /// Connections the body came over, when more than one (a segmented transfer).
     public var connections: Int?
+    /// The request's owner (the name of the user whose file the request was, at claim; its uid
+    /// as text when the account database has no name), and its uid.
+    public var owner: String?
+    public var ownerUID: Int?
 
     public init(request: String, group: String, index: Int, url: String, finalURL: String?, name: String,
                 bytes: Int64, sha256: String, httpStatus: Int, etag: String?, lastModified: String?,
@@ -140,6 +144,10 @@ public struct GroupMarker: Codable, Sendable, Hashable {
     /// Items a 304 confirmed as already published (absent when none).
     public var unchanged: Int?
     public var items: [GroupItem]
+    /// The request's owner (the name of the user whose file the request was, at claim; its uid
+    /// as text when the account database has no name), and its uid.
+    public var owner: String?
+    public var ownerUID: Int?
 
     public init(group: String, request: String, finishedAt: String, items: [GroupItem]) {
         self.group = group; self.request = request; self.finishedAt = finishedAt; self.items = items
@@ -158,6 +166,10 @@ public struct ErrorRecord: Codable, Sendable, Hashable {
     public var message: String
     public var line: Int?
     public var items: [ItemFailure]?
+    /// The request's owner (the name of the user whose file the request was, at claim; its uid
+    /// as text when the account database has no name), and its uid.
+    public var owner: String?
+    public var ownerUID: Int?
 
     public init(request: String, code: String, message: String, line: Int? = nil, items: [ItemFailure]? = nil) {
         self.request = request; self.code = code; self.message = message; self.line = line; self.items = items

@@ -25,7 +25,8 @@ public final class SpoolLayout: Sendable {
     /// Whether fresh parts may start unnamed here (see `UnnamedPartSupport`).
     let unnamedParts = UnnamedPartSupport()
 
-    /// Creates missing folders (with the root's permissions) and opens them all.
+    /// Creates missing folders (with the root's permissions) and opens them all. Existing folders
+    /// keep their owner and mode (`spoolfetch init`'s): nothing here loosens them.
     public init(root: String, finalFolder: String? = nil) throws(StoreError) {
         var rootStat = stat()
         guard stat(root, &rootStat) == 0 else {
@@ -83,6 +84,8 @@ public final class SpoolLayout: Sendable {
                 guard !checkType || (st.st_mode & S_IFMT) == S_IFDIR else { throw StoreError("lstat", path, errno: ENOTDIR) }
                 let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                 if fd >= 0 { close(fd); return }
+                // A folder the caller may not read (a producer and staging/ after `init`) is there.
+                if errno == EACCES { return }
                 step = "open"
             } else {
                 step = "lstat"

@@ -171,6 +171,8 @@ public struct TaskStatus: Codable, Sendable, Hashable {
     public var connections: Int? = nil
     /// What a `waiting-store` item waits for: `waiting for sha256:… fetched by REQUEST#INDEX` (`--store`).
     public var waitingFor: String? = nil
+    /// The request's owner (the user whose file it was at claim): `status --wide` shows it.
+    public var owner: String? = nil
 
     public init(id: String, request: String, group: String, name: String, url: String, state: String,
                 bytes: Int64, expected: Int64? = nil, rate: Double? = nil, eta: Double? = nil, attempts: Int,
@@ -216,11 +218,15 @@ public struct ControlResult: Codable, Sendable, Hashable {
     /// The state of the item (or request) the command was about, when the daemon says
     /// (`running`, `paused`, `done`, …): printed with the message.
     public var state: String? = nil
+    /// Why it was refused, as a stable word, when it was: `not-owner` (the caller may act only
+    /// on its own requests).
+    public var code: String? = nil
 
-    public init(ok: Bool, message: String, items: [String], state: String? = nil) {
+    public init(ok: Bool, message: String, items: [String], state: String? = nil, code: String? = nil) {
         self.ok = ok
         self.message = message
         self.items = items
         self.state = state
+        self.code = code
     }
 }

@@ -71,6 +71,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("mirror-after"), help: .setting("mirror-after")) var mirrorAfter: String?
     @Option(name: .customLong("netrc-file"), help: .setting("netrc-file")) var netrcFile: String?
     @Option(name: .customLong("credentials-dir"), help: .setting("credentials-dir")) var credentialsDir: String?
+    @Option(help: .setting("operators")) var operators: String?
     @Option(help: .setting("store")) var store: String?
     @Option(name: .customLong("store-link"), help: .setting("store-link")) var storeLink: String?
     @Option(name: .customLong("store-max"), help: .setting("store-max")) var storeMax: String?

@@ -37,7 +37,7 @@ struct Status: ParsableCommand {
     @Flag(help: "Print a new snapshot every second until interrupted (works into a pipe or file too).")
     var watch = false
 
-    @Flag(help: "Print ids whole, however wide the rows get (on a terminal they are shortened in the middle to fit).")
+    @Flag(help: "Print ids whole, however wide the rows get (on a terminal they are shortened in the middle to fit), and each task's owner (an OWNER column).")
     var wide = false
 
     @Flag(help: "Print the live daemons' Prometheus metrics once (the text --metrics-file holds), for scripts.")
@@ -70,7 +70,7 @@ struct Status: ParsableCommand {
                 if watch { print("\u{1B}[H\u{1B}[2J", terminator: "") }
                 print(overview.table(columns: Self.terminalColumns(), wide: wide), terminator: "")
             } else {
-                print(overview.plainLines(), terminator: watch ? "\n" : "")
+                print(overview.plainLines(wide: wide), terminator: watch ? "\n" : "")
             }
             // stdout into a file or pipe is block-buffered: each snapshot must leave now.
             fflush(nil)

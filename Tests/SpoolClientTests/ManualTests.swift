@@ -133,12 +133,14 @@ final class ManualTests: XCTestCase {
         let page = try String(contentsOfFile: out, encoding: .utf8)
         let text = try readme()
         var expected: [[String]] = []
+        let initSection = "### A spool for several producers (`spoolfetch init`)"
         for heading in ["### Exit status", "## The spool (the API)", "## Request files", "## Markers and error files",
-                        "## Waiting and events", "## Hooks"] {
+                        "## Waiting and events", "## Security model", "## Hooks", initSection] {
             expected += markdownTables(try section(heading, in: text))
             let title = ["### Exit status": "EXIT STATUS", "## The spool (the API)": "SPOOL FOLDERS",
                          "## Request files": "REQUEST FILES", "## Markers and error files": "MARKERS AND ERROR FILES",
-                         "## Waiting and events": "EVENTS", "## Hooks": "HOOK VARIABLES"][heading]!
+                         "## Waiting and events": "EVENTS", "## Security model": "SECURITY MODEL", "## Hooks": "HOOK VARIABLES",
+                         initSection: "OWNERS AND MODES"][heading]!
             XCTAssertTrue(page.contains(".SH \"\(title)\""), "spoolfetch(5) has \(title)")
         }
         XCTAssertGreaterThanOrEqual(expected.count, 50, "the README's key, folder, exit and variable tables")

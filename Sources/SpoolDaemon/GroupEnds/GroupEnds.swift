@@ -87,12 +87,17 @@ final class GroupEnds {
             default: break
             }
         }
-        let marker = GroupMarker(group: request.group, request: request.name, finishedAt: RFC3339.format(Date()),
-                                 items: groupItems)
-        let errorRecord = failures.isEmpty ? nil : ErrorRecord(
+        var groupMarker = GroupMarker(group: request.group, request: request.name, finishedAt: RFC3339.format(Date()),
+                                      items: groupItems)
+        groupMarker.owner = request.ownerName
+        groupMarker.ownerUID = Int(request.owner)
+        var failure = failures.isEmpty ? nil : ErrorRecord(
             request: request.name, code: "items-failed",
             message: "\(failures.count) of \(request.items.count) items failed"
                 + (failures.count < request.items.count ? "; the others were published" : ""), items: failures)
+        failure?.owner = groupMarker.owner
+        failure?.ownerUID = groupMarker.ownerUID
+        let marker = groupMarker, errorRecord = failure
         let claim = request.claim
         let bases = request.items.filter(\.hasStateFile).map(\.base)
         let store = self.store
@@ -139,7 +144,7 @@ final class GroupEnds {
                                               "items": "\(request.items.count)", "failed": "\(failed)"])
         guard let markerPath, let journal else { return }
         hooks.groupEnded(journal: journal, markerPath: markerPath, group: request.group, request: request.name,
-                         items: request.items.count, failed: failed)
+                         items: request.items.count, failed: failed, owner: request.ownerName)
     }
 
     /// A failed end's error, with what becomes of the request.

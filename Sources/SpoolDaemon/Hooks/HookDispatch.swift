@@ -48,14 +48,15 @@ final class HookDispatch {
 
     /// Runs `--on-group` for an ended group, then drops its journal — so the hook runs once, and
     /// still runs after a crash that came between the group marker and the hook.
-    func groupEnded(journal: HeldLock, markerPath: String, group: String, request: String, items: Int, failed: Int) {
+    func groupEnded(journal: HeldLock, markerPath: String, group: String, request: String, items: Int, failed: Int,
+                    owner: String? = nil) {
         guard onGroup != nil else {
             store.groupHookDone(journal)
             return
         }
         let hook = WaitingGroupHook(journal: journal.name, request: request,
                                     environment: Self.groupEnvironment(markerPath: markerPath, group: group, request: request,
-                                                                       items: items, failed: failed))
+                                                                       items: items, failed: failed, owner: owner))
         if groupHooksStarted < maxGroupHooks && nextWaiting == waitingGroups.count {
             start(hook, holding: journal)
         } else {
@@ -76,7 +77,8 @@ final class HookDispatch {
                                               environment: Self.groupEnvironment(markerPath: pending.markerPath,
                                                                                  group: pending.marker?.group ?? "", request: request,
                                                                                  items: pending.marker?.items.count ?? 0,
-                                                                                 failed: pending.marker?.failed ?? 0)))
+                                                                                 failed: pending.marker?.failed ?? 0,
+                                                                                 owner: pending.marker?.owner)))
         startWaiting()
     }
 
@@ -87,12 +89,15 @@ final class HookDispatch {
         startWaiting()
     }
 
+    /// `owner`: the request's owner (`SPOOLFETCH_OWNER`), when known.
     private static func groupEnvironment(markerPath: String, group: String, request: String,
-                                         items: Int, failed: Int) -> [String: String] {
-        ["SPOOLFETCH_GROUP": group, "SPOOLFETCH_ID": request, "SPOOLFETCH_MARKER": markerPath,
-         "SPOOLFETCH_PATH": markerPath,
-         "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
-         "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)"]
+                                         items: Int, failed: Int, owner: String?) -> [String: String] {
+        var environment = ["SPOOLFETCH_GROUP": group, "SPOOLFETCH_ID": request, "SPOOLFETCH_MARKER": markerPath,
+                           "SPOOLFETCH_PATH": markerPath,
+                           "SPOOLFETCH_STATUS": failed == 0 ? "published" : "failed",
+                           "SPOOLFETCH_ITEMS": "\(items)", "SPOOLFETCH_FAILED": "\(failed)"]
+        if let owner { environment["SPOOLFETCH_OWNER"] = owner }
+        return environment
     }
 
     private func start(_ hook: WaitingGroupHook, holding journal: HeldLock) {
@@ -130,6 +135,7 @@ final class HookDispatch {
             "SPOOLFETCH_ID": record.id, "SPOOLFETCH_GROUP": record.request.group,
             "SPOOLFETCH_URL": record.url,
             "SPOOLFETCH_BYTES": "\(record.bytesOnDisk)",
+            "SPOOLFETCH_OWNER": record.request.ownerName,
         ]
         if let finalURL = record.lastFacts?.finalURL { environment["SPOOLFETCH_FINAL_URL"] = finalURL }
         switch record.phase {
@@ -161,6 +167,7 @@ final class HookDispatch {
         let environment = [
             "SPOOLFETCH_ID": record.id, "SPOOLFETCH_REQUEST": record.request.name, "SPOOLFETCH_GROUP": record.request.group,
             "SPOOLFETCH_URL": url, "SPOOLFETCH_REASON": reason, "SPOOLFETCH_REFRESH_KEY": refreshKey ?? "",
+            "SPOOLFETCH_OWNER": record.request.ownerName,
         ]
         let inbox = self.inbox
         let key = record.key

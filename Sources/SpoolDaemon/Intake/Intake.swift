@@ -332,7 +332,10 @@ final class Intake {
 
     private func reject(_ claim: ClaimedRequest, _ rejection: RequestRejection) {
         logger.warning("rejected a request file: \(rejection.description)", metadata: ["request": "\(claim.name)"])
-        let record = ErrorRecord(request: claim.name, code: rejection.rule, message: rejection.message, line: rejection.line)
+        var rejected = ErrorRecord(request: claim.name, code: rejection.rule, message: rejection.message, line: rejection.line)
+        rejected.owner = SpoolAccounts.userName(claim.owner)
+        rejected.ownerUID = Int(claim.owner)
+        let record = rejected
         let store = self.store
         io.submit {
             do throws(StoreError) { try store.reject(claim, record); return .rejected(request: claim.name, error: nil) }

@@ -39,6 +39,8 @@ struct DormantRequests {
         let onExists: OnExists
         /// Taken over from a dead worker (`RequestRecord.adopted`).
         let adopted: Bool
+        /// `RequestRecord.owner` (in the padding after the flags: the stride stays 112).
+        let owner: uid_t
 
         var requestSettings: RequestFileSettings {
             settings?.value ?? .plain(fileName: name, markers: markers, onExists: onExists)

@@ -100,7 +100,7 @@ final class ItemTable {
             key: record.key, name: request.name, inode: request.inode, folder: request.folder, summary: record.summary,
             firstQueued: record.lifecycle.firstQueued.timeIntervalSinceReferenceDate,
             settings: settings.isPlain && settings.fileName == request.name ? nil : DormantRequests.SettingsBox(settings),
-            markers: settings.markers, onExists: settings.onExists, adopted: request.adopted)
+            markers: settings.markers, onExists: settings.onExists, adopted: request.adopted, owner: request.owner)
         guard dormant.put(sleeper) else { return }
         requests.removeValue(forKey: request.name)
         items.removeValue(forKey: record.key)
@@ -110,7 +110,7 @@ final class ItemTable {
 
     /// The records a sleeper stands for, as `add` made them (not entered in the table).
     private static func records(of sleeper: DormantRequests.Sleeper, hosts: HostTable) -> (RequestRecord, ItemRecord) {
-        let claim = ClaimedRequest(name: sleeper.name, inode: sleeper.inode, folder: sleeper.folder)
+        let claim = ClaimedRequest(name: sleeper.name, inode: sleeper.inode, folder: sleeper.folder, owner: sleeper.owner)
         let request = RequestRecord(claim: claim, settings: sleeper.requestSettings, hosts: hosts, openItems: 1)
         request.adopted = sleeper.adopted
         let record = ItemRecord(key: sleeper.key, request: request, summary: sleeper.summary,

@@ -24,10 +24,15 @@ final class RequestRecord {
     var groupEnd: GroupMachine
     /// Taken over from a dead worker (its items were recovered from the spool).
     var adopted = false
+    /// Its owner, the claimed file's uid at claim (`ClaimedRequest.owner`); after the flags, where
+    /// the record's padding was.
+    let owner: uid_t
 
     var group: String { settings.group }
     /// The claim, for the store's calls (`endGroup`, `openFile`).
-    var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder) }
+    var claim: ClaimedRequest { ClaimedRequest(name: name, inode: inode, folder: folder, owner: owner) }
+    /// Its owner's name (or uid as text), for markers, status, events and hooks.
+    var ownerName: String { SpoolAccounts.userName(owner) }
 
     /// `openItems`: how many items it has; every item is counted before any is queued or
     /// recovered (a recovered item may end at once, and the group must not end before its later
@@ -36,6 +41,7 @@ final class RequestRecord {
         name = claim.name
         inode = claim.inode
         folder = claim.folder
+        owner = claim.owner
         self.settings = settings
         self.hosts = hosts
         groupEnd = GroupMachine(openItems: openItems)

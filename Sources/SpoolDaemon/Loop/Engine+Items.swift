@@ -135,7 +135,7 @@ extension Engine {
         guard case .failed(let failed) = record.phase else { preconditionFailure("fail effect without a failed phase") }
         let failure = ItemFailure(failed)
         let url = failure.url
-        driver.fileFailedUpload(record, io: io)
+        driver.fileFailedUpload(record, code: code, io: io)
         if wasPublishing { publishing.drop(base: record.base) }
         store.removePart(record.base)
         driver.writeState(record, ItemState(request: record.request.name, index: record.index,

@@ -68,12 +68,26 @@ extension Engine {
             "spool": "\(store.layout.root)", "final": "\(store.layout.final.path)", "once": "\(configuration.once)",
             "concurrency": "\(configuration.concurrency)", "per-host": "\(configuration.perHost)",
             "open-files": "\(runState.descriptors.limit)"])
+        warnAboutLooseFolders()
         if runState.descriptors.openItems < configuration.concurrency {
             logger.warning("the open-file limit allows fewer transfers than --concurrency; raise it (LimitNOFILE= in the unit, ulimit -n) for more",
                            metadata: ["open-files": "\(runState.descriptors.limit)", "transfers": "\(runState.descriptors.openItems)",
                                       "concurrency": "\(configuration.concurrency)"])
         }
         return watcher
+    }
+
+    /// Once at start, one line per folder: a folder no producer may write (the root, `active/`,
+    /// `staging/`, the store, `done/`, `failed/`, `rejected/`, the final folder) that its group
+    /// or others may write — a producer could forge a marker there, or swap a folder for a
+    /// symlink. `spoolfetch init` tightens them.
+    private func warnAboutLooseFolders() {
+        let layout = store.layout
+        for (path, mode) in SpoolOwnership.looseFolders(root: layout.root, final: layout.final.path,
+                                                        store: configuration.storePath) {
+            logger.warning("a folder producers must not write is writable by its group or others: a producer could forge or remove what the daemon writes there; run spoolfetch init (README: A spool for several producers)",
+                           metadata: ["folder": "\(path)", "mode": "\(SpoolAccounts.modeText(mode))"])
+        }
     }
 
     /// Once at start: which rename and sync method each folder uses, and where space cannot be

@@ -6,13 +6,23 @@ import SpoolStore
 /// `spoolfetch cancel|pause|resume|retry`: reads a command file `control/cmd-PID-X` meant for
 /// this daemon (PID 0: any daemon), removes it, turns it into lifecycle events for the items it
 /// names, and answers in `control/res-PID-X`.
+///
+/// A command acts only on its caller's own requests — the caller being the owner of the command
+/// file — unless the caller is root, the daemon's user or an operator (`VerbPermission`).
 final class ControlHandler {
     private let directory: Directory
     private let logger: Logger
+    private let permission: VerbPermission
 
-    init(directory: Directory, logger: Logger) {
+    init(directory: Directory, logger: Logger, operators: String? = nil) {
         self.directory = directory
         self.logger = logger
+        let gid = operators.flatMap(SpoolAccounts.group(named:))
+        if let operators, gid == nil {
+            logger.warning("the operators' group does not exist; only owners, root and the daemon's user may act on requests",
+                           metadata: ["operators": "\(operators)"])
+        }
+        permission = VerbPermission(daemonUser: geteuid(), operators: gid)
     }
 
     /// Whether `name` is a command for this daemon (`cmd-PID-X` with its pid, or pid 0), not
@@ -29,19 +39,25 @@ final class ControlHandler {
                 apply: (ItemRecord, ControlCommand.Verb) -> Bool) {
         guard Self.isCommandForThisProcess(name) else { return }
         let parts = name.split(separator: "-", maxSplits: 2)
-        let bytes: [UInt8]
-        do { bytes = try directory.read(name, limit: 4096) } catch {
+        let read: (bytes: [UInt8], owner: UInt32, links: Int)
+        do { read = try directory.readWithOwner(name, limit: 4096) } catch {
             logger.warning("could not read a control command: \(error)", metadata: ["command": "\(name)"])
+            directory.remove(name)
             return
         }
         directory.remove(name)
+        sweepAnswers()
         let result: ControlResult
-        if let command = SpoolJSON.decode(ControlCommand.self, bytes) {
-            result = perform(command, request: request, apply: apply)
+        if read.links != 1 {
+            // Its owner is who wrote it only if it was written here (one link).
+            result = ControlResult(ok: false, message: "the command file has \(read.links) hard links; not a command", items: [])
+        } else if let command = SpoolJSON.decode(ControlCommand.self, read.bytes) {
+            result = perform(command, caller: read.owner, request: request, apply: apply)
         } else {
             result = ControlResult(ok: false, message: "the command file is not a command", items: [])
         }
-        logger.notice("control command", metadata: ["command": "\(name)", "ok": "\(result.ok)", "message": "\(result.message)"])
+        logger.notice("control command", metadata: ["command": "\(name)", "caller": "\(SpoolAccounts.userName(read.owner))",
+                                                    "ok": "\(result.ok)", "message": "\(result.message)"])
         do {
             try directory.writeAtomically("res-" + parts[1] + "-" + parts[2], SpoolJSON.encode(result))
         } catch {
@@ -49,7 +65,16 @@ final class ControlHandler {
         }
     }
 
-    private func perform(_ command: ControlCommand, request find: (String) -> RequestRecord?,
+    /// Answers older than a minute that their client did not remove: in a sticky `control/`
+    /// the client may not remove the daemon's file, so the daemon does.
+    private func sweepAnswers() {
+        for name in directory.list() where name.hasPrefix("res-") {
+            guard let age = directory.secondsSinceModified(name), age > 60 else { continue }
+            directory.remove(name)
+        }
+    }
+
+    private func perform(_ command: ControlCommand, caller: uid_t, request find: (String) -> RequestRecord?,
                          apply: (ItemRecord, ControlCommand.Verb) -> Bool) -> ControlResult {
         let (requestName, index): (String, Int?) = {
             if let hash = command.id.lastIndex(of: "#"), let i = Int(command.id[command.id.index(after: hash)...]) {
@@ -59,6 +84,10 @@ final class ControlHandler {
         }()
         guard let request = find(requestName) else {
             return ControlResult(ok: false, message: "no task \(command.id) on this daemon (pid \(getpid())); see spoolfetch status", items: [])
+        }
+        if let refusal = permission.refusal(caller: caller, callerGroups: SpoolAccounts.groups(of: caller), owner: request.owner,
+                                            request: requestName, verb: command.verb.rawValue) {
+            return ControlResult(ok: false, message: refusal, items: [], code: "not-owner")
         }
         let targets = request.items.filter { index == nil || $0.index == index }
         guard !targets.isEmpty else {

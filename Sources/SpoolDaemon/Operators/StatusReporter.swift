@@ -249,6 +249,7 @@ final class StatusReporter {
                               rate: rate, eta: eta, attempts: record.attempts, error: error,
                               startsAt: status.startsAt.map(RFC3339.format), finishedAt: finishedAt)
         task.waitingFor = status.waitingFor
+        task.owner = record.request.ownerName
         return task
     }
 

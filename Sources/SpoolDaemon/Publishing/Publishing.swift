@@ -78,6 +78,8 @@ final class Publishing {
             outageSeconds: record.outageSeconds(at: finished), urlQuerySha256: URLPrivacy.querySHA256(served.string),
             source: fromStore ? .store : item.mirrors.isEmpty ? nil : .index(source))
         marker.connections = facts.connections > 1 ? facts.connections : nil
+        marker.owner = record.request.ownerName
+        marker.ownerUID = Int(record.request.owner)
         let state = ItemState(request: record.request.name, index: record.index, url: marker.url,
                               phase: .ready, inode: part.inode, etag: marker.etag, lastModified: marker.lastModified,
                               bytes: record.bytesOnDisk, attempts: record.attempts, startedAt: marker.startedAt,
@@ -185,13 +187,15 @@ final class Publishing {
         let facts = record.lastFacts ?? ResponseFacts()
         let finished = Date()
         let url = (record.currentURL ?? item.url).string
-        let entry = UploadRecord(
+        var entry = UploadRecord(
             request: record.request.name, group: record.request.group, index: record.index,
             requestInode: record.request.inode, name: upload.name, url: urls.shown(item.url.string),
             method: upload.method.rawValue, contentType: upload.contentType, bytes: record.bytesOnDisk, sha256: digest,
             httpStatus: facts.httpStatus, etag: facts.etag, location: facts.location.map { urls.shown($0) },
             startedAt: RFC3339.format(record.startedAt ?? finished), finishedAt: RFC3339.format(finished),
             attempts: record.attempts, outageSeconds: record.outageSeconds(at: finished))
+        entry.owner = record.request.ownerName
+        entry.ownerUID = Int(record.request.owner)
         logger.debug("upload accepted", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url))",
                                                    "status": "\(facts.httpStatus)", "bytes": "\(record.bytesOnDisk)"])
         metrics.sent(bytes: record.bytesOnDisk)

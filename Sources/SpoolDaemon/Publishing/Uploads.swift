@@ -49,7 +49,8 @@ extension TransferDriver {
                      credentials: [RequestHeader]) throws(UploadStartError) {
         record.noteStarted(at: Date())
         let opened: (fd: Int32, identity: OutgoingIdentity)
-        do throws(OutgoingRefusal) { opened = try store.openOutgoing(upload.name) } catch {
+        // With the owner's rights: a file its owner could not read fails `upload-not-permitted`.
+        do throws(OutgoingRefusal) { opened = try store.openOutgoing(upload.name, owner: record.request.owner) } catch {
             throw .refused(error.rule == "upload-missing" && record.upload.identity != nil
                 ? OutgoingRefusal(rule: "upload-changed", reason: error.reason + " any more (it was there when queued)") : error)
         }
@@ -134,10 +135,13 @@ extension TransferDriver {
 }
 
 extension TransferDriver {
-    /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue.
-    func fileFailedUpload(_ record: ItemRecord, io: IOQueue) {
+    /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue —
+    /// unless the request's owner could not read it (`upload-not-permitted`): someone else's
+    /// file stays where its owner put it.
+    func fileFailedUpload(_ record: ItemRecord, code: String, io: IOQueue) {
         guard record.summary.isUpload, let name = record.details?.upload?.name else { return }
         closeUpload(record)
+        guard code != "upload-not-permitted" else { return }
         let store = self.store
         io.submit {
             do throws(StoreError) { try store.moveOutgoing(name, failed: true); return .outgoingFiled(name: name, error: nil) }
