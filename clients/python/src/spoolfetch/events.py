@@ -94,9 +94,10 @@ class Cursor:
 
 
 def _rfc3339(ns: int) -> str:
-    seconds, rest = divmod(ns, 1_000_000_000)
+    """UTC with milliseconds, rounded to the nearest as the daemon's formatter does."""
+    seconds, ms = divmod((ns + 500_000) // 1_000_000, 1000)
     stamp = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{rest // 1_000_000:03d}Z"
+    return f"{stamp}.{ms:03d}Z"
 
 
 class EventReader:
