@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import cli
+from conftest_client import cli
 from spoolfetch import InvalidRequest, Item, Spool
 
 SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

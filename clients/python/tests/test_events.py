@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import cli
+from conftest_client import cli
 from spoolfetch import Cursor, RequestFailed, RequestRejected, Spool
 
 

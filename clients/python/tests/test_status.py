@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from conftest import cli
+from conftest_client import cli
 from spoolfetch import Spool
 
 

@@ -74,7 +74,7 @@ def test_times_out_without_a_daemon_and_knows_unknown_names(spool_dir) -> None:
 
 
 def test_wait_started_before_the_daemon_sees_the_claim_and_the_end(spool_dir, server) -> None:
-    from conftest import Daemon
+    from conftest_client import Daemon
     spool = Spool(spool_dir)
     request = spool.add(server.put("late.txt", b"late"), group="late")
 
@@ -104,3 +104,28 @@ def test_async_add_and_wait_and_failure(spool_dir, daemon, server) -> None:
         assert failed.value.items[0].code == "http-status"
 
     asyncio.run(scenario())
+
+
+def test_request_name_is_found_again_and_its_state_followed(spool_dir, server) -> None:
+    from conftest_client import Daemon
+    spool = Spool(spool_dir)
+    url = server.put("r.txt", b"r")
+    request = spool.add(url, group="grp", request_name="job-42")
+    assert request.marker_path is None and spool.request("job-42").state() == "queued"
+    with pytest.raises(FileExistsError):
+        spool.add(url, request_name="job-42")
+    daemon = Daemon(spool_dir, [])
+    try:
+        result = spool.request("job-42").wait(timeout=60)
+        assert result.request == "job-42" and result.marker["group"] == "grp"
+        assert result.path == os.path.join(spool_dir, "final", "grp.group.done")
+        assert spool.request("job-42").state() == "published"
+        # The name used again: the claim names it job-42~1, and the name follows it there.
+        again = spool.add(f"{server.base}/absent", request_name="job-42")
+        with pytest.raises(RequestFailed):
+            again.wait(timeout=60)
+        assert spool.request("job-42").state() == "failed"
+        assert sorted(os.listdir(os.path.join(spool_dir, "done"))) == ["job-42"]
+        assert "job-42~1" in os.listdir(os.path.join(spool_dir, "failed"))
+    finally:
+        daemon.stop()

@@ -36,13 +36,31 @@ class Request:
     """A request on the spool, by its name (as ``spoolfetch add`` prints it). ``marker_path``: the
     group marker it will produce, known before the daemon has seen the file."""
 
-    def __init__(self, spool: "Spool", name: str) -> None:
+    def __init__(self, spool: "Spool", name: str, marker_known: bool = True) -> None:
         self.spool = spool
         self.name = name
-        self.marker_path = os.path.join(spool.final_folder, name + ".group.done")
+        #: ``None`` when the group marker's name is not known before the group ends (a request
+        #: named by ``request_name``, or looked up by name: its claim may name it ``NAME~N``, and
+        #: with another ``group`` markers take ``GROUP.group.done``, ``GROUP-1.group.done``, ...
+        #: in the order groups end); the result's ``path`` names it then.
+        self.marker_path: Optional[str] = (os.path.join(spool.final_folder, name + ".group.done")
+                                           if marker_known else None)
 
     def __repr__(self) -> str:
         return f"Request({self.name!r})"
+
+    def state(self) -> Optional[str]:
+        """Where the newest request of this name is now, without waiting: ``queued``, ``active``,
+        ``published``, ``failed``, ``rejected``, or ``None`` when it is nowhere on the spool."""
+        from . import _names
+        from ._wait import _ended_in_folders
+        target = _names.newest(self.name, self.spool.path, self.spool.final_folder)
+        if target.name is None:
+            return "queued" if target.queued_inode is not None else None
+        ended = _ended_in_folders(target.name, self.spool.path)
+        if ended is not None:
+            return ended[1]
+        return "active"
 
     def wait(self, timeout: Optional[float] = None) -> Result:
         """Blocks until the request's group has ended; returns its :class:`Result` when every item
@@ -84,22 +102,30 @@ class Spool:
             name: Optional[str] = None, sha256: Optional[str] = None, deadline: Optional[str] = None,
             priority: Optional[str] = None, headers: Sequence[str] = (), earliest_start: Optional[str] = None,
             expected_bytes: Optional[Union[int, str]] = None, max_bytes: Optional[Union[int, str]] = None,
-            discretionary: bool = False) -> Request:
+            discretionary: bool = False, request_name: Optional[str] = None) -> Request:
         """Writes one request file, as ``spoolfetch add`` does, and returns its :class:`Request`.
 
         ``urls``: one URL, an :class:`Item`, or a list of them (one group). ``name``, ``sha256``,
         ``expected_bytes`` and ``max_bytes`` describe a single file (for several, give them per
         :class:`Item`). ``deadline``: an RFC 3339 time or a time from the claim (``90m``, ``6h``).
         With ``group``, the request is named after it (``G``, or ``G~N`` when ``G`` is taken).
-        Refused arguments raise :class:`InvalidRequest` and nothing is written; a request the
+        ``request_name``: name the request file so (a plain name), for a producer that must find
+        its own request again (see :meth:`Request.state`); ``FileExistsError`` when one of that
+        name is queued already. Refused arguments raise :class:`InvalidRequest` and nothing is written; a request the
         daemon rejects ends in ``rejected/`` and its ``wait`` raises :class:`RequestRejected`."""
         items = as_items(urls, name, sha256, expected_bytes, max_bytes)
         text = request_text(items, group, Options(earliest_start, deadline, priority, discretionary, list(headers)))
-        return Request(self, write_request(self.path, text, group, self.final_folder))
+        if request_name is not None:
+            from ._request import plain_name_violation
+            why = plain_name_violation(request_name)
+            if why or request_name.endswith(".tmp"):
+                raise InvalidRequest("request_name", f"request_name {why or 'ends in .tmp'}")
+        name = write_request(self.path, text, group, self.final_folder, request_name)
+        return Request(self, name, marker_known=request_name is None)
 
     def request(self, name: str) -> Request:
         """The request named ``name`` (as ``add`` returned it), to wait for."""
-        return Request(self, name)
+        return Request(self, name, marker_known=False)
 
     def _waiter(self, names: Sequence[str]) -> Waiter:
         return Waiter(self.path, self.final_folder, names, self.poll_interval)

@@ -256,12 +256,25 @@ class _ClaimLock:
             os.close(self.fd)
 
 
-def write_request(spool: str, text: str, group: Optional[str], final_folder: str) -> str:
-    """Writes ``text`` into ``incoming/`` (see the module's doc); returns the request's name."""
+def write_request(spool: str, text: str, group: Optional[str], final_folder: str,
+                  request_name: Optional[str] = None) -> str:
+    """Writes ``text`` into ``incoming/`` (see the module's doc); returns the request's name.
+    ``request_name``: this name in ``incoming/`` exactly (``FileExistsError`` when a request of
+    that name is queued there already); the daemon's claim keeps it, or names it ``NAME~N`` when an
+    ended request still holds the name (``Spool.request(NAME)`` follows it there)."""
     data = text.encode()
     incoming = os.path.join(spool, "incoming")
     if not os.path.isdir(incoming):
         raise FileNotFoundError(f"{spool} is not a spool (no incoming/ folder)")
+    if request_name is not None:
+        temp = _write_tmp(spool, unique_name(), data)
+        try:
+            rename_no_replace(temp, os.path.join(incoming, request_name))
+        except BaseException:
+            os.unlink(temp)
+            raise
+        _fsync_dir(incoming)
+        return request_name
     if group is not None:
         temp_name = unique_name()
         temp = _write_tmp(spool, temp_name, data)
