@@ -26,3 +26,4 @@ from conftest_client import daemon, server, spool_dir  # noqa: E402,F401
 def airflow_db() -> None:
     from airflow.utils import db
     db.initdb()
+from conftest_client import pytest_sessionfinish  # noqa: E402,F401

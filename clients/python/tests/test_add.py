@@ -117,3 +117,12 @@ def test_name_and_sha256_with_several_urls_are_refused() -> None:
             Spool(root).add(["https://example.org/a", "https://example.org/b"], name="x")
     finally:
         shutil.rmtree(root)
+
+
+def test_installed_package_is_typed() -> None:
+    import spoolfetch
+    package = os.path.dirname(spoolfetch.__file__)
+    assert os.path.exists(os.path.join(package, "py.typed"))
+    if os.environ.get("SPOOLFETCH_TEST_INSTALLED"):
+        # make test-python installs it with pip into the venv: that copy is the one imported.
+        assert "site-packages" in package

@@ -1,3 +1,0 @@
-"""Airflow provider for spoolfetch (``SpoolfetchOperator``, ``SpoolfetchTrigger``)."""
-
-__version__ = "0.1.0"
