@@ -50,8 +50,10 @@ class Request:
         return f"Request({self.name!r})"
 
     def state(self) -> Optional[str]:
-        """Where the newest request of this name is now, without waiting: ``queued``, ``active``,
-        ``published``, ``failed``, ``rejected``, or ``None`` when it is nowhere on the spool."""
+        """Where the newest request of this name is now, without waiting: ``queued``, ``active``
+        (claimed; also in the moment between its group marker and its filing), ``published``,
+        ``failed``, ``rejected`` (its file filed in ``done/``, ``failed/``, ``rejected/``), or
+        ``None`` when it is nowhere on the spool. After :meth:`wait` returns it is one of the last three."""
         from . import _names
         from ._wait import _ended_in_folders
         target = _names.newest(self.name, self.spool.path, self.spool.final_folder)

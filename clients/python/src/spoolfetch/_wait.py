@@ -193,10 +193,13 @@ class Waiter:
                 yield from look()
         results: Dict[str, Result] = {}
         for given, (request, outcome, path) in ended.items():
-            if outcome == "failed":
-                # The error file is filed just after the group marker: waited for, within the deadline.
-                error_path = os.path.join(spool, "failed", request + ".error")
-                while not os.path.lexists(error_path):
+            if outcome in ("failed", "published"):
+                # The request file (with its error file) is filed just after the group marker:
+                # waited for within the deadline, so that once `wait` returns the request's
+                # state says it has ended too, and a failure's details are there.
+                filed = os.path.join(spool, "failed", request + ".error") if outcome == "failed" \
+                    else os.path.join(spool, "done", request)
+                while not os.path.lexists(filed):
                     if (yield deadline) is None:
                         break
                     reader.take_wakeups()
