@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, List
 
@@ -67,11 +68,17 @@ class Server:
 
     def __init__(self) -> None:
         self.root = tempfile.mkdtemp(prefix="spoolfetch-py-www-")
-        root = self.root
+        #: Paths answered only after this many seconds: a slow origin.
+        self.slow: dict = {}
+        root, slow = self.root, self.slow
 
         class Handler(http.server.SimpleHTTPRequestHandler):
             def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
                 super().__init__(*args, directory=root, **kwargs)
+
+            def do_GET(self):  # type: ignore[no-untyped-def]
+                time.sleep(slow.get(self.path.lstrip("/"), 0))  # the origin's own slowness
+                super().do_GET()
 
             def log_message(self, *args):  # type: ignore[no-untyped-def]
                 pass
