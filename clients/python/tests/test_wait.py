@@ -129,3 +129,16 @@ def test_request_name_is_found_again_and_its_state_followed(spool_dir, server) -
         assert "job-42~1" in os.listdir(os.path.join(spool_dir, "failed"))
     finally:
         daemon.stop()
+
+
+def test_falls_back_to_polling_where_inotify_cannot_start(spool_dir, daemon, server, monkeypatch) -> None:
+    """Where libc's inotify cannot be had (``inotify_init1`` failing, or no such symbol), the
+    watch polls every DEFAULT_POLL_INTERVAL seconds by itself, and waiting still works."""
+    import spoolfetch._watch as watch_module
+    from spoolfetch import DEFAULT_POLL_INTERVAL
+    monkeypatch.delenv("SPOOLFETCH_POLL", raising=False)
+    monkeypatch.setattr(watch_module, "_libc", lambda: None)
+    with FolderWatch([spool_dir]) as watch:
+        assert (watch.mode, watch.poll_interval) == ("poll", DEFAULT_POLL_INTERVAL)
+    result = Spool(spool_dir).add(server.put("fb.txt", b"fallback"), group="fb").wait(timeout=60)
+    assert open(result.files[0], "rb").read() == b"fallback"

@@ -140,7 +140,7 @@ class Spool:
         lost or repeated."""
         cursor = Cursor.parse(since) if isinstance(since, str) and since else (since or None)
         until = None if timeout is None else time.time() + timeout
-        with EventReader(self.path, self.final_folder, since=cursor, follow=follow,  # type: ignore[arg-type]
+        with EventReader(self.path, self.final_folder, since=cursor, follow=follow,
                          poll_interval=self.poll_interval) as reader:
             while True:
                 batch = reader.next(until)
@@ -153,7 +153,7 @@ class Spool:
         """:meth:`events` for an event loop: ``async for event in spool.events_async(...)``."""
         cursor = Cursor.parse(since) if isinstance(since, str) and since else (since or None)
         until = None if timeout is None else time.time() + timeout
-        with EventReader(self.path, self.final_folder, since=cursor, follow=follow,  # type: ignore[arg-type]
+        with EventReader(self.path, self.final_folder, since=cursor, follow=follow,
                          poll_interval=self.poll_interval) as reader:
             while True:
                 batch = await reader.next_async(until)

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ._names import candidates
 from .errors import InvalidRequest
@@ -162,7 +162,7 @@ def unique_name(now: Optional[float] = None) -> str:
     return f"add-{second.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid()}-{n}"
 
 
-def _libc_renameat2():  # type: ignore[no-untyped-def]
+def _libc_renameat2() -> Any:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2

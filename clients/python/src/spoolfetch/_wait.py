@@ -14,7 +14,10 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Generator, List, Optional, Sequence
+from typing import Any, Dict, Generator, List, Optional, Sequence, Tuple
+
+#: (request, outcome, path): how a request ended, and the record that says so.
+Ending = Tuple[str, str, str]
 
 from . import _names
 from .errors import ItemFailure, RequestFailed, RequestRejected, UnknownRequest, WaitTimeout
@@ -65,7 +68,7 @@ def _load(path: str) -> Optional[Dict[str, Any]]:
         return None
 
 
-def _ended_in_folders(name: str, spool: str) -> Optional[tuple]:
+def _ended_in_folders(name: str, spool: str) -> Optional[Ending]:
     for folder, outcome in (("rejected", "rejected"), ("failed", "failed")):
         path = os.path.join(spool, folder, name + ".error")
         if os.path.lexists(path):
@@ -120,10 +123,10 @@ class Waiter:
         """The wait without its I/O: yields until when to read, receives what the reader gave."""
         spool, final = self.spool, self.final_folder
         targets = {g: _names.newest(g, spool, final) for g in self.names}
-        seen: Dict[str, tuple] = {}
-        ended: Dict[str, tuple] = {}
+        seen: Dict[str, Ending] = {}
+        ended: Dict[str, Ending] = {}
 
-        def end(given: str, ending: tuple) -> None:
+        def end(given: str, ending: Ending) -> None:
             if targets.pop(given, None) is not None:
                 ended[given] = ending
 

@@ -22,7 +22,7 @@ import os
 import select
 import struct
 import time
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 #: Seconds between two listings when polling and no interval was given.
 DEFAULT_POLL_INTERVAL = 0.5
@@ -88,8 +88,8 @@ class FolderWatch:
         if poll_interval is None:
             poll_interval = poll_interval_from_env()
         self._fd = -1
-        self._wd: dict = {}
-        self._missing: dict = {}
+        self._wd: Dict[int, int] = {}
+        self._missing: Dict[int, List[int]] = {}
         self._next_poll = 0.0
         libc = None if poll_interval is not None else _libc()
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC) if libc is not None else -1
@@ -166,8 +166,13 @@ class FolderWatch:
         if found:
             return found
         loop = asyncio.get_running_loop()
-        ready: asyncio.Future = loop.create_future()
-        loop.add_reader(self._fd, lambda: ready.done() or ready.set_result(None))
+        ready: "asyncio.Future[None]" = loop.create_future()
+
+        def readable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(self._fd, readable)
         try:
             await asyncio.wait_for(ready, timeout)
         except asyncio.TimeoutError:
@@ -186,7 +191,7 @@ class FolderWatch:
             return LIST_AGAIN
         return []
 
-    def _poll_wait(self, timeout: Optional[float], sleep) -> Arrivals:  # type: ignore[no-untyped-def]
+    def _poll_wait(self, timeout: Optional[float], sleep: Callable[[float], None]) -> Arrivals:
         # The fallback's whole point: look again after the interval.
         sleep(self._poll_remaining(timeout))
         return self._poll_due()
