@@ -3,11 +3,14 @@ loopback HTTP server, a temp spool)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
 _home = tempfile.mkdtemp(prefix="spoolfetch-airflow-")
+atexit.register(shutil.rmtree, _home, True)
 os.environ.update({
     "AIRFLOW_HOME": _home,
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_home}/airflow.db",

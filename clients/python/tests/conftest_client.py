@@ -36,12 +36,14 @@ def spool_dir() -> Iterator[str]:
     for folder in ("incoming", "tmp"):
         os.makedirs(os.path.join(root, folder))
     yield root
-    shutil.rmtree(root, ignore_errors=True)
+    if not os.environ.get("SPOOLFETCH_KEEP_TEST_DIRS"):
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class Daemon:
     def __init__(self, spool: str, extra: List[str]) -> None:
-        self.log = open(os.path.join(tempfile.gettempdir(), f"spoolfetch-py-daemon-{os.getpid()}.log"), "w+")
+        # Beside the spool's folders, removed with it (SPOOLFETCH_KEEP_TEST_DIRS keeps both).
+        self.log = open(os.path.join(spool, "daemon.log"), "a")
         self.process = subprocess.Popen([spoolfetch_bin(), "run", "--spool", spool, *extra],
                                         stdout=self.log, stderr=subprocess.STDOUT)
 
