@@ -1,6 +1,7 @@
 # spoolfetch — the commands of the README:
 #   make run        installs missing system packages, builds, runs the daemon on ./spool
 #   make test       installs what the tests need, runs the whole suite (and the install test)
+#   make test-python  the Python client's and the Airflow provider's tests (venvs cached in .build/)
 #   make install    release binary (Swift runtime linked in), man page, completions, unit, config
 #   make uninstall  removes what make install put there (a config file you changed stays)
 #   make deb        a Debian package of the same files, in .build/deb/
@@ -16,7 +17,7 @@ SWIFT ?= swift
 # it with lintian and its man pages with man-db's `man --warnings`, and the shared-spool tests mount
 # bindfs without lock forwarding.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db e2fsprogs
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 python3-venv glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db e2fsprogs
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local
@@ -42,7 +43,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib --disable-build-manifest-cachi
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path)/spoolfetch
 DIST := .build/dist
 
-.PHONY: run test test-unit test-install test-example test-deb simulate build release dist deb deps test-deps install uninstall clean
+.PHONY: run test test-unit test-python test-install test-example test-deb simulate build release dist deb deps test-deps install uninstall clean
 
 run: deps build
 	$(SWIFT) run spoolfetch run --spool $(SPOOL)
@@ -63,7 +64,42 @@ $(RELEASE_STAMP): $(RELEASE_INPUTS)
 	$(SWIFT) build $(RELEASE_FLAGS) --product spoolfetch
 	@mkdir -p $(@D) && touch $@
 
-test: test-unit test-install test-example test-deb
+test: test-unit test-python test-install test-example test-deb
+
+# The Python client (clients/python) and the Airflow provider (clients/airflow), tested with pytest
+# against the real daemon binary. Each runs in a virtual environment of Debian's python3 under
+# .build/, made once from PyPI and made again only when what pins it changes: pytest alone for the
+# client (which needs nothing but the standard library), Airflow pinned by
+# clients/airflow/constraints.txt for the provider. The packages themselves are installed anew on
+# every run (pip install of the local folders, no dependencies fetched). pytest exits non-zero when
+# no test ran (5) or, through the tests' conftest, when any was skipped.
+PYTHON ?= /usr/bin/python3
+PYTEST_VERSION := 9.2.0
+AIRFLOW_VERSION := 2.10.5
+PY_VENV := .build/python-venv
+AIRFLOW_VENV := .build/airflow-venv
+SPOOLFETCH_DEBUG_BIN = $(shell $(SWIFT) build --show-bin-path)/spoolfetch
+
+$(PY_VENV)/.stamp: Makefile
+	rm -rf $(PY_VENV)
+	$(PYTHON) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q "pytest==$(PYTEST_VERSION)"
+	@touch $@
+
+$(AIRFLOW_VENV)/.stamp: clients/airflow/constraints.txt
+	rm -rf $(AIRFLOW_VENV)
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install -q "apache-airflow==$(AIRFLOW_VERSION)" "pytest==$(PYTEST_VERSION)" -c clients/airflow/constraints.txt
+	@touch $@
+
+test-python: test-deps $(PY_VENV)/.stamp $(AIRFLOW_VENV)/.stamp
+	$(SWIFT) build --product spoolfetch
+	$(PY_VENV)/bin/pip install -q --no-deps --force-reinstall ./clients/python
+	$(AIRFLOW_VENV)/bin/pip install -q --no-deps --force-reinstall ./clients/python ./clients/airflow
+	cd clients/python/tests && SPOOLFETCH_BIN="$(SPOOLFETCH_DEBUG_BIN)" \
+	  SPOOLFETCH_TEST_INSTALLED=1 $(CURDIR)/$(PY_VENV)/bin/python -m pytest -p no:cacheprovider -q -rs .
+	cd clients/airflow/tests && SPOOLFETCH_BIN="$(SPOOLFETCH_DEBUG_BIN)" \
+	  $(CURDIR)/$(AIRFLOW_VENV)/bin/python -m pytest -p no:cacheprovider -q -rs -W ignore::DeprecationWarning .
 
 # The whole output is also kept in .build/test-output.log; when a test fails, its failure lines
 # are printed again at the end, where a CI log's tail shows them.
