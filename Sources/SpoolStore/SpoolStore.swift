@@ -313,6 +313,16 @@ public struct SpoolStore: Sendable {
         layout.final.exists(file + ".done")
     }
 
+    /// SHA-256 of the data file published as `file`, read whole through a descriptor that does not
+    /// follow a symlink; nil when it cannot be opened or read. For a restart that must still write
+    /// a marker for it: the marker's digest is computed from the bytes published.
+    public func sha256(ofPublished file: String) -> String? {
+        let fd = openat(layout.final.fd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return try? FileClone.sha256(of: fd, path: layout.final.path(of: file)).digest
+    }
+
     /// The full path of a data file published as `file`.
     public func publishedPath(_ file: String) -> String {
         layout.final.path(of: file)

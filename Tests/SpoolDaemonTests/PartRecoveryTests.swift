@@ -98,6 +98,46 @@ final class PartRecoveryTests: SpoolTestCase {
         XCTAssertEqual(spool.files(in: "final").sorted(), ["f.bin", "f.bin.done", "held.group.done"], "published once")
     }
 
+    /// Killed between a batch's data rename and its marker: `f.bin` (the part's inode) is in the
+    /// final folder without its marker, holding `file`; the journal vouches for `journaled`.
+    private func deadWorkerWithAnUnmarkedFile(file: [UInt8], journaled: [UInt8]) throws {
+        try deadWorker(paths: ["/f"], part: file, journaled: journaled) { _, _, base in
+            XCTAssertEqual(rename(self.spool.path("staging", base + ".part"), self.spool.path("final", "f.bin")), 0)
+        }
+    }
+
+    /// The marker a restart writes for a file it finds without one is computed from that file's
+    /// bytes: the same bytes the journal vouched for get their marker without a fetch.
+    func testAnUnmarkedFileWithTheJournaledDigestGetsItsMarkerWithoutAFetch() throws {
+        let body = TestBody.random(count: 200_000, seed: 56)
+        server.serve("/f", body: body)
+        try deadWorkerWithAnUnmarkedFile(file: body, journaled: body)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/f").count, 0, "found published: not fetched")
+        XCTAssertEqual(try json("final", "f.bin.done")["sha256"] as? String, TestBody.sha256Hex(try spool.read("final", "f.bin")))
+    }
+
+    /// A file without its marker whose bytes are not the journaled ones (a power cut lost its last
+    /// blocks, a stray write changed it) is never given a marker: it is removed, logged with both
+    /// digests, and the item is fetched again and published once, its marker describing its bytes.
+    func testAnUnmarkedFileWhoseBytesAreNotTheJournaledOnesIsRemovedAndFetchedAgain() throws {
+        let journaled = TestBody.random(count: 200_000, seed: 57)
+        var rotten = journaled
+        rotten.replaceSubrange(150_000..<200_000, with: [UInt8](repeating: 0, count: 50_000))
+        server.serve("/f", body: journaled)
+        try deadWorkerWithAnUnmarkedFile(file: rotten, journaled: journaled)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(server.requests(for: "/f").count, 1, "the file is not what the journal vouched for: fetched again")
+        XCTAssertTrue(stderr.contains("does not hash to the digest its journal recorded"), stderr)
+        XCTAssertTrue(stderr.contains(TestBody.sha256Hex(journaled)) && stderr.contains(TestBody.sha256Hex(rotten)),
+                      "both digests logged: \(stderr)")
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "f.bin")), TestBody.sha256Hex(journaled))
+        XCTAssertEqual(try json("final", "f.bin.done")["sha256"] as? String, TestBody.sha256Hex(journaled))
+        XCTAssertEqual(spool.files(in: "final").sorted(), ["f.bin", "f.bin.done", "held.group.done"], "published once")
+    }
+
     /// Leaves a dead worker's resumable part of `/f`: `part` in `staging/`, its state (phase
     /// running, ETag "v1") written in boot `boot` with `synced` bytes synced.
     private func deadWorkerWithAKeptPart(_ part: [UInt8], synced: Int64, boot: String?) throws {

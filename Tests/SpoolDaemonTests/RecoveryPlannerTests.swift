@@ -20,14 +20,15 @@ final class RecoveryPlannerTests: XCTestCase {
     }
 
     /// `partInode` 42 is the part the state (`inode: 42`) describes.
-    /// `partSHA256` "ab" is the marker's digest.
+    /// `partSHA256` "ab" is the marker's digest; so is `fileSHA256`, the published file's, unless told.
     private func plan(_ state: ItemState?, part: Int64? = nil, partInode: UInt64 = 42, partSHA256: String = "ab",
                       file: String? = nil, fileExists: Bool = true, markerExists: Bool = false,
-                      groupMarker: Bool = false) -> RecoveryPlan {
+                      groupMarker: Bool = false, fileSHA256: String? = "ab") -> RecoveryPlan {
         RecoveryPlanner.plan(RecoveryFacts(state: state, partSize: part, partInode: part == nil ? nil : partInode,
                                            partSHA256: part == nil ? nil : partSHA256, publishedFile: file,
                                            publishedMarkerExists: markerExists, publishedFileExists: fileExists,
-                                           markersPerItem: !groupMarker, currentBoot: "b1"))
+                                           markersPerItem: !groupMarker, currentBoot: "b1",
+                                           publishedSHA256: file != nil && fileExists && !markerExists ? fileSHA256 : nil))
     }
 
     func testNoStateStartsOver() {
@@ -60,6 +61,24 @@ final class RecoveryPlannerTests: XCTestCase {
     func testDataInPlaceWithoutMarkerWritesTheMarkerOnly() {
         XCTAssertEqual(plan(state(.ready, marker: marker), file: "f"), .writeMarker(file: "f", marker: marker))
         XCTAssertEqual(plan(state(.ready, marker: marker), part: 100, file: "f"), .writeMarker(file: "f", marker: marker))
+    }
+
+    /// A marker is written from the bytes in the final folder: a file without its marker whose
+    /// bytes do not hash to the journaled digest (a power cut lost them, a stray write changed
+    /// them, the old file of an `on-exists: replace` still under the name) is removed, and the
+    /// item starts over — under per-item and group markers alike, and whatever the phase.
+    func testDataInPlaceWithoutMarkerWhoseBytesDoNotMatchIsDiscarded() {
+        for phase in [ItemState.Phase.ready, .published] {
+            XCTAssertEqual(plan(state(phase, marker: marker), file: "f", fileSHA256: "cd"),
+                           .discardUnverified(file: "f", expected: "ab", found: "cd"))
+            XCTAssertEqual(plan(state(phase, marker: marker), part: 100, file: "f", fileSHA256: nil),
+                           .discardUnverified(file: "f", expected: "ab", found: nil), "an unreadable file is not vouched for")
+            XCTAssertEqual(plan(state(phase, marker: marker), file: "f", groupMarker: true, fileSHA256: "cd"),
+                           .discardUnverified(file: "f", expected: "ab", found: "cd"), "its group-marker line is a marker too")
+            XCTAssertEqual(plan(state(phase, marker: marker), file: "f", groupMarker: true), .published(file: "f"))
+        }
+        XCTAssertEqual(plan(state(.ready, marker: marker), file: "f", markerExists: true, fileSHA256: "cd"), .published(file: "f"),
+                       "a file with its marker is the consumer's: not read again")
     }
 
     func testCompletePartIsPublishedAgain() {

@@ -96,6 +96,12 @@ struct Recovery {
                                  writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting)
             record.recover(.publishing(job), attempts: attempts)
             return .publish(job)
+        case .discardUnverified(let file, let expected, let found):
+            logger.error("a published file without its marker does not hash to the digest its journal recorded; removed, the item is fetched again",
+                         metadata: ["item": "\(record.id)", "path": "\(store.publishedPath(file))", "expected": "\(expected)",
+                                    "actual": "\(found ?? "unreadable")"])
+            store.layout.final.remove(file)
+            return startOver(record, attempts: attempts)
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
             record.partial.recoveredWhole(bytes: part.size)
@@ -134,11 +140,20 @@ struct Recovery {
            let part, part.size == marker.bytes, part.inode == state.inode {
             partSHA256 = try? HashState.ofPrefix(fd: part.fd, length: part.size).hexDigest
         }
+        let publishedFileExists = publishedFile.map { store.layout.final.exists($0) } ?? false
+        // A marker still to be written for a published file is written from the bytes in the final
+        // folder: hashed again (rare — a crash between a batch's renames and its markers, or a
+        // `markers: group` request whose group had not ended — and then worth one read).
+        var publishedSHA256: String? = nil
+        if let publishedFile, publishedFileExists, !markerExists, state?.marker != nil {
+            publishedSHA256 = store.sha256(ofPublished: publishedFile)
+        }
         return (RecoveryFacts(state: state, partSize: part?.size, partInode: part?.inode, partSHA256: partSHA256,
                               publishedFile: publishedFile,
                               publishedMarkerExists: markerExists,
-                              publishedFileExists: publishedFile.map { store.layout.final.exists($0) } ?? false,
-                              markersPerItem: record.writesItemMarker, currentBoot: BootID.current), part)
+                              publishedFileExists: publishedFileExists,
+                              markersPerItem: record.writesItemMarker, currentBoot: BootID.current,
+                              publishedSHA256: publishedSHA256), part)
     }
 
     /// The state if it is this item's (same request, same index), else nil.

@@ -36,6 +36,11 @@ struct RecoveryFacts: Equatable {
     /// The boot this one is (`BootID.current`): a running state written in another boot holds
     /// only its synced prefix (`ItemState.syncedBytes`).
     var currentBoot: String? = nil
+    /// SHA-256 of `FINAL/publishedFile`, read only when a marker must still be written for it from
+    /// the journal (its own `.done`, or its line in the group marker under `markers: group`): the
+    /// digest in a marker is computed from the bytes published, and after a crash those are the
+    /// bytes in the final folder, not the ones the journal once hashed. nil when unread or unreadable.
+    var publishedSHA256: String? = nil
 }
 
 /// How to pick an adopted item up again (the "after a crash" column of the state table).
@@ -52,6 +57,9 @@ enum RecoveryPlan: Equatable {
     case writeMarker(file: String, marker: ItemMarker)
     /// The part is complete and verified (its size matches the marker): publish it again.
     case publishPart(marker: ItemMarker)
+    /// A data file in the final folder, without its marker, whose bytes do not hash to the digest
+    /// its journal recorded: nothing may vouch for it. It is removed and the item starts over.
+    case discardUnverified(file: String, expected: String, found: String?)
 }
 
 /// From plain facts to a recovery plan. Every row of the README's state table that a restart
@@ -65,8 +73,9 @@ enum RecoveryPlan: Equatable {
 /// | ready / published | no marker facts | startOver |
 /// | published (a journal line names its final file) | the file gone | published (a consumer took file and marker) |
 /// | ready / published | data file found, its marker exists | published |
-/// | ready / published | `markers: group`, data file found | published |
-/// | ready / published | data file found, no marker | writeMarker |
+/// | ready / published | data file found, no marker, its bytes not of the journaled SHA-256 | discardUnverified |
+/// | ready / published | `markers: group`, data file found, its SHA-256 the journaled one | published |
+/// | ready / published | data file found, no marker, its SHA-256 the journaled one | writeMarker |
 /// | ready / published | no data file, the record's own part (same inode), as large as the marker says, with its SHA-256 | publishPart |
 /// | ready / published | no data file, part missing, of another size or digest, or of another attempt | startOver |
 /// | running, written in this boot | validator (a strong ETag or Last-Modified) and a non-empty part | resume from the part's end |
@@ -86,7 +95,13 @@ enum RecoveryPlanner {
         case .ready, .published:
             guard let marker = state.marker else { return .startOver }
             if let file = facts.publishedFile {
-                if facts.publishedMarkerExists || !facts.markersPerItem { return .published(file: file) }
+                if facts.publishedMarkerExists { return .published(file: file) }
+                // A marker is still to be written for it (its own, or its group-marker line): only
+                // for bytes that hash, now, to what the journal recorded.
+                if facts.publishedFileExists, facts.publishedSHA256 != marker.sha256 {
+                    return .discardUnverified(file: file, expected: marker.sha256, found: facts.publishedSHA256)
+                }
+                if !facts.markersPerItem { return .published(file: file) }
                 // Phase `published` (a journal line names the file) and the file gone: a consumer
                 // took it, and it takes a file only once its marker is there.
                 if state.phase == .published && !facts.publishedFileExists { return .published(file: file) }
