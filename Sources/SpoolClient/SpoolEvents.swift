@@ -87,14 +87,24 @@ public struct EventCursor: Comparable, Sendable, Hashable, CustomStringConvertib
 }
 
 /// A record's place in the order events are read in: by the inode's change time, which the
-/// kernel sets when the record is renamed (or linked) into its folder, then by folder and name.
+/// kernel sets when the record is renamed (or linked) into its folder, then by folder, then item
+/// markers before group markers, then by name.
+///
+/// Why the third: the change time is the kernel's coarse clock (a tick of about 4 ms here), so a
+/// group marker written just after its last item's marker often carries the same time; ordered by
+/// name alone, `nightly.group.done` came out before `users.csv.done`, a group's ending before its
+/// own item's. A group marker is always written after every marker of its items, so within one
+/// tick it sorts after them.
 struct RecordKey: Comparable, Hashable {
     var nanoseconds: Int64
     var folder: Int
     var name: String
 
+    /// 1 for a group marker, 0 for anything else.
+    var rank: Int { name.hasSuffix(".group.done") ? 1 : 0 }
+
     static func < (a: RecordKey, b: RecordKey) -> Bool {
-        (a.nanoseconds, a.folder, a.name) < (b.nanoseconds, b.folder, b.name)
+        (a.nanoseconds, a.folder, a.rank, a.name) < (b.nanoseconds, b.folder, b.rank, b.name)
     }
 }
 

@@ -126,3 +126,13 @@ def test_events_async_follows(spool_dir, daemon, server) -> None:
     seen = asyncio.run(scenario())
     assert [(e.event, e.outcome) for e in seen] == [("item", "published"), ("group", "published")]
     assert [e.to_dict() for e in seen] == cli_events(spool_dir)
+
+
+def test_a_groups_ending_sorts_after_its_items_within_one_clock_tick() -> None:
+    """The daemon's rule (``RecordKey``): in one ctime tick, item markers before group markers,
+    whatever the names -- ``a.group.done`` sorts by name before ``u.csv.done``."""
+    item = Cursor(5, 0, "u.csv.done", 0)
+    group = Cursor(5, 0, "a.group.done", 0)
+    assert item < group and group > item and item <= group
+    assert Cursor(4, 0, "a.group.done", 0) < item, "an earlier tick still comes first"
+    assert Cursor.parse(str(group)) == group

@@ -3,7 +3,8 @@
 Read from the spool's own records -- item markers ``NAME.done`` and group markers
 ``GROUP.group.done`` in the final folder, error files in ``rejected/`` -- so no daemon keeps state
 for a consumer. Records are ordered by the ctime the kernel gives them as they are renamed in, then
-by folder and name; a record is handed out once it is ``settle`` (0.1 s) old, so two records landing
+by folder, then item markers before group markers (a group marker written in the same clock tick as
+its last item's marker comes after it), then by name; a record is handed out once it is ``settle`` (0.1 s) old, so two records landing
 within one clock tick never come out in the wrong order, and a reader resumed after a cursor gets
 exactly the events after it (the same rules as the daemon's ``SpoolEventReader``).
 """
@@ -62,7 +63,13 @@ class Event:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-@dataclass(frozen=True, order=True)
+def _order(ns: int, folder: int, name: str) -> Tuple[int, int, int, str]:
+    """A record's place in the order: ctime, folder, item markers before group markers, name --
+    the same rule as the daemon's ``RecordKey``."""
+    return (ns, folder, 1 if name.endswith(".group.done") else 0, name)
+
+
+@dataclass(frozen=True)
 class Cursor:
     """A place in the order: the record's ctime (ns), folder (0 final, 1 rejected), name, and the
     event's place among that record's events. Written ``NANOSECONDS:FOLDER:SUB:NAME``."""
@@ -91,6 +98,23 @@ class Cursor:
     @property
     def record(self) -> Tuple[int, int, str]:
         return (self.nanoseconds, self.folder, self.name)
+
+    @property
+    def place(self) -> Tuple[int, int, int, str, int]:
+        """Where the event stands in the order (see ``_order``), then its place in its record."""
+        return _order(self.nanoseconds, self.folder, self.name) + (self.sub,)
+
+    def __lt__(self, other: "Cursor") -> bool:
+        return self.place < other.place
+
+    def __le__(self, other: "Cursor") -> bool:
+        return self.place <= other.place
+
+    def __gt__(self, other: "Cursor") -> bool:
+        return self.place > other.place
+
+    def __ge__(self, other: "Cursor") -> bool:
+        return self.place >= other.place
 
 
 def _rfc3339(ns: int) -> str:
@@ -194,7 +218,7 @@ class EventReader:
         while True:
             now = time.time_ns()
             if not self._ready:
-                self._ready = sorted(k for k in self._pending.values() if k[0] <= now - ripe)
+                self._ready = sorted((k for k in self._pending.values() if k[0] <= now - ripe), key=lambda k: _order(*k))
                 for key in self._ready:
                     del self._pending[(key[1], key[2])]
             if self._ready:
@@ -255,7 +279,7 @@ class EventReader:
             return
         key = (st.st_ctime_ns, folder, name)
         if self.ordered:
-            if self.cursor is not None and key < self.cursor.record:
+            if self.cursor is not None and _order(*key) < _order(*self.cursor.record):
                 return
         elif self._handed.get((folder, name)) == st.st_ctime_ns:
             return  # unordered and polled: handed out already, unchanged
