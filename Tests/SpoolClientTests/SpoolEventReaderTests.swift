@@ -66,7 +66,7 @@ final class SpoolEventReaderTests: XCTestCase {
                                     contentType: nil, startedAt: "", finishedAt: "", attempts: 1)
             try Data(SpoolJSON.encode(marker: marker)).write(to: URL(fileURLWithPath: "\(root)/final/u\(i).csv.done"))
             let group = GroupMarker(group: "a\(i)", request: "a\(i)", finishedAt: "",
-                                    items: [GroupItem(index: 0, url: "http://h/u\(i).csv", outcome: "published")])
+                                    items: [GroupItem(index: 0, url: "http://h/u\(i).csv", outcome: "published", file: "u\(i).csv", marker: "u\(i).csv.done")])
             try Data(SpoolJSON.encode(groupMarker: group)).write(to: URL(fileURLWithPath: "\(root)/final/a\(i).group.done"))
             var item = stat(), end = stat()
             XCTAssertEqual(stat("\(root)/final/u\(i).csv.done", &item), 0)
