@@ -13,9 +13,10 @@ SWIFT ?= swift
 # (Tests/FUSE/powercutfs.py), run a GlusterFS volume mounted twice (Tests/GlusterFS/gluster-volume),
 # the install test uses python3's http.server and unshare/mount, the package test debootstraps a
 # Debian root (from the mirror the machine's own apt sources name) to install the .deb in, and the
-# shared-spool tests mount bindfs without lock forwarding.
+# shared-spool tests mount bindfs without lock forwarding. S3Tests make a virtual environment with
+# moto and boto3 from PyPI in .build/moto-venv on first use (python3-venv; see Tests/S3/moto-s3.py).
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 python3-venv glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local

@@ -1,0 +1,109 @@
+import Foundation
+import SpoolTestSupport
+import XCTest
+
+/// Private S3 buckets by reference: a credentials file's AWS SigV4 keys sign every request of the
+/// item, against moto's S3 server with signature checking on (an unsigned or wrongly signed
+/// request is refused there, so a published body proves each of its requests was signed). The
+/// credentials file and the request are the README's ("Private S3 buckets"), run as they stand.
+final class S3Tests: SpoolTestCase {
+    private let bucket = "nightly-exports"
+    private let objectKey = "db/2026-12-05.dump"
+    private let size = 64 << 20
+
+    func testASignedSegmentedObjectIsPublishedAndAWrongSecretFailsAtOnceWithTheServersCode() throws {
+        let scratch = try TempSpool.makeScratchFolder(prefix: "spoolfetch-s3")
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: scratch) }
+        XCTAssertEqual(chmod(scratch, 0o700), 0)
+        let body = TestBody.random(count: size, seed: 62)
+        try Data(body).write(to: URL(fileURLWithPath: scratch + "/object"))
+        try Data("small\n".utf8).write(to: URL(fileURLWithPath: scratch + "/small"))
+        let moto = try MotoS3Server(bucket: bucket, objects: [objectKey: scratch + "/object", "db/small.txt": scratch + "/small"])
+        let endpoint = moto.url("")
+
+        // The README's two blocks, with its example keys replaced by moto's and AWS's endpoint by moto's.
+        let readmeCredentials = try ReadmeExample.block(startingWith: "# /etc/spoolfetch/credentials/nightly-exports")
+        let readmeRequest = try ReadmeExample.block(startingWith: "# a request: a 64 MiB dump over four signed connections")
+        XCTAssertTrue(readmeCredentials.contains("AKIAIOSFODNN7EXAMPLE") && readmeRequest.contains("https://s3.us-east-1.amazonaws.com/"))
+        let credentials = readmeCredentials.replacingOccurrences(of: "AKIAIOSFODNN7EXAMPLE", with: moto.accessKeyId)
+            .replacingOccurrences(of: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", with: moto.secretAccessKey)
+        let dir = scratch + "/credentials"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        func write(_ name: String, _ text: String) throws {
+            try text.write(toFile: dir + "/" + name, atomically: false, encoding: .utf8)
+            XCTAssertEqual(chmod(dir + "/" + name, 0o600), 0)
+        }
+        try write("nightly-exports", credentials)
+        let wrongSecret = "WRONG" + String(moto.secretAccessKey.dropFirst(5))
+        try write("wrong-secret", credentials.replacingOccurrences(of: moto.secretAccessKey, with: wrongSecret))
+        try write("no-secret", credentials.split(separator: "\n").filter { !$0.hasPrefix("AWS-Secret") }.joined(separator: "\n"))
+        try write("bad-provider", credentials.replacingOccurrences(of: "aws:amz:us-east-1:s3", with: "aws:amz:us-east-1"))
+
+        try spool.drop("nightly-exports", readmeRequest.replacingOccurrences(of: "https://s3.us-east-1.amazonaws.com", with: endpoint))
+        try spool.drop("refused", """
+            url: \(moto.url("/\(bucket)/db/small.txt"))
+            credentials: wrong-secret
+            url: \(moto.url("/\(bucket)/db/small.txt"))
+            credentials: no-secret
+            url: \(moto.url("/\(bucket)/db/small.txt"))
+            credentials: bad-provider
+            """)
+        let started = Date()
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--credentials-dir", dir, "--log-level", "debug"],
+                                                       timeout: 300)
+        let seconds = -started.timeIntervalSinceNow
+        XCTAssertEqual(status, 1, "one request published, one failed: \(stderr)")
+
+        // The 64 MiB object: byte-identical, in segments, each segment's range signed on its own.
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "2026-12-05.dump")), TestBody.sha256Hex(body))
+        let marker = try json("final", "2026-12-05.dump.done")
+        XCTAssertGreaterThan(marker["connections"] as? Int ?? 1, 1, "fetched in segments")
+        let gets = moto.requests().filter { $0.path == "/\(bucket)/\(objectKey)" }
+        let ranged = gets.filter { $0.status == 206 }
+        XCTAssertGreaterThanOrEqual(ranged.count, 3, "several ranges: \(gets)")
+        XCTAssertEqual(Set(ranged.map(\.range)).count, ranged.count, "each range asked once, signed for itself")
+        XCTAssertTrue(gets.allSatisfy { $0.signed && ($0.status == 200 || $0.status == 206) }, "every request signed and accepted: \(gets)")
+        print("S3 round: \(size) bytes in \(gets.count) signed requests (\(ranged.count) ranges), "
+              + "\(marker["connections"] ?? "?") connections, drain \(String(format: "%.1f", seconds)) s")
+
+        // A wrong secret: one request, refused with 403 and S3's own code; no retry.
+        let items = try XCTUnwrap(try json("failed", "refused.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.count, 3)
+        XCTAssertEqual(items[0]["code"] as? String, "http-status")
+        XCTAssertEqual(items[0]["httpStatus"] as? Int, 403)
+        XCTAssertEqual(items[0]["attempts"] as? Int, 1)
+        let message = items[0]["message"] as? String ?? ""
+        XCTAssertTrue(message.hasPrefix("HTTP status 403 (SignatureDoesNotMatch: The request signature we calculated"), message)
+        let small = moto.requests().filter { $0.path == "/\(bucket)/db/small.txt" }
+        XCTAssertEqual(small.map(\.status), [403], "the wrong secret asked once, and only it asked: \(small)")
+        XCTAssertTrue(small.allSatisfy(\.signed))
+
+        // Unusable keys: refused before any request, naming the credentials and the line, never a value.
+        XCTAssertEqual(items[1]["code"] as? String, "credentials")
+        XCTAssertEqual(items[1]["message"] as? String,
+                       "credentials 'no-secret': AWS-SigV4 needs both an AWS-Access-Key-Id and an AWS-Secret-Access-Key line")
+        XCTAssertEqual(items[2]["code"] as? String, "credentials")
+        XCTAssertEqual(items[2]["message"] as? String,
+                       "credentials 'bad-provider': AWS-SigV4 must be aws:amz:REGION:SERVICE, such as aws:amz:eu-west-1:s3")
+
+        // Neither key nor secret anywhere in the spool or the daemon's log.
+        for secret in [moto.secretAccessKey, wrongSecret, moto.accessKeyId] {
+            XCTAssertFalse(stderr.contains(secret), "the log must not hold \(secret)")
+            for file in SpoolFiles.all(under: spool.root) where !file.hasSuffix("/final/2026-12-05.dump") {
+                let text = String(decoding: FileManager.default.contents(atPath: file) ?? Data(), as: UTF8.self)
+                XCTAssertFalse(text.contains(secret), "\(file) must not hold \(secret)")
+            }
+        }
+    }
+}
+
+/// Every file under a folder, for tests that look for a secret in all of them.
+enum SpoolFiles {
+    static func all(under root: String) -> [String] {
+        guard let e = FileManager.default.enumerator(atPath: root) else { return [] }
+        return e.compactMap { $0 as? String }.map { root + "/" + $0 }.filter {
+            var isDir: ObjCBool = false
+            return FileManager.default.fileExists(atPath: $0, isDirectory: &isDir) && !isDir.boolValue
+        }
+    }
+}
