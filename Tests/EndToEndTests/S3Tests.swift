@@ -107,3 +107,50 @@ enum SpoolFiles {
         }
     }
 }
+
+/// What a signed request carries, seen by the in-process server (which checks no signature): the
+/// signature's scope and signed headers, the session token, the payload hash — and that none of
+/// the credentials file's own lines goes out as a header, nor the signature to another host.
+final class SigV4RequestTests: SpoolTestCase {
+    func testSignedRequestsCarryTheTokenAndPayloadHashAndNoSignatureFollowsARedirectElsewhere() throws {
+        let other = try TestHTTPServer.start()
+        defer { try? other.shutdown() }
+        let secrets = try TempSpool.makeScratchFolder(prefix: "spoolfetch-sigv4")
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: secrets) }
+        XCTAssertEqual(chmod(secrets, 0o700), 0)
+        try """
+            AWS-SigV4: aws:amz:eu-west-1:s3
+            aws-access-key-id: AKIDTESTSIGV4
+            AWS-Secret-Access-Key: SECRET-SIGV4-77
+            AWS-Session-Token: TOKEN-SIGV4-31
+            """.write(toFile: secrets + "/bucket", atomically: false, encoding: .utf8)
+        XCTAssertEqual(chmod(secrets + "/bucket", 0o600), 0)
+        server.serve("/b/k.txt", body: Array("k".utf8))
+        server.serve("/b/away", body: [], script: [.redirect(to: "http://localhost:\(other.port)/elsewhere.txt")])
+        other.serve("/elsewhere.txt", body: Array("e".utf8))
+        try spool.drop("signed", "credentials: bucket\nurl: \(server.url("/b/k.txt"))\nurl: \(server.url("/b/away"))\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--credentials-dir", secrets, "--log-level", "debug"])
+        XCTAssertEqual(status, 0, stderr)
+        let request = try XCTUnwrap(server.requests(for: "/b/k.txt").first)
+        let authorization = try XCTUnwrap(request.header("Authorization"))
+        XCTAssertTrue(authorization.hasPrefix("AWS4-HMAC-SHA256 Credential=AKIDTESTSIGV4/"), authorization)
+        XCTAssertTrue(authorization.contains("/eu-west-1/s3/aws4_request"), authorization)
+        XCTAssertTrue(authorization.contains("SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token"), authorization)
+        XCTAssertEqual(request.header("X-Amz-Security-Token"), "TOKEN-SIGV4-31")
+        XCTAssertEqual(request.header("x-amz-content-sha256"), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        for line in ["AWS-SigV4", "AWS-Access-Key-Id", "AWS-Secret-Access-Key", "AWS-Session-Token"] {
+            XCTAssertNil(request.header(line), "\(line) is not a header")
+        }
+        XCTAssertNotNil(server.requests(for: "/b/away").first?.header("Authorization"))
+        let away = try XCTUnwrap(other.requests(for: "/elsewhere.txt").first)
+        XCTAssertNil(away.header("Authorization"), "no signature for another host")
+        XCTAssertEqual(try spool.read("final", "away"), Array("e".utf8))
+        for secret in ["SECRET-SIGV4-77", "TOKEN-SIGV4-31", "AKIDTESTSIGV4"] {
+            XCTAssertFalse(stderr.contains(secret), "the log must not hold \(secret)")
+            for file in SpoolFiles.all(under: spool.root) {
+                XCTAssertFalse(String(decoding: FileManager.default.contents(atPath: file) ?? Data(), as: UTF8.self).contains(secret),
+                               "\(file) must not hold \(secret)")
+            }
+        }
+    }
+}
