@@ -65,6 +65,11 @@ extension TransferSession {
             try easy.set(.userName, signing.accessKeyId)
             try easy.set(.password, signing.secretAccessKey)
             if let token = signing.sessionToken { headers.append("X-Amz-Security-Token: \(token)") }
+            // libcurl signs every header of the list, and a server that answers `Expect:
+            // 100-continue` itself (werkzeug under moto, some proxies) does not pass it on, so the
+            // signature it checks would lack it. libcurl still adds its own, unsigned, to a body
+            // over 1 MiB; a smaller one is sent without waiting for the server's go-ahead.
+            if request.upload != nil { headers.removeAll { $0.lowercased().hasPrefix("expect:") } }
             if let line = signing.contentHashHeader(upload: request.upload != nil),
                !headers.contains(where: { $0.lowercased().hasPrefix("x-amz-content-sha256:") }) {
                 headers.append(line)

@@ -86,9 +86,24 @@ final class S3Tests: SpoolTestCase {
         XCTAssertEqual(items[2]["message"] as? String,
                        "credentials 'bad-provider': AWS-SigV4 must be aws:amz:REGION:SERVICE, such as aws:amz:eu-west-1:s3")
 
+        // An upload to the bucket, signed with UNSIGNED-PAYLOAD (its body is read as it is sent),
+        // then fetched back signed: the same bytes.
+        let report = TestBody.random(count: 3 << 20, seed: 63)
+        try FileManager.default.createDirectory(atPath: spool.path("outgoing"), withIntermediateDirectories: true)
+        try Data(report).write(to: URL(fileURLWithPath: spool.path("tmp", ".report.bin")))
+        XCTAssertEqual(rename(spool.path("tmp", ".report.bin"), spool.path("outgoing", "report.bin")), 0)
+        try spool.drop("upload", "credentials: nightly-exports\nurl: \(moto.url("/\(bucket)/reports/report.bin"))\nupload: report.bin\n")
+        let (uploaded, uploadLog) = try DaemonProcess.drain(spool: spool.root, extra: ["--credentials-dir", dir], timeout: 120)
+        XCTAssertEqual(uploaded, 0, uploadLog)
+        XCTAssertEqual(moto.requests().filter { $0.method == "PUT" }.map(\.status), [200])
+        try spool.drop("fetch-back", "credentials: nightly-exports\nurl: \(moto.url("/\(bucket)/reports/report.bin"))\nname: report-back.bin\n")
+        let (fetched, fetchLog) = try DaemonProcess.drain(spool: spool.root, extra: ["--credentials-dir", dir], timeout: 120)
+        XCTAssertEqual(fetched, 0, fetchLog)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "report-back.bin")), TestBody.sha256Hex(report))
+
         // Neither key nor secret anywhere in the spool or the daemon's log.
         for secret in [moto.secretAccessKey, wrongSecret, moto.accessKeyId] {
-            XCTAssertFalse(stderr.contains(secret), "the log must not hold \(secret)")
+            XCTAssertFalse((stderr + uploadLog + fetchLog).contains(secret), "the log must not hold \(secret)")
             for file in SpoolFiles.all(under: spool.root) where !file.hasSuffix("/final/2026-12-05.dump") {
                 let text = String(decoding: FileManager.default.contents(atPath: file) ?? Data(), as: UTF8.self)
                 XCTAssertFalse(text.contains(secret), "\(file) must not hold \(secret)")

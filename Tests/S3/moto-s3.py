@@ -48,7 +48,7 @@ def main() -> None:
     iam.create_user(UserName="spoolfetch")
     iam.put_user_policy(UserName="spoolfetch", PolicyName="read", PolicyDocument=json.dumps({
         "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}]}))
+        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket", "s3:PutObject"], "Resource": "*"}]}))
     key = iam.create_access_key(UserName="spoolfetch")["AccessKey"]
     s3 = boto3.client("s3", **setup)
     s3.create_bucket(Bucket=bucket)
