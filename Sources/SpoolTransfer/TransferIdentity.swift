@@ -36,11 +36,12 @@ public struct AWSSigV4Signing: Sendable, Hashable {
     static let emptyBodySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 }
 
-/// A TLS client certificate (mTLS) for one transfer's connections. libcurl keys connection reuse
-/// and its TLS session cache on the SSL configuration, the client certificate and key included
-/// (7.88: `ssl_primary_config` holds `clientcert`, `key` and `key_passwd` since the fix of
-/// CVE-2022-27782), so a connection made with a certificate is never handed to a transfer
-/// without it, nor the other way round (`ClientCertificateTests` checks both orders).
+/// A TLS client certificate (mTLS) for one transfer's connections. libcurl reuses a connection,
+/// and resumes a TLS session, only under the same SSL configuration, and since 7.83.1 (the fix of
+/// CVE-2022-27782) the client certificate is part of what it compares: a connection made with a
+/// certificate is not handed to a transfer without it, nor the other way round.
+/// `ClientCertificateTests` checks this against nginx: two items with the certificate share a
+/// connection, the item between them without one gets a connection of its own.
 public struct TLSClientIdentity: Sendable, Hashable {
     /// PEM file of the certificate (and its chain), absolute.
     public var certificate: String
