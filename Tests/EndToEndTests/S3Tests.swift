@@ -112,6 +112,51 @@ final class S3Tests: SpoolTestCase {
     }
 }
 
+extension S3Tests {
+    /// A signed segmented transfer killed with -9 and started again: the restart asks only for
+    /// what is missing, each range signed when it is sent (moto refuses any other), and the file
+    /// published is the object.
+    func testAResumeAfterKillNineSignsEachMissingRangeAnew() throws {
+        let scratch = try TempSpool.makeScratchFolder(prefix: "spoolfetch-s3-resume")
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: scratch) }
+        XCTAssertEqual(chmod(scratch, 0o700), 0)
+        let body = TestBody.random(count: 24 << 20, seed: 64)
+        try Data(body).write(to: URL(fileURLWithPath: scratch + "/object"))
+        let moto = try MotoS3Server(bucket: bucket, objects: ["db/resume.dump": scratch + "/object"])
+        try FileManager.default.createDirectory(atPath: scratch + "/credentials", withIntermediateDirectories: true)
+        let credentials = scratch + "/credentials/bucket"
+        try "AWS-SigV4: aws:amz:us-east-1:s3\nAWS-Access-Key-Id: \(moto.accessKeyId)\nAWS-Secret-Access-Key: \(moto.secretAccessKey)\n"
+            .write(toFile: credentials, atomically: false, encoding: .utf8)
+        XCTAssertEqual(chmod(credentials, 0o600), 0)
+        try spool.drop("resume", "credentials: bucket\nurl: \(moto.url("/\(bucket)/db/resume.dump"))\n")
+        let arguments = ["--credentials-dir", scratch + "/credentials", "--sync-every", "1M", "--max-rate", "4M"]
+        let first = try DaemonProcess.launch(["run", "--spool", spool.root] + arguments)
+        try DirectoryWaiter.wait(in: spool.path("staging"), timeout: 60, what: "a state with ranges durable in part") {
+            guard let name = self.spool.files(in: "staging").first(where: { $0.hasSuffix(".state") }),
+                  let bytes = try? self.spool.read("staging", name),
+                  let state = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+                  let ranges = state["ranges"] as? [[Int]] else { return false }
+            return ranges.filter { $0.count == 4 && $0[3] > $0[0] }.count >= 2
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+        let before = moto.requests().count
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: arguments, timeout: 120)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "resume.dump")), TestBody.sha256Hex(body))
+        let after = moto.requests().dropFirst(before)
+        XCTAssertFalse(after.isEmpty)
+        XCTAssertTrue(after.allSatisfy { $0.signed && $0.status == 206 && $0.range.hasPrefix("bytes=") }, "\(Array(after))")
+        let asked = after.map { request -> Int in
+            let spec = request.range.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+            guard spec.count == 2, let from = Int(spec[0]) else { return body.count }
+            return (Int(spec[1]).map { $0 + 1 } ?? body.count) - from
+        }.reduce(0, +)
+        XCTAssertLessThan(asked, body.count, "only what was missing asked again: \(Array(after))")
+        print("S3 resume round: \(body.count) bytes, \(before) requests before kill -9, \(after.count) signed ranges after")
+    }
+}
+
 /// Every file under a folder, for tests that look for a secret in all of them.
 enum SpoolFiles {
     static func all(under root: String) -> [String] {
