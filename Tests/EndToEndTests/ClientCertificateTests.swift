@@ -158,6 +158,38 @@ final class ClientCertificateTests: SpoolTestCase {
               + "4 refusals, drain \(String(format: "%.1f", seconds)) s")
     }
 
+    /// A server that refuses in the TLS 1.3 handshake (`openssl s_server -Verify 1`: alert 116,
+    /// "certificate required") rather than with nginx's 400: the same `client-certificate`, and
+    /// not taken for an outage although no response byte came.
+    func testAHandshakeAlertForAMissingCertificateFailsWithClientCertificate() throws {
+        let certs = try TestCertificates(in: scratch)
+        let server = try HandshakeServer(certs)
+        defer { server.stop() }
+        let dir = scratch + "/credentials"
+        try makeClient(certs, certificate: dir + "/certs/c.pem", key: dir + "/certs/c.key", passphrase: nil)
+        try "Client-Certificate: certs/c.pem\nClient-Key: certs/c.key\n".write(toFile: dir + "/c", atomically: false, encoding: .utf8)
+        XCTAssertEqual(chmod(dir + "/c", 0o600), 0)
+        try spool.drop("alert", """
+            url: https://127.0.0.1:\(server.port)/
+            name: without.html
+            url: https://127.0.0.1:\(server.port)/
+            name: with.html
+            credentials: c
+            """)
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: [
+            "--credentials-dir", dir, "--ca-file", certs.caCertificate, "--concurrency", "1"])
+        XCTAssertEqual(status, 1, stderr)
+        XCTAssertTrue(String(decoding: try spool.read("final", "with.html"), as: UTF8.self).contains("CN=spoolfetch-client"),
+                      "s_server's page names the client certificate it got")
+        let items = try XCTUnwrap(try json("failed", "alert.error")["items"] as? [[String: Any]])
+        XCTAssertEqual(items.count, 1)
+        XCTAssertEqual(items.first?["code"] as? String, "client-certificate")
+        XCTAssertEqual(items.first?["attempts"] as? Int, 1, "permanent, and not an outage")
+        let message = items.first?["message"] as? String ?? ""
+        XCTAssertTrue(message.hasPrefix("the server wants a client certificate and none was sent (")
+                      && message.contains("alert certificate required"), message)
+    }
+
     /// The README's request block of "Client certificates" (the one naming `partner-feed`).
     static func readmeRequest() throws -> String {
         let block = try ReadmeExample.block(startingWith: "# a request", containing: "credentials: partner-feed")
@@ -165,3 +197,50 @@ final class ClientCertificateTests: SpoolTestCase {
         return block
     }
 }
+
+/// `openssl s_server -Verify 1 -www` on 127.0.0.1: wants a client certificate of the test CA, and
+/// answers each request with a page describing the TLS session (the client's certificate
+/// included). Ready when it prints `ACCEPT 127.0.0.1:PORT`.
+private final class HandshakeServer {
+    let port: Int
+    private let process = Process()
+
+    init(_ certs: TestCertificates) throws {
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-cert", certs.serverCertificate, "-key", certs.serverKey,
+                             "-CAfile", certs.caCertificate, "-Verify", "1", "-tls1_3", "-www"]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let ready = DispatchSemaphore(value: 0)
+        let found = FoundPort()
+        Thread.detachNewThread {
+            var text = ""
+            while true {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+                if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("ACCEPT ") }),
+                   let port = line.split(separator: ":").last.flatMap({ Int($0) }) {
+                    found.port = port
+                    break
+                }
+            }
+            ready.signal()
+            // Keep reading, so that s_server never blocks on a full pipe.
+            while !output.fileHandleForReading.availableData.isEmpty {}
+        }
+        guard ready.wait(timeout: .now() + 20) == .success, let port = found.port else {
+            process.terminate()
+            throw WaitError.timedOut(what: "openssl s_server to print ACCEPT", after: 20)
+        }
+        self.port = port
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate(); process.waitUntilExit() }
+    }
+}
+
+private final class FoundPort: @unchecked Sendable { var port: Int? }
