@@ -38,8 +38,9 @@ public struct AWSSigV4Signing: Sendable, Hashable {
 
 /// A TLS client certificate (mTLS) for one transfer's connections. libcurl reuses a connection,
 /// and resumes a TLS session, only under the same SSL configuration, and since 7.83.1 (the fix of
-/// CVE-2022-27782) the client certificate is part of what it compares: a connection made with a
-/// certificate is not handed to a transfer without it, nor the other way round.
+/// CVE-2022-27782) the client certificate's file name is part of what it compares (vtls.c,
+/// `match_ssl_primary_config`: `clientcert`): a connection made with a certificate is not handed
+/// to a transfer without it or with another, nor the other way round.
 /// `ClientCertificateTests` checks this against nginx: two items with the certificate share a
 /// connection, the item between them without one gets a connection of its own.
 public struct TLSClientIdentity: Sendable, Hashable {
