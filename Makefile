@@ -15,7 +15,8 @@ SWIFT ?= swift
 # the install test uses python3's http.server and unshare/mount, the package test debootstraps a
 # Debian root (from the mirror the machine's own apt sources name) to install the .deb in and checks
 # it with lintian and its man pages with man-db's `man --warnings`, and the shared-spool tests mount
-# bindfs without lock forwarding.
+# bindfs without lock forwarding. S3Tests make a virtual environment with moto and boto3 from PyPI
+# in .build/moto-venv on first use (python3-venv; see Tests/S3/moto-s3.py).
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
 TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 python3-venv glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db e2fsprogs
 

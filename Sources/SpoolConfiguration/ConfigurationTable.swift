@@ -89,7 +89,7 @@ extension ConfigurationKey {
         .optionalText("operators", \.operators, value: "group", reload: false, example: "spoolops",
                       "The operators' group: its members may cancel, pause, resume and retry anyone's requests (others only their own); default: the group spoolfetch init --operators recorded in SPOOL/operators"),
         .optionalText("credentials-dir", \.credentialsDir, value: "dir", reload: true, example: "/etc/spoolfetch/credentials",
-                      "Folder of private header files (Authorization or Cookie lines) that a request names with credentials: NAME"),
+                      "Folder of private credentials files (Authorization or Cookie lines, AWS SigV4 keys, a client certificate) that a request names with credentials: NAME"),
         .text("store", \.store, value: "yes|no|dir", reload: false, example: "yes",
               "Keep every body verified against its sha256 in a content store and publish later items with that sha256 from it without a request; yes: SPOOL/store (shared by every worker on the spool), or a folder",
               rule: { $0.hasPrefix("/") || ["yes", "no", "true", "false", "on", "off", "1", "0"].contains($0.lowercased())

@@ -134,7 +134,8 @@ public struct StartCheck: Sendable, Hashable {
     public var expiresAt: Date?
     /// How that is known (`expires-key`, `s3-sigv4`, … and which URL: a mirror's, the hook's).
     public var expirySource: String
-    /// The header lines of the item's credentials file, read for this start only.
+    /// The lines of the item's credentials file (headers, and the SigV4 keys and client
+    /// certificate the transfer takes out of them), read for this start only.
     public var credentials: [RequestHeader]
     /// Why the item's credentials file cannot be used (missing, readable by others, …).
     public var credentialsRefused: String?

@@ -62,6 +62,15 @@ extension CurlOption where Kind == CurlString {
     static var acceptEncoding: Self { .init(CURLOPT_ACCEPT_ENCODING, "CURLOPT_ACCEPT_ENCODING") }
     static var range: Self { .init(CURLOPT_RANGE, "CURLOPT_RANGE") }
     static var netrcFile: Self { .init(CURLOPT_NETRC_FILE, "CURLOPT_NETRC_FILE") }
+    // A request's own identity (`TransferIdentity.swift`): AWS SigV4 signing and a TLS client certificate.
+    static var awsSigV4: Self { .init(CURLOPT_AWS_SIGV4, "CURLOPT_AWS_SIGV4") }
+    static var userName: Self { .init(CURLOPT_USERNAME, "CURLOPT_USERNAME") }
+    static var password: Self { .init(CURLOPT_PASSWORD, "CURLOPT_PASSWORD") }
+    static var sslCert: Self { .init(CURLOPT_SSLCERT, "CURLOPT_SSLCERT") }
+    static var sslCertType: Self { .init(CURLOPT_SSLCERTTYPE, "CURLOPT_SSLCERTTYPE") }
+    static var sslKey: Self { .init(CURLOPT_SSLKEY, "CURLOPT_SSLKEY") }
+    static var sslKeyType: Self { .init(CURLOPT_SSLKEYTYPE, "CURLOPT_SSLKEYTYPE") }
+    static var keyPassword: Self { .init(CURLOPT_KEYPASSWD, "CURLOPT_KEYPASSWD") }
 }
 
 extension CurlOption where Kind == CurlPointer {

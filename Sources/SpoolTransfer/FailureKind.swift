@@ -79,7 +79,8 @@ extension TransferFailure {
         case .addressDenied: return .policy
         case .write, .uploadRead: return .local
         case .uploadChanged: return .server
-        case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged, .proxyRefused: return .server
+        case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged, .proxyRefused, .clientCertificate, .redirectRefused:
+            return .server
         case .curl(let code, let text):
             switch code {
             case 5, 6, 7, 52: return .outage

@@ -80,6 +80,8 @@ final class Transfer {
     /// An error response's body is read and dropped (keeps the connection reusable), up to a bound.
     private var discardingErrorBody = false
     private var discarded = 0
+    /// The first bytes of that body, for the server's reason (`ServerErrorBody`).
+    private var errorBody: [UInt8] = []
 
     /// Where libcurl takes its proxy from, to name it when a transfer fails.
     let proxies: ProxyEnvironment
@@ -190,6 +192,7 @@ final class Transfer {
             if !discardingErrorBody { holdIfSmall() }
         }
         if discardingErrorBody {
+            if errorBody.count < ServerErrorBody.maxBytes { errorBody += bytes.prefix(ServerErrorBody.maxBytes - errorBody.count) }
             discarded += bytes.count
             return discarded <= 64 * 1024
         }
@@ -383,6 +386,7 @@ final class Transfer {
             }
         } else if discardingErrorBody || !(facts.httpStatus == 200 || facts.httpStatus == 206) {
             failure = .httpStatus(facts.httpStatus)
+            facts.serverError = ServerErrorBody.reason(errorBody, hiding: [request.awsSigV4?.accessKeyId])
         } else if !bodyStarted {
             // An empty body: nothing was positioned or truncated yet.
             if facts.httpStatus == 200 && request.resumeFrom > 0 {
@@ -411,6 +415,7 @@ final class Transfer {
                 failure = .curl(code: 18, text: "body ended at \(bytesOnDisk) bytes, expected \(start + expected)")
             }
         }
+        if let failed = failure, let mapped = clientCertificateFailure(failed, errorBody: errorBody) { failure = mapped }
         var unwritten: ReceivedBody? = nil
         if let bytes = held {
             if failure == nil && handingOverHeld {
@@ -449,6 +454,6 @@ enum TransferCallbacks {
         guard let data else { return total }
         transfer.header(UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
                                             count: total))
-        return total
+        return transfer.refusesRedirect() ? 0 : total
     }
 }

@@ -58,6 +58,7 @@ extension TransferSession {
             if let validator = request.ifRange { headers.append("If-Range: \(validator)") }
         }
         if let upload = request.upload { try configureUpload(easy, upload, context: context, headers: &headers) }
+        try configureIdentity(easy, request, headers: &headers)
         if !headers.isEmpty { try easy.setHeaders(headers) }
         try easy.set(.writeFunction, TransferCallbacks.write)
         try easy.set(.writeData, context)

@@ -47,6 +47,11 @@ public struct TransferRequest: Sendable {
     /// A segment of a larger item (set by the session): its bytes are written at their offsets,
     /// not hashed, and only a 206 of the asked range under the item's validator is accepted.
     var segment = false
+    /// Every request of the transfer signed with AWS SigV4 (a private S3 bucket; see `AWSSigV4Signing`).
+    public var awsSigV4: AWSSigV4Signing?
+    /// A TLS client certificate for the transfer's connections (see `TLSClientIdentity`); with
+    /// one, redirects are followed on the URL's own origin only.
+    public var clientIdentity: TLSClientIdentity?
 
     public init(url: String, headers: [String] = [], destination: Int32, resumeFrom: Int64 = 0,
                 prefixHash: HashState? = nil, ifRange: String? = nil, maxBytes: Int64? = nil,
@@ -160,6 +165,9 @@ public struct ResponseFacts: Sendable, Hashable {
     public var redirects: Int = 0
     /// `Location` of the final response (an upload's created resource).
     public var location: String?
+    /// An error response's own reason, from its small XML or JSON body (S3's `<Code>` and
+    /// `<Message>`: `SignatureDoesNotMatch: The request signature …`); nil when it has none.
+    public var serverError: String?
     /// The rate-limit headers of the final response (`RateLimit`, `RateLimit-Policy`,
     /// `RateLimit-Remaining` & co.), by lowercased name, as sent: the scheduler reads them.
     public var rateLimitHeaders: [String: String] = [:]
@@ -202,6 +210,12 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     /// holds it; `url` the URL being fetched (after redirects), without its query. Nothing was sent.
     case addressDenied(host: String, address: String, port: Int, network: String, url: String, throughProxy: Bool)
 
+    /// A client certificate was wanted, refused, or could not be loaded (what and why in the text).
+    case clientCertificate(String)
+    /// A transfer with a client certificate was redirected to another origin (`to`: scheme, host
+    /// and port) and did not follow: the certificate is for its own server.
+    case redirectRefused(to: String)
+
     public var description: String {
         switch self {
         case .httpStatus(let s): return "HTTP status \(s)"
@@ -223,6 +237,10 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             let whom = throughProxy ? "the proxy \(host)" : host
             let endpoint = address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
             return "connecting to \(whom) at \(endpoint) for \(url) is denied by the egress policy (\(network) is in --deny-network and not in --allow-network); nothing was sent"
+
+        case .clientCertificate(let text): return text
+        case .redirectRefused(let to):
+            return "the server redirected to \(to), another host: an item with a client certificate follows redirects on its own host only"
         }
     }
 
@@ -250,6 +268,9 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .uploadRead: return "upload-unreadable"
         case .proxyRefused: return "proxy"
         case .addressDenied: return "address-denied"
+
+        case .clientCertificate: return "client-certificate"
+        case .redirectRefused: return "redirect-refused"
         }
     }
 
@@ -271,7 +292,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             // 56 recv, 16 http2, 92 http2 stream, 92, 95 http3
             return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
         case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
-        case .tooLarge, .uploadChanged, .uploadRead: return false
+        case .tooLarge, .uploadChanged, .uploadRead, .clientCertificate, .redirectRefused: return false
         // A refusal by the proxy's rules or for its credentials is the same on every try; a 5xx
         // (it could not reach the origin, it is overloaded) may pass.
         case .proxyRefused(let status, _, _): return status == 408 || status == 429 || (500...599).contains(status)

@@ -16,8 +16,9 @@ typealias ItemAction = ItemEffect
 typealias LifecycleContext = ItemContext
 
 extension TransferFault {
-    /// The facts of a transfer layer's failure that the machine decides on.
-    init(_ failure: TransferFailure) {
+    /// The facts of a transfer layer's failure that the machine decides on. `serverError`: the
+    /// reason an error response's body gave (`ResponseFacts.serverError`), added to the text.
+    init(_ failure: TransferFailure, serverError: String? = nil) {
         var status: Int? = nil
         var diskFull = false
         var tooLarge = false
@@ -27,7 +28,7 @@ extension TransferFault {
         case .tooLarge: tooLarge = true
         default: break
         }
-        self.init(code: failure.code, description: "\(failure)", httpStatus: status, isTransient: failure.isTransient,
+        self.init(code: failure.code, description: "\(failure)" + (serverError.map { " (\($0))" } ?? ""), httpStatus: status, isTransient: failure.isTransient,
                   discardsPartial: failure.discardsPartial, movesToNextSource: failure.movesToNextSource,
                   diskFull: diskFull, cancelled: failure == .cancelled, tooLarge: tooLarge)
     }
@@ -37,8 +38,8 @@ extension TransferEnd {
     /// How a transfer ended, from the transfer layer's failure (nil: the body is complete).
     init(failure: TransferFailure?, sha256: String?, retryAfter: Double?, hasPartial: Bool,
          wholePartialSHA256: String? = nil, wantedSHA256: String? = nil, tooLargeHint: String? = nil,
-         outage: Bool = false, notModified: UnchangedFile? = nil) {
-        self.init(fault: failure.map(TransferFault.init), sha256: sha256, retryAfter: retryAfter, hasPartial: hasPartial,
+         outage: Bool = false, notModified: UnchangedFile? = nil, serverError: String? = nil) {
+        self.init(fault: failure.map { TransferFault($0, serverError: serverError) }, sha256: sha256, retryAfter: retryAfter, hasPartial: hasPartial,
                   wholePartialSHA256: wholePartialSHA256, wantedSHA256: wantedSHA256, tooLargeHint: tooLargeHint,
                   outage: outage, notModified: notModified)
     }

@@ -52,7 +52,8 @@ enum PrivateFile {
     /// or port after a redirect (the cross-host rule of a request's own `header:` lines).
     static let credentialHeaders: Set<String> = ["authorization", "cookie"]
 
-    /// The header lines of `--credentials-dir`/`name` (`#` comments and blank lines skipped).
+    /// The header lines of `--credentials-dir`/`name` (`#` comments and blank lines skipped), its
+    /// identity lines among them (`CredentialIdentity`: checked, paths made absolute).
     static func credentialHeaders(directory: String?, name: String) throws(Refused) -> [RequestHeader] {
         guard let directory else {
             throw Refused(description: "the request names credentials '\(name)', but the daemon has no --credentials-dir")
@@ -67,14 +68,16 @@ enum PrivateFile {
             case .failure(let rejection):
                 throw Refused(description: "\(path) line \(number + 1): \(rejection.message)")
             case .success(let header):
-                guard credentialHeaders.contains(header.name.lowercased()) else {
+                let lower = header.name.lowercased()
+                guard credentialHeaders.contains(lower) || CredentialIdentity.names.contains(lower) else {
                     throw Refused(description: "\(path) line \(number + 1): \(header.name) is not allowed in a credentials file "
-                                  + "(only Authorization and Cookie, which are never sent to another host after a redirect)")
+                                  + "(only Authorization and Cookie, which are never sent to another host after a redirect, "
+                                  + "and the AWS-SigV4 and Client-Certificate lines)")
                 }
                 headers.append(header)
             }
         }
         guard !headers.isEmpty else { throw Refused(description: "\(path) holds no header line") }
-        return headers
+        return try CredentialIdentity.checked(headers, name: name, directory: directory)
     }
 }

@@ -154,7 +154,10 @@ final class TransferDriver {
             return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true,
                                         wantedSHA256: record.loaded?.sha256))
         }
-        let failure = outcome.failure ?? .curl(code: -1, text: "no result")
+        var failure = outcome.failure ?? .curl(code: -1, text: "no result")
+        if case .clientCertificate(let why) = failure, let name = record.loaded?.credentials {
+            failure = .clientCertificate("credentials '\(name)': \(why)")
+        }
         record.noteFailure(failure)
         var whole: String? = nil
         // A 416 says the kept part is whole only if it is about the part's version (see
@@ -166,7 +169,7 @@ final class TransferDriver {
         return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
                                     hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
                                     wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(tooLargeHint),
-                                    outage: outcome.isOutage))
+                                    outage: outcome.isOutage, serverError: outcome.facts.serverError))
     }
 
     /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`

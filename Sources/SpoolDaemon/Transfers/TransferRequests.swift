@@ -17,17 +17,21 @@ extension TransferDriver {
 
     /// The one builder of an item's transfer request, for downloads and uploads alike (a segment
     /// is made from its primary's, `TransferRequest.segment`): the URL of the item's current
-    /// source (or the refresh hook's), its headers with the credentials' in place; a download
+    /// source (or the refresh hook's), its headers with the credentials' in place and the
+    /// credentials' SigV4 keys and client certificate (`CredentialIdentity`); a download
     /// adds its conditional headers, its part, resume, size limit, checkpoints, rate group and
     /// segments; an upload its file, sent whole.
     func transferRequest(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
                          body: TransferBody) -> TransferRequest {
         let url = (record.currentURL ?? item.url).string
-        let headers = Self.headers(item.headers, credentials: credentials).map(\.line)
+        let own = CredentialIdentity.split(credentials)
+        let headers = Self.headers(item.headers, credentials: own.headers).map(\.line)
         switch body {
         case .upload(let source):
             var request = TransferRequest(url: url, headers: headers, destination: -1)
             request.upload = source
+            request.awsSigV4 = own.signing
+            request.clientIdentity = own.identity
             return request
         case .download(let part, let resumeFrom, let hashedMirror):
             var request = TransferRequest(
@@ -43,6 +47,11 @@ extension TransferDriver {
                 syncEvery: configuration.syncEvery,
                 rateGroup: record.request.settings.maxRate.map { RateGroup(name: record.request.name, bytesPerSecond: $0) })
             request.maxSegments = min(configuration.maxSegments, item.segments ?? .max)
+            // The credentials' identity is for the item's own server, never a hashed mirror.
+            if hashedMirror == nil {
+                request.awsSigV4 = own.signing
+                request.clientIdentity = own.identity
+            }
             // A segmented part recovered in this boot: only its missing ranges are fetched.
             if resumeFrom > 0 || record.keptRanges != nil, let validator = record.validator, let kept = record.keptRanges {
                 request.keptRanges = kept
