@@ -48,6 +48,7 @@ class Event:
     message: Optional[str] = None
     published: Optional[int] = None
     failed: Optional[int] = None
+    owner: Optional[str] = None  #: the request's owner (its file's user at claim), when the record says
 
     @property
     def id(self) -> str:
@@ -303,7 +304,8 @@ class EventReader:
             place = Cursor(ns, folder, name, sub)
             if self.ordered and self.cursor is not None and place <= self.cursor:
                 return
-            events.append(Event(record=path, cursor=str(place), **fields))
+            owner = record.get("owner")
+            events.append(Event(record=path, cursor=str(place), owner=owner if isinstance(owner, str) else None, **fields))
 
         try:
             if folder == 1:
