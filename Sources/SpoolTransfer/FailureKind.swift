@@ -73,7 +73,7 @@ extension TransferFailure {
     public func kind(given evidence: ConnectionEvidence) -> TransferFailureKind {
         switch self {
         case .cancelled: return .cancelled
-        case .write, .uploadRead: return .local
+        case .write, .uploadRead, .noRoom: return .local
         case .uploadChanged: return .server
         case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged, .proxyRefused: return .server
         case .curl(let code, let text):

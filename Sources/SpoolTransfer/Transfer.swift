@@ -91,9 +91,14 @@ final class Transfer {
     var groupBucket: GroupBucket?
     /// An upload's progress: what was read from its file and sent so far (see `Transfer+Upload`).
     var sending = UploadProgress()
+    /// The caller's space rules, asked before the body's first byte (see `BodyRoom`).
+    let room: BodyRoom?
+    /// A body of unknown length: what it may still write before the free space is read again.
+    var unsized: UnsizedAllowance?
 
     init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate,
-         checkpoints: CheckpointFlag? = nil) {
+         checkpoints: CheckpointFlag? = nil, room: BodyRoom? = nil) {
+        self.room = room
         self.checkpoints = checkpoints
         self.key = key
         self.proxies = proxies
@@ -184,6 +189,7 @@ final class Transfer {
         if !bodyStarted {
             bodyStarted = true
             if !beginBody() { return false }
+            if !discardingErrorBody && !roomForBody() { return false }
             bodyJustBegan = !discardingErrorBody
             if !discardingErrorBody { holdIfSmall() }
         }
@@ -211,6 +217,7 @@ final class Transfer {
             abortReason = .tooLarge(limit: limit)
             return false
         }
+        if unsized != nil && !roomForUnsizedBody(Int64(bytes.count)) { return false }
         if held != nil {
             if held!.count + bytes.count <= heldReserved {
                 held!.append(contentsOf: bytes)

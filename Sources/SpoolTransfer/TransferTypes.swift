@@ -192,6 +192,11 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     /// rules, 407 credentials wanted, 5xx it could not reach the origin): the origin was never
     /// asked. `proxy` names it (credentials removed), `target` is the `host:port` asked for.
     case proxyRefused(status: Int, proxy: String, target: String)
+    /// The body has no room on a filesystem it goes to (see `BodyRoom`): cut at its headers
+    /// when its size can `never` fit or does not fit now, or, of unknown length, when the
+    /// staging filesystem's free space reached `min-free`. `reason` names the filesystem and
+    /// its figures.
+    case noRoom(never: Bool, reason: String)
 
     public var description: String {
         switch self {
@@ -210,6 +215,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             let what = status == 407 ? " (proxy authentication required: give the proxy's user and password in its URL, https_proxy=http://user:pass@host:port)"
                 : status == 403 ? " (the proxy's rules forbid it)" : ""
             return "the proxy \(proxy) answered the CONNECT to \(target) with HTTP \(status)\(what); the origin was not asked"
+        case .noRoom(_, let reason): return reason
         }
     }
 
@@ -236,6 +242,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .uploadChanged: return "upload-changed"
         case .uploadRead: return "upload-unreadable"
         case .proxyRefused: return "proxy"
+        case .noRoom: return "disk-full"
         }
     }
 
@@ -257,6 +264,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             // 56 recv, 16 http2, 92 http2 stream, 92, 95 http3
             return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
         case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
+        case .noRoom(let never, _): return !never
         case .tooLarge, .uploadChanged, .uploadRead: return false
         // A refusal by the proxy's rules or for its credentials is the same on every try; a 5xx
         // (it could not reach the origin, it is overloaded) may pass.
