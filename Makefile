@@ -15,7 +15,7 @@ SWIFT ?= swift
 # Debian root (from the mirror the machine's own apt sources name) to install the .deb in, and the
 # shared-spool tests mount bindfs without lock forwarding.
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
-TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs
+TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lighttpd lighttpd-mod-openssl
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
 PREFIX ?= /usr/local

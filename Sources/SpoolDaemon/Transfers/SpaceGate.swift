@@ -153,13 +153,15 @@ final class SpaceGate {
         return .later(reason: "not enough free space for its \(total) bytes (from the response's headers): \(short)")
     }
 
-    /// The staging filesystem for a body of unknown length: bytes free less `min-free`, and
+    /// The staging filesystem for a body of unknown length: bytes free less `min-free` and less
+    /// `SpaceRules.publishHeadroom` (what the daemon's own writes after it need: its state, the
+    /// journal, the group's end, the status report, so that they never eat into `min-free`), and
     /// those figures as a message names them; nil when the filesystem does not say.
     func roomForUnsizedBody() -> (room: Int64, figures: String)? {
         let staging = space(of: layout.staging)
         guard let free = staging.free else { return nil }
         let all = staging.capacity.map { " of \($0)" } ?? ""
-        return (free - staging.minFree, "\(staging.path) (\(staging.filesystem)) down to \(free) bytes free\(all), "
+        return (free - staging.minFree - SpaceRules.publishHeadroom, "\(staging.path) (\(staging.filesystem)) down to \(free) bytes free\(all), "
                 + "\(staging.minFree) kept free (min-free)")
     }
 
