@@ -104,8 +104,10 @@ public enum OperatorError: Error, CustomStringConvertible {
 /// `spoolfetch cancel|pause|resume|retry ID`: finds the daemon that holds ID in its status
 /// report, drops a command file for it into `control/`, and waits for its answer.
 public enum ControlClient {
+    /// `retryDeadline`: for a retry of a failed request, the deadline its new request gets
+    /// (`retry --deadline`), in place of every one it had (see `retryText`).
     public static func send(_ verb: ControlCommand.Verb, id: String, spool: String,
-                            timeout: Double = 10) throws(OperatorError) -> ControlResult {
+                            timeout: Double = 10, retryDeadline: String? = nil) throws(OperatorError) -> ControlResult {
         let parsed = try ControlID(parsing: id)
         let overview = try SpoolOverview.read(spool: spool)
         let request = parsed.request
@@ -116,7 +118,11 @@ public enum ControlClient {
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),
            !isClaimed(request, spool: spool) {
             try checkOwner(of: spool + "/failed/" + request, request: request, verb: verb, spool: spool)
-            return try retryFailed(request: request, id: id, spool: spool)
+            return try retryFailed(request: request, id: id, spool: spool, deadline: retryDeadline)
+        }
+        if retryDeadline != nil {
+            throw .refused("retry --deadline applies to a request in failed/ (its failed items are queued again with it); "
+                           + "\(id) is not one")
         }
         if owner == nil, verb == .cancel, let path = claimedPath(request, spool: spool) {
             try checkOwner(of: path, request: request, verb: verb, spool: spool)
@@ -193,6 +199,18 @@ public enum ControlClient {
         return .unknownID(id)
     }
 
+    /// Why `text` cannot be a retry's deadline (not a deadline, or one that has passed); nil when it can.
+    public static func retryDeadlineProblem(_ text: String, now: Date = Date()) -> String? {
+        guard let deadline = RequestDeadline(parsing: text) else {
+            return "--deadline must be an RFC 3339 time such as 2026-11-23T06:00:00Z, "
+                + "or a time from the claim such as 90m, 6h or 2d; got '\(text)'"
+        }
+        if case .at(let date) = deadline, date <= now {
+            return "--deadline \(text) has passed already: the retried items would fail at once"
+        }
+        return nil
+    }
+
     /// A request in `failed/`: its failed items go back into the queue as a new request file
     /// `R-retry-STAMP` — the request as its producer wrote it (every file-level key, and each
     /// failed item's own lines), so a retry keeps `on-exists`, headers, credentials, markers and
@@ -201,7 +219,9 @@ public enum ControlClient {
     /// Never twice: `failed/R.retried` (a whole request) or `failed/R.retried-INDEX` (one item),
     /// created exclusively, names the request that queued them again; an item already queued by
     /// either is left out of a later retry, which answers "already queued" when nothing is left.
-    static func retryFailed(request: String, id: String, spool: String) throws(OperatorError) -> ControlResult {
+    static func retryFailed(request: String, id: String, spool: String, deadline: String? = nil) throws(OperatorError)
+        -> ControlResult {
+        if let deadline, let problem = retryDeadlineProblem(deadline) { throw .refused(problem) }
         let failedDir = spool + "/failed/"
         guard let bytes = FileManager.default.contents(atPath: failedDir + request),
               let errorData = FileManager.default.contents(atPath: failedDir + request + ".error"),
@@ -245,7 +265,9 @@ public enum ControlClient {
             }
             return already(note)
         }
-        let text = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices)
+        let retried = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices,
+                                     deadline: deadline, now: Date())
+        let text = retried.text
         let stamp = RFC3339.format(Date()).filter { $0.isNumber }
         let name = "\(request)-retry-\(stamp)"
         var handed = 0
@@ -276,6 +298,11 @@ public enum ControlClient {
         }
         var message = "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)"
         if handed > 0 { message += "; \(handed) partial(s) a deadline cut short resume where they stopped" }
+        if let deadline { message += "; deadline \(deadline)" }
+        else if !retried.droppedDeadlines.isEmpty {
+            message += "; deadline \(retried.droppedDeadlines.joined(separator: ", ")) had passed and was dropped "
+                + "(retry --deadline gives a new one)"
+        }
         if !queuedBefore.isEmpty {
             message += "; item(s) \(queuedBefore.sorted().map { "#\($0)" }.joined(separator: ", ")) were already queued again"
         }
@@ -285,7 +312,14 @@ public enum ControlClient {
     /// The retry's request file: the failed request's own text before its first item (its
     /// file-level keys, comments included), then the lines of each item kept, as written. The
     /// group stays the failed request's (its name, when it named none).
-    static func retryText(of bytes: [UInt8], file: RequestFile, request: String, keeping indices: Set<Int>) -> String {
+    ///
+    /// Deadlines: one counted from the claim (`6h`) is kept, and counts again from the retry's
+    /// claim; an RFC 3339 one that has passed by `now` is dropped (kept, it would fail the
+    /// retried items at once and their kept partials would never be used), and listed in
+    /// `droppedDeadlines`. `deadline` (`retry --deadline`) replaces every `deadline:` line with
+    /// one file-level line.
+    static func retryText(of bytes: [UInt8], file: RequestFile, request: String, keeping indices: Set<Int>,
+                          deadline: String? = nil, now: Date = Date()) -> (text: String, droppedDeadlines: [String]) {
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
         let starts = file.items.map { $0.line - 1 }
@@ -297,13 +331,25 @@ public enum ControlClient {
             return key.lowercased().trimmingCharacters(in: .whitespaces) == "group"
         }
         if !namesGroup { out.append("group: \(file.group)") }
-        out += header
+        var dropped: [String] = []
+        func keep(_ line: String) -> String? {
+            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
+            guard key.lowercased().trimmingCharacters(in: .whitespaces) == "deadline",
+                  let colon = line.firstIndex(of: ":") else { return line }
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if deadline != nil { return "# \(line.trimmingCharacters(in: .whitespaces)) (replaced by retry --deadline)" }
+            guard case .at(let date)? = RequestDeadline(parsing: value), date <= now else { return line }
+            if !dropped.contains(value) { dropped.append(value) }
+            return "# deadline: \(value) had passed (dropped by retry)"
+        }
+        if let deadline { out.append("deadline: \(deadline)") }
+        out += header.compactMap(keep)
         let sorted = file.items.sorted { $0.line < $1.line }
         for (n, item) in sorted.enumerated() where indices.contains(item.index) {
             let end = n + 1 < sorted.count ? sorted[n + 1].line - 1 : lines.count
-            out += lines[(item.line - 1) ..< end]
+            out += lines[(item.line - 1) ..< end].compactMap(keep)
         }
-        return out.joined(separator: "\n") + "\n"
+        return (out.joined(separator: "\n") + "\n", dropped)
     }
 }
 

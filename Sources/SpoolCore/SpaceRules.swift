@@ -61,7 +61,7 @@ public enum SpaceRules {
     public static func never(bytes: Int64, on space: FilesystemSpace) -> String? {
         guard bytes > 0, let capacity = space.capacity, bytes > capacity - space.minFree else { return nil }
         return "\(bytes) bytes can never fit on \(space.path) (\(space.filesystem)): "
-            + "\(capacity) bytes in all, \(space.minFree) kept free (min-free)"
+            + "\(capacity) bytes in all, \(space.free.map { "\($0) free now, " } ?? "")\(space.minFree) kept free (min-free)"
     }
 
     /// The first of `filesystems` that cannot take `needed` more bytes beside `reserved` (what

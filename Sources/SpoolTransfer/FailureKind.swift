@@ -77,7 +77,7 @@ extension TransferFailure {
         switch self {
         case .cancelled: return .cancelled
         case .addressDenied: return .policy
-        case .write, .uploadRead: return .local
+        case .write, .uploadRead, .noRoom: return .local
         case .uploadChanged: return .server
         case .httpStatus, .tooLarge, .rangeMismatch, .resourceChanged, .proxyRefused, .clientCertificate, .redirectRefused:
             return .server

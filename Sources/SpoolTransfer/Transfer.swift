@@ -95,9 +95,14 @@ final class Transfer {
     var sending = UploadProgress()
     /// The egress policy's check of every connection it opens (nil: nothing is denied).
     var egress: EgressGuard?
+    /// The caller's space rules, asked before the body's first byte (see `BodyRoom`).
+    let room: BodyRoom?
+    /// A body of unknown length: what it may still write before the free space is read again.
+    var unsized: UnsizedAllowance?
 
     init(key: Int, easy: EasyHandle, request: TransferRequest, proxies: ProxyEnvironment, gate: RateGate,
-         checkpoints: CheckpointFlag? = nil) {
+         checkpoints: CheckpointFlag? = nil, room: BodyRoom? = nil) {
+        self.room = room
         self.checkpoints = checkpoints
         self.key = key
         self.proxies = proxies
@@ -188,6 +193,7 @@ final class Transfer {
         if !bodyStarted {
             bodyStarted = true
             if !beginBody() { return false }
+            if !discardingErrorBody && !roomForBody() { return false }
             bodyJustBegan = !discardingErrorBody
             if !discardingErrorBody { holdIfSmall() }
         }
@@ -216,6 +222,7 @@ final class Transfer {
             abortReason = .tooLarge(limit: limit)
             return false
         }
+        if unsized != nil && !roomForUnsizedBody(Int64(bytes.count)) { return false }
         if held != nil {
             if held!.count + bytes.count <= heldReserved {
                 held!.append(contentsOf: bytes)

@@ -27,6 +27,8 @@ public final class TransferSession {
     var finishedOutcomes: [TransferOutcome] = []
     /// Wakes `wait` from any thread.
     public let waker: TransferWaker
+    /// The caller's rules on room for bodies, asked before a body's first byte (see `BodyRoom`).
+    public let room = BodyRoom()
 
     /// libcurl's global init is not thread-safe; do it once, before any other thread exists.
     /// Its result is kept: every session refuses to start when it failed.
@@ -101,7 +103,8 @@ public final class TransferSession {
         var request = request
         // In front of kept ranges the primary asks only up to the first (a closed range).
         if let first = Self.keptRangesStart(request) { request.rangeEnd = max(first, request.resumeFrom + 1) }
-        let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
+        let transfer = Transfer(key: key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints,
+                                room: room)
         try configure(easy, for: transfer, maxRecvSpeed: maxRecvSpeed)
         splittable.remove(key)
         running[key] = transfer
@@ -116,9 +119,15 @@ public final class TransferSession {
         }
     }
 
-    /// New `--per-host` and `--max-streams` (a reload); connections already open stay.
-    public func setConnectionLimits(perHost: Int, streams: Int) throws(TransferSessionError) {
+    /// New `--per-host` and `--max-streams` (a reload), and `total` (`--concurrency`) when given;
+    /// connections already open stay.
+    public func setConnectionLimits(perHost: Int, streams: Int, total: Int? = nil) throws(TransferSessionError) {
         try Self.setConnectionLimits(multi, perHost: perHost, streams: streams, proxied: !proxies.isEmpty)
+        if let total, total > 0 {
+            try MultiCall.check("CURLMOPT_MAX_TOTAL_CONNECTIONS",
+                                spoolfetch_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, total))
+            try MultiCall.check("CURLMOPT_MAXCONNECTS", spoolfetch_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, total))
+        }
     }
 
     /// libcurl's own bounds under the scheduler's: streams per HTTP/2 connection, and connections

@@ -215,6 +215,11 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
     /// A transfer with a client certificate was redirected to another origin (`to`: scheme, host
     /// and port) and did not follow: the certificate is for its own server.
     case redirectRefused(to: String)
+    /// The body has no room on a filesystem it goes to (see `BodyRoom`): cut at its headers
+    /// when its size can `never` fit or does not fit now, or, of unknown length, when the
+    /// staging filesystem's free space reached `min-free`. `reason` names the filesystem and
+    /// its figures.
+    case noRoom(never: Bool, reason: String)
 
     public var description: String {
         switch self {
@@ -241,6 +246,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .clientCertificate(let text): return text
         case .redirectRefused(let to):
             return "the server redirected to \(to), another host: an item with a client certificate follows redirects on its own host only"
+        case .noRoom(_, let reason): return reason
         }
     }
 
@@ -271,6 +277,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
 
         case .clientCertificate: return "client-certificate"
         case .redirectRefused: return "redirect-refused"
+        case .noRoom: return "disk-full"
         }
     }
 
@@ -292,6 +299,7 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
             // 56 recv, 16 http2, 92 http2 stream, 92, 95 http3
             return [5, 6, 7, 16, 18, 28, 52, 55, 56, 92, 95].contains(code)
         case .write(let e): return e == ENOSPC || e == EDQUOT || e == EINTR || e == EAGAIN
+        case .noRoom(let never, _): return !never
         case .tooLarge, .uploadChanged, .uploadRead, .clientCertificate, .redirectRefused: return false
         // A refusal by the proxy's rules or for its credentials is the same on every try; a 5xx
         // (it could not reach the origin, it is overloaded) may pass.

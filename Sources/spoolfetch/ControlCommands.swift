@@ -63,8 +63,28 @@ struct Retry: ControlVerbCommand {
         For a request in failed/, its failed items (or just REQUEST#INDEX) go back into incoming/ as a new
         request REQUEST-retry-STAMP with the same group and options; failed/REQUEST and its .error stay as the record,
         and failed/REQUEST.retried names the new request, so a second retry queues nothing twice.
+        A deadline counted from the claim (deadline: 6h) counts again from the retry's claim; one at a time
+        that has passed is dropped, unless --deadline gives the retried items a new one (either form).
         Example: spoolfetch retry nightly
+        Example: spoolfetch retry nightly --deadline 2h
         """)
     @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly", valueName: "id")) var id: String
+    @Option(help: ArgumentHelp("For a failed request: the retried items' deadline, in place of theirs (RFC 3339, or from the claim such as 90m, 6h, 2d)",
+                               valueName: "deadline")) var deadline: String?
     @OptionGroup var spool: SpoolOption
+
+    func validate() throws {
+        if let deadline, let problem = ControlClient.retryDeadlineProblem(deadline) { throw ValidationError(problem) }
+    }
+
+    func run() throws {
+        do {
+            let result = try ControlClient.send(Self.verb, id: id, spool: spool.resolved, retryDeadline: deadline)
+            print(result.state.map { "\(result.message) (state: \($0))" } ?? result.message)
+        } catch {
+            FileHandle.standardError.write(Data("spoolfetch retry: \(error.description)\n".utf8))
+            if case .malformedID = error { throw ExitCode(64) }
+            throw ExitCode(2)
+        }
+    }
 }

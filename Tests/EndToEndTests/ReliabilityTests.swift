@@ -398,15 +398,24 @@ final class ReliabilityTests: SpoolTestCase {
         defer { _ = run("/bin/umount", ["-l", mountPoint]) }
         let small = mountPoint + "/spool"
         try FileManager.default.createDirectory(atPath: small + "/incoming", withIntermediateDirectories: true)
-        // The body fits the filesystem, not what another program leaves free of it (a body larger
-        // than the whole filesystem fails disk-full at once instead: SpaceEndsTests).
-        XCTAssertTrue(FileManager.default.createFile(atPath: mountPoint + "/other-program", contents: Data(count: 1_800_000)))
+        // The body fits the filesystem, and fits what is free when its headers arrive (else it
+        // waits there without a byte fetched: SpaceAtFirstByteTests); another program fills the
+        // disk while it arrives, and a write meets ENOSPC. A body larger than the whole
+        // filesystem fails disk-full at once instead: SpaceEndsTests.
         let body = TestBody.random(count: 2 << 20, seed: 10)
-        server.serve("/huge", body: body, etag: "\"h\"")
+        server.serve("/huge", body: body, etag: "\"h\"", script: [.slow(chunkSize: 65_536, interval: .milliseconds(100))])
         let request = small + "/incoming/full"
         _ = FileManager.default.createFile(atPath: request, contents: Data((server.url("/huge") + "\n").utf8))
         let daemon = try DaemonProcess.launch(["run", "--spool", small, "--min-free", "0", "--log-level", "info"])
         defer { daemon.terminate() }
+        // A body of 1 MiB or more gets its B.state when it begins: the body is arriving.
+        try DirectoryWaiter.wait(in: small + "/staging", timeout: 30, what: "the body's state file") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: small + "/staging")) ?? []).contains { $0.hasSuffix(".state") }
+        }
+        var figures = statvfs()
+        XCTAssertEqual(statvfs(mountPoint, &figures), 0)
+        let free = Int(figures.f_bavail) * Int(figures.f_frsize)
+        XCTAssertTrue(FileManager.default.createFile(atPath: mountPoint + "/other-program", contents: Data(count: max(0, free - (512 << 10)))))
         try daemon.waitForStderr(containing: "waiting for disk space", timeout: 30)
         XCTAssertFalse(FileManager.default.fileExists(atPath: small + "/failed/full"), "a full disk does not fail the item")
         let freed = Date()

@@ -36,7 +36,7 @@ final class SpaceEndsTests: SpoolTestCase {
         XCTAssertEqual(item["code"] as? String, "disk-full")
         let message = item["message"] as? String ?? ""
         XCTAssertTrue(message.contains(small.path), message)
-        XCTAssertTrue(message.contains("No space left on device"), message)
+        XCTAssertTrue(message.contains("free now"), "cut at its headers, before a write met ENOSPC: \(message)")
         XCTAssertTrue(message.contains("3000000 bytes can never fit on \(small.path) (tmpfs at \(small.path)): 2097152 bytes in all"), message)
         XCTAssertEqual(server.requests(for: "/three").count, 1)
         XCTAssertEqual(journals(spool), [], "no journal left behind")
@@ -47,8 +47,11 @@ final class SpaceEndsTests: SpoolTestCase {
         let final = try TmpfsMount(at: spool.path("final-4m"), size: "4m")
         defer { final.unmount() }
         XCTAssertTrue(FileManager.default.createFile(atPath: final.path + "/taken", contents: Data(count: 2_500_000)))
-        server.serve("/a", body: TestBody.random(count: 3_000_000, seed: 2))
-        server.serve("/b", body: TestBody.random(count: 3_000_000, seed: 3))
+        // Chunked, without a length: a body whose headers give its size is held back at its first
+        // byte when the final folder cannot take it now (SpaceAtFirstByteTests); one without a
+        // length is fetched, and it is its publish that waits.
+        server.serve("/a", body: TestBody.random(count: 3_000_000, seed: 2), script: [.chunked])
+        server.serve("/b", body: TestBody.random(count: 3_000_000, seed: 3), script: [.chunked])
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--final-folder", final.path])
         defer { daemon.terminate() }
 

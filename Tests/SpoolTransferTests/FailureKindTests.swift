@@ -16,6 +16,21 @@ final class FailureKindTests: XCTestCase {
         TransferFailure.curl(code: code, text: text).kind(given: evidence)
     }
 
+    /// A body cut for room (`BodyRoom`) is this machine's matter, reported as `disk-full`: one
+    /// that fits later is tried again (after a wait for space), one that never fits is not.
+    func testNoRoomIsLocalAndDiskFull() {
+        let later = TransferFailure.noRoom(never: false, reason: "not enough free space")
+        let never = TransferFailure.noRoom(never: true, reason: "50 bytes can never fit")
+        for failure in [later, never] {
+            XCTAssertEqual(failure.kind(given: answered), .local)
+            XCTAssertEqual(failure.code, "disk-full")
+            XCTAssertFalse(failure.discardsPartial)
+        }
+        XCTAssertTrue(later.isTransient)
+        XCTAssertFalse(never.isTransient)
+        XCTAssertEqual("\(never)", "50 bytes can never fit", "the reason is the message, with its figures")
+    }
+
     func testReachFailuresAreOutagesWhateverTheEvidence() {
         for code in [5, 6, 7, 52] {
             XCTAssertEqual(kind(code, silent), .outage, "curl \(code)")

@@ -103,6 +103,8 @@ final class ItemTransfer {
     var previousMarker: ItemMarker?
     /// Byte counts at recent status reports, for the rate and ETA.
     var rateWindow = RateWindow()
+    /// See `ItemRecord.announcedBytes`.
+    var announcedBytes: Int64?
     /// When this item last failed to reach its host, until it reaches it again; and the seconds
     /// it spent so, in all (markers and `.error` report them apart from attempts).
     var outageStarted: Date?
@@ -171,6 +173,14 @@ final class ItemRecord {
     var hostKey: String { transferState?.sourceHost ?? request.hosts[summary.hostID] }
     var earliestStart: Date? { summary.earliestStart }
     var expectedBytes: Int64? { summary.expectedBytes }
+    /// The body's size as a response announced it when the item was cut to wait for space (see
+    /// `BodyRoomAnswers`): without `expected-bytes`, the space rules wait for that much.
+    var announcedBytes: Int64? {
+        get { transferState?.announcedBytes }
+        set { transfer.announcedBytes = newValue }
+    }
+    /// The size the space rules reserve for it: `expected-bytes`, else what a response announced.
+    var spaceBytes: Int64? { expectedBytes ?? announcedBytes }
     var priority: Priority { summary.priority }
     var discretionary: Bool { summary.discretionary }
 

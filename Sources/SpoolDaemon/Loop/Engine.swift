@@ -98,6 +98,7 @@ public final class Engine {
                               requestFile: items.requestFile, hooks: hooks)
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
+        driver.session.room.rules = BodyRoomAnswers(space: space, driver: driver)
         let inbox = self.inbox
         driver.contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts,
                                                  post: { inbox.post($0) }, logger: logger)
@@ -128,7 +129,7 @@ public final class Engine {
                     continue
                 }
                 if end.fault?.diskFull == true {
-                    end.neverFits = space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
+                    end.neverFits = end.neverFits ?? space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
                 }
                 if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
                 send(.transferEnded(end), to: record)

@@ -25,6 +25,7 @@ extension TransferFault {
         switch failure {
         case .httpStatus(let s): status = s
         case .write(let e): diskFull = e == ENOSPC || e == EDQUOT
+        case .noRoom: diskFull = true
         case .tooLarge: tooLarge = true
         default: break
         }

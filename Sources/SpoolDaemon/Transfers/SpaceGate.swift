@@ -75,10 +75,10 @@ final class SpaceGate {
     private func demand(of record: ItemRecord, running: some Sequence<ItemRecord>) -> (needed: Int64, reserved: Int64) {
         var reserved: Int64 = 0
         for r in running where r !== record {
-            guard let expected = r.expectedBytes else { continue }
+            guard let expected = r.spaceBytes else { continue }
             reserved += max(0, expected - r.bytesOnDisk)
         }
-        return (max(0, (record.expectedBytes ?? 0) - record.bytesOnDisk), reserved)
+        return (max(0, (record.spaceBytes ?? 0) - record.bytesOnDisk), reserved)
     }
 
     /// Whether `record` fits beside the `running` items' remaining expected sizes; the
@@ -106,7 +106,7 @@ final class SpaceGate {
         func shortage(for record: ItemRecord) -> SpaceShortage? {
             switch record.phase {
             case .waitingForSpace:
-                return SpaceRules.shortage(needed: max(0, (record.expectedBytes ?? 0) - record.bytesOnDisk),
+                return SpaceRules.shortage(needed: max(0, (record.spaceBytes ?? 0) - record.bytesOnDisk),
                                            reserved: reserved, on: spaces)
             case .waitingToPublish:
                 return SpaceRules.publishShortage(bytes: record.bytesOnDisk, copies: copies, final: final)
@@ -121,7 +121,7 @@ final class SpaceGate {
         guard queue.count > 0 else { return nil }
         var reserved: Int64 = 0
         for r in running {
-            guard let expected = r.expectedBytes else { continue }
+            guard let expected = r.spaceBytes else { continue }
             reserved += max(0, expected - r.bytesOnDisk)
         }
         return Look(spaces: folders.map(space(of:)), final: space(of: layout.final), copies: !finalSharesStagingFilesystem,
@@ -141,6 +141,28 @@ final class SpaceGate {
         guard let total else { return nil }
         for folder in folders { if let why = SpaceRules.never(bytes: total, on: space(of: folder)) { return why } }
         return nil
+    }
+
+    /// Whether a body of `total` bytes, `needed` of them not in `record`'s file yet, fits beside
+    /// what the other `running` transfers still expect: asked at the body's first byte, when
+    /// its headers give its size (`BodyRoomAnswers`).
+    func answer(body total: Int64, needed: Int64, for record: ItemRecord, running: some Sequence<ItemRecord>) -> SpaceAnswer {
+        if let why = never(body: total) { return .never(reason: why) }
+        let reserved = demand(of: record, running: running).reserved
+        guard let short = SpaceRules.shortage(needed: needed, reserved: reserved, on: folders.map(space(of:))) else { return .fits }
+        return .later(reason: "not enough free space for its \(total) bytes (from the response's headers): \(short)")
+    }
+
+    /// The staging filesystem for a body of unknown length: bytes free less `min-free` and less
+    /// `SpaceRules.publishHeadroom` (what the daemon's own writes after it need: its state, the
+    /// journal, the group's end, the status report, so that they never eat into `min-free`), and
+    /// those figures as a message names them; nil when the filesystem does not say.
+    func roomForUnsizedBody() -> (room: Int64, figures: String)? {
+        let staging = space(of: layout.staging)
+        guard let free = staging.free else { return nil }
+        let all = staging.capacity.map { " of \($0)" } ?? ""
+        return (free - staging.minFree - SpaceRules.publishHeadroom, "\(staging.path) (\(staging.filesystem)) down to \(free) bytes free\(all), "
+                + "\(staging.minFree) kept free (min-free)")
     }
 
     /// Why a body of `bytes` can never be published into `folder` (a copy across filesystems

@@ -51,6 +51,11 @@ final class TransferDriver {
         transferConfiguration.maxRate = configuration.maxRate.rate(at: Date(), in: .current)
         // libcurl's own bound is the most any host may grow to; the scheduler holds each host to its limit.
         transferConfiguration.maxHostConnections = max(configuration.perHost, configuration.perHostMax)
+        // And `--concurrency` is libcurl's bound on connections in all: the scheduler counts an
+        // HTTP/2 host's requests as one connection, but a server that allows few streams per
+        // connection makes libcurl open more for them (issue 61: 16 to lighttpd's 8 streams with
+        // `--concurrency 4`). Past it, a request waits for a free stream or connection.
+        transferConfiguration.maxConnections = configuration.concurrency
         transferConfiguration.maxStreams = configuration.maxStreams
         do { session = try TransferSession(configuration: transferConfiguration) } catch { throw .transfer(error) }
         self.store = store
@@ -166,10 +171,18 @@ final class TransferDriver {
            outcome.facts.validatorContradicting(record.validator) == nil {
             whole = hash.hexDigest
         }
-        return (record, TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
-                                    hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
-                                    wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(tooLargeHint),
-                                    outage: outcome.isOutage, serverError: outcome.facts.serverError))
+        var end = TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
+                              hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
+                              wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(tooLargeHint),
+                              outage: outcome.isOutage, serverError: outcome.facts.serverError)
+        if case .noRoom(let never, let why) = failure {
+            // Cut for room before (or, of unknown length, while) writing its body: a body that
+            // waits is waited for with the size its headers gave (else 1 MiB more than it holds).
+            if never { end.neverFits = why }
+            else { record.announcedBytes = outcome.facts.rangeTotal ?? outcome.facts.contentLength
+                       ?? outcome.bytesOnDisk + BodyRoomAnswers.unsizedStep }
+        }
+        return (record, end)
     }
 
     /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`
@@ -297,7 +310,8 @@ final class TransferDriver {
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
         applyRateSchedule(now: Date())
-        do { try session.setConnectionLimits(perHost: max(configuration.perHost, configuration.perHostMax), streams: configuration.maxStreams) } catch {
+        do { try session.setConnectionLimits(perHost: max(configuration.perHost, configuration.perHostMax), streams: configuration.maxStreams,
+                                             total: configuration.concurrency) } catch {
             logger.error("SIGHUP: libcurl refused the new connection limits; the old ones stay", metadata: ["error": "\(error)"])
         }
     }
