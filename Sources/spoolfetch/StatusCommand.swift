@@ -56,6 +56,9 @@ struct Status: ParsableCommand {
             let hasDaemon = !overview.daemons.isEmpty
             if !hasDaemon && hadDaemon != false {
                 FileHandle.standardError.write(Data("spoolfetch status: no daemon is running on \(spool.resolved)\n".utf8))
+                for record in overview.lastDrains ?? [] {
+                    FileHandle.standardError.write(Data("spoolfetch status: \(SpoolOverview.drainHeadline(record))\n".utf8))
+                }
             }
             hadDaemon = hasDaemon
             if metrics {
@@ -86,14 +89,19 @@ struct Status: ParsableCommand {
         let spoolPath = spool.resolved
         var failure: OperatorError?
         func stream(_ emit: (TaskStatus) -> Void) {
-            do throws(OperatorError) { try QueueListing.stream(spool: spoolPath, skipping: live, emit: emit) }
+            do throws(OperatorError) {
+                try QueueListing.stream(spool: spoolPath, skipping: live, heldHosts: overview.heldHostsFromDrains, emit: emit)
+            }
             catch { failure = error }
         }
         if json {
             overview.streamJSON(write: { print($0, terminator: "") }, more: stream)
         } else if terminal {
-            print(overview.table(columns: Self.terminalColumns(), withMore: false, wide: wide), terminator: "")
-            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(), tasks: overview.tasks, wide: wide)
+            // The column fits the ids still to come too, not just the report's.
+            let longestID = QueueListing.longestID(spool: spoolPath)
+            print(overview.table(columns: Self.terminalColumns(), withMore: false, wide: wide, longestID: longestID), terminator: "")
+            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(), tasks: overview.tasks, wide: wide,
+                                                   longestID: longestID)
             stream { print(layout.row($0), terminator: "") }
         } else {
             print(overview.plainLines(), terminator: "")
