@@ -19,6 +19,9 @@ struct Status: ParsableCommand {
         items starts printing at once.
         Exit status: 0 when a daemon runs on the spool; 1 when none does (the tasks still queued in
         incoming/ are listed, and a line on stderr says so); 2 when the spool cannot be read.
+        With no daemon, what the last drain (run --due or --once) left is shown, labelled "last drain at T,
+        exit N": the hosts it found down with their next probe, and why each item it left waits (--json:
+        lastDrains; piped, the label goes to stderr).
         --watch prints a new snapshot every second until interrupted: on a terminal redrawn in place like
         top (alternate screen, cut to the window with "… and N more", fitted again when the window is
         resized, the terminal restored on exit), else one snapshot after another (a blank line between
