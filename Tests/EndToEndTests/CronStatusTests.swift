@@ -141,6 +141,19 @@ final class CronStatusTests: SpoolTestCase {
         try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "the record gone") {
             !self.spool.files(in: "status").contains { $0.hasPrefix("last-drain-") }
         }
+
+        // A daemon stopped (not a drain): no record, no report; every row of --all is read from
+        // the spool after the header, and still printed whole (before: `d…`, `w…`, `zz…#0`).
+        daemon.signal(SIGTERM)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 60), 0, daemon.stderrText)
+        XCTAssertEqual(spool.files(in: "status").filter { $0.hasSuffix(".json") }, [], "a stopped daemon leaves no record")
+        let bare = try onTerminal(["status", "--all", "--spool", spool.root], columns: 120)
+        let bareScreen = bare.lines.joined(separator: "\n")
+        XCTAssertEqual(bare.status, 1, bareScreen)
+        XCTAssertFalse(bareScreen.contains("last drain"), bareScreen)
+        for id in ["dh2#0", "w1#0", "w1#24", "zz-later-requests#0"] {
+            XCTAssertTrue(bare.lines.contains { $0.hasPrefix(id + " ") }, "\(id) whole at 120 columns:\n\(bareScreen)")
+        }
     }
 }
 
