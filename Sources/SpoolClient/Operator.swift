@@ -11,6 +11,8 @@ public struct SpoolOverview: Sendable {
     public var daemons: [DaemonStatus]
     public var tasks: [TaskStatus]
     public var morePending: Int
+    /// With no daemon running: what the last drains left (cron mode; see `LastDrainView.swift`).
+    public var lastDrains: [DrainRecord]? = nil
 
     /// Reads `status/*.json` (skipping reports of daemons on this host that are gone) and
     /// lists `incoming/`.
@@ -23,7 +25,7 @@ public struct SpoolOverview: Sendable {
         let statusDir = root.appendingPathComponent("status")
         let host = ProcessInfo.processInfo.hostName
         for name in ((try? FileManager.default.contentsOfDirectory(atPath: statusDir.path)) ?? []).sorted()
-        where name.hasSuffix(".json") && !name.hasPrefix(".") {
+        where name.hasSuffix(".json") && !name.hasPrefix(".") && !DrainRecord.isRecord(name) {
             guard let data = FileManager.default.contents(atPath: statusDir.appendingPathComponent(name).path),
                   let report = try? JSONDecoder().decode(StatusReport.self, from: data) else { continue }
             if report.daemon.host == host && kill(report.daemon.pid, 0) != 0 && errno == ESRCH { continue }
@@ -31,6 +33,9 @@ public struct SpoolOverview: Sendable {
             overview.daemons.append(Self.aged(report.daemon, now: Date()))
             overview.tasks += report.tasks
             overview.morePending += report.morePending
+        }
+        if overview.daemons.isEmpty {
+            overview.addDrainRecords(drainRecords(statusFolder: statusDir.path), spool: root.path)
         }
         let incoming = ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("incoming").path)) ?? [])
         for name in incoming.sorted() where DirectoryWatcher.isCandidate(name) {

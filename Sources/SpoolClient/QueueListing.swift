@@ -17,7 +17,9 @@ public enum QueueListing {
     /// request by request in name order. Each file is indexed as a stream (the daemon's own
     /// parser) and each listed item re-read from its slice, so memory is one file's index at a
     /// time. Unreadable files are passed over: the daemon that holds them says what is wrong.
-    public static func stream(spool: String, skipping: Set<String>, now: Date = Date(),
+    /// `heldHosts`: hosts known to be down (`host:port` → what their items wait for; with no
+    /// daemon, the last drain's, see `SpoolOverview.heldHostsFromDrains`), given to their pending items.
+    public static func stream(spool: String, skipping: Set<String>, now: Date = Date(), heldHosts: [String: String] = [:],
                               emit: (TaskStatus) -> Void) throws(OperatorError) {
         let store: SpoolStore
         do { store = SpoolStore(layout: try SpoolLayout(root: spool)) } catch { throw .io("\(error)") }
@@ -42,10 +44,12 @@ public enum QueueListing {
                 } else if item.discretionary {
                     state = "waiting-window"   // whether the window is open now, only the daemon knows
                 }
-                emit(TaskStatus(id: id, request: name, group: index.group, name: item.name,
-                                url: displayURL(item.url.string), state: state, bytes: 0,
-                                expected: item.expectedBytes, rate: nil, eta: nil, attempts: 0, error: nil,
-                                startsAt: startsAt, finishedAt: nil))
+                var task = TaskStatus(id: id, request: name, group: index.group, name: item.name,
+                                      url: displayURL(item.url.string), state: state, bytes: 0,
+                                      expected: item.expectedBytes, rate: nil, eta: nil, attempts: 0, error: nil,
+                                      startsAt: startsAt, finishedAt: nil)
+                if state == "pending", let held = heldHosts[index.hostKey(of: summary)] { task.waitingFor = held }
+                emit(task)
             }
         }
     }
@@ -56,6 +60,19 @@ public enum QueueListing {
                                  store: SpoolStore) -> Bool {
         if let state = journaled[base], state.phase != .running { return true }
         return staged.contains(base + ".state") && store.readState(base)?.phase == .failed
+    }
+
+    /// The longest id `stream` can list, without reading the files: a request's name, `#`, and
+    /// its highest index, which is below its file's size over the shortest item line
+    /// (`http://h` and a newline), so a table's id column can be sized before the first row.
+    public static func longestID(spool: String) -> Int {
+        var longest = 0
+        for (folder, name) in claimedRequests(active: spool + "/active") {
+            var st = stat()
+            let size = lstat(folder + "/" + name, &st) == 0 ? Int(st.st_size) : 0
+            longest = max(longest, name.count + 1 + String(max(0, size / 9)).count)
+        }
+        return longest
     }
 
     /// `(folder, name)` of every claimed request file, by name.

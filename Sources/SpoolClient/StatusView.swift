@@ -6,8 +6,9 @@ import SpoolStore
 extension SpoolOverview {
     /// `{"daemons": […], "tasks": […], "morePending": N}` on one line.
     public func json() -> String {
-        struct Shape: Encodable { var daemons: [DaemonStatus]; var tasks: [TaskStatus]; var morePending: Int }
-        return String(decoding: SpoolJSON.encode(Shape(daemons: daemons, tasks: tasks, morePending: morePending)), as: UTF8.self)
+        struct Shape: Encodable { var daemons: [DaemonStatus]; var lastDrains: [DrainRecord]?; var tasks: [TaskStatus]; var morePending: Int }
+        return String(decoding: SpoolJSON.encode(Shape(daemons: daemons, lastDrains: lastDrains, tasks: tasks, morePending: morePending)),
+                      as: UTF8.self)
     }
 
     /// `--all --json`: the same document as `json()`, written as it goes — the daemons and the
@@ -15,7 +16,8 @@ extension SpoolOverview {
     /// items are never held as one string. `write` gets each piece.
     public func streamJSON(write: (String) -> Void, more: ((TaskStatus) -> Void) -> Void) {
         func encoded<T: Encodable>(_ value: T) -> String { String(decoding: SpoolJSON.encode(value), as: UTF8.self) }
-        write("{\"daemons\":" + encoded(daemons) + ",\"morePending\":0,\"tasks\":[")
+        let drains = lastDrains.map { ",\"lastDrains\":" + encoded($0) } ?? ""
+        write("{\"daemons\":" + encoded(daemons) + drains + ",\"morePending\":0,\"tasks\":[")
         var first = true
         let emit = { (t: TaskStatus) in
             write((first ? "" : ",") + encoded(t))
@@ -50,9 +52,11 @@ extension SpoolOverview {
     /// A table for a terminal `columns` wide: every row one line that fits (see `TableLayout`).
     /// Sizes and rates use K/M/G (powers of 1024). `withMore`: end with the "… and N more
     /// pending" line (`status --all` lists them instead). `wide`: ids whole, however wide.
-    public func table(columns: Int = 80, withMore: Bool = true, wide: Bool = false) -> String {
+    /// `longestID`: the longest id of rows printed after it (`status --all` streams them), so
+    /// that the column is sized for them too.
+    public func table(columns: Int = 80, withMore: Bool = true, wide: Bool = false, longestID: Int = 0) -> String {
         var out = daemonLines().map { $0 + "\n" }.joined()
-        let layout = TableLayout(columns: columns, tasks: tasks, wide: wide)
+        let layout = TableLayout(columns: columns, tasks: tasks, wide: wide, longestID: longestID)
         out += layout.header
         for t in tasks { out += layout.row(t) }
         if withMore && morePending > 0 { out += "… and \(morePending) more pending\n" }
@@ -86,7 +90,7 @@ extension SpoolOverview {
                 out.append("    last error: \(h.lastError)")
             }
         }
-        if daemons.isEmpty { out.append("no daemon is running on this spool") }
+        if daemons.isEmpty { out += ["no daemon is running on this spool"] + drainLines() }
         return out
     }
 
@@ -148,9 +152,11 @@ extension SpoolOverview {
         static let minimumID = 12
         static let minimumName = 8
 
-        public init(columns: Int, tasks: [TaskStatus], wide: Bool = false) {
+        /// `longestID`: ids of rows that are not in `tasks` (streamed after the header) count
+        /// too; without it they would be cut to the column `tasks` alone made (`d…` for `dh2#0`).
+        public init(columns: Int, tasks: [TaskStatus], wide: Bool = false, longestID: Int = 0) {
             self.columns = columns
-            let longestID = max(2, tasks.map(\.id.count).max() ?? 2)
+            let longestID = max(2, tasks.map(\.id.count).max() ?? 2, longestID)
             let longestName = max(4, tasks.map(\.name.count).max() ?? 4)
             ownerWidth = wide ? max(5, tasks.map { ($0.owner ?? "-").count }.max() ?? 5) : nil
             var used = (wide ? longestID : min(longestID, Self.minimumID)) + 1 + SpoolOverview.stateWidth

@@ -198,7 +198,7 @@ public enum ItemEffect: Sendable, Hashable {
 /// | any other not ended | deadlinePassed | | failed (as cancel does; a publish in a batch finishes first) | as cancel, fail(deadline) |
 /// | queued, retrying | pause | | paused | unschedule |
 /// | waitingForSpace | pause | | paused | leaveSpaceQueue |
-/// | running | pause | | paused | stopTransfer, saveResumeState, releaseSlot |
+/// | running | pause | | paused (attempt − 1) | stopTransfer, saveResumeState, releaseSlot |
 /// | paused | resume | | queued | schedule |
 /// | retrying, waitingForSpace | retry | | queued | unschedule/leaveSpaceQueue, schedule |
 /// | waitingToPublish | retry | | publishing | leaveSpaceQueue, retryPublish(now) |
@@ -546,7 +546,10 @@ public struct ItemMachine<Part, Job> {
             state = .paused
             return [.leaveSpaceQueue]
         case (.pause, .running):
+            // The operator cut it, not a failure: the attempt it was making is not used up, so
+            // pausing and resuming never counts toward `--max-attempts` (the resume makes it again).
             state = .paused
+            attempts -= 1
             return [.stopTransfer, .saveResumeState, .releaseSlot]
         case (.resume, .paused):
             state = .queued

@@ -19,6 +19,9 @@ struct Status: ParsableCommand {
         items starts printing at once.
         Exit status: 0 when a daemon runs on the spool; 1 when none does (the tasks still queued in
         incoming/ are listed, and a line on stderr says so); 2 when the spool cannot be read.
+        With no daemon, what the last drain (run --due or --once) left is shown, labelled "last drain at T,
+        exit N": the hosts it found down with their next probe, and why each item it left waits (--json:
+        lastDrains; piped, the label goes to stderr).
         --watch prints a new snapshot every second until interrupted: on a terminal redrawn in place like
         top (alternate screen, cut to the window with "… and N more", fitted again when the window is
         resized, the terminal restored on exit), else one snapshot after another (a blank line between
@@ -56,6 +59,9 @@ struct Status: ParsableCommand {
             let hasDaemon = !overview.daemons.isEmpty
             if !hasDaemon && hadDaemon != false {
                 FileHandle.standardError.write(Data("spoolfetch status: no daemon is running on \(spool.resolved)\n".utf8))
+                for record in overview.lastDrains ?? [] {
+                    FileHandle.standardError.write(Data("spoolfetch status: \(SpoolOverview.drainHeadline(record))\n".utf8))
+                }
             }
             hadDaemon = hasDaemon
             if metrics {
@@ -86,14 +92,19 @@ struct Status: ParsableCommand {
         let spoolPath = spool.resolved
         var failure: OperatorError?
         func stream(_ emit: (TaskStatus) -> Void) {
-            do throws(OperatorError) { try QueueListing.stream(spool: spoolPath, skipping: live, emit: emit) }
+            do throws(OperatorError) {
+                try QueueListing.stream(spool: spoolPath, skipping: live, heldHosts: overview.heldHostsFromDrains, emit: emit)
+            }
             catch { failure = error }
         }
         if json {
             overview.streamJSON(write: { print($0, terminator: "") }, more: stream)
         } else if terminal {
-            print(overview.table(columns: Self.terminalColumns(), withMore: false, wide: wide), terminator: "")
-            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(), tasks: overview.tasks, wide: wide)
+            // The column fits the ids still to come too, not just the report's.
+            let longestID = QueueListing.longestID(spool: spoolPath)
+            print(overview.table(columns: Self.terminalColumns(), withMore: false, wide: wide, longestID: longestID), terminator: "")
+            let layout = SpoolOverview.TableLayout(columns: Self.terminalColumns(), tasks: overview.tasks, wide: wide,
+                                                   longestID: longestID)
             stream { print(layout.row($0), terminator: "") }
         } else {
             print(overview.plainLines(), terminator: "")

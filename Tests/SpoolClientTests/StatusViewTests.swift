@@ -76,6 +76,41 @@ final class StatusViewTests: XCTestCase {
         XCTAssertTrue(short.contains("\nr#0 "), short)
     }
 
+    /// `status --all` prints rows after the header that the report did not hold (no daemon: none
+    /// at all): the id column is sized for them too, so `dh2#0` is never cut to `d…`.
+    func testRowsStreamedAfterTheHeaderKeepTheirIDsWhole() {
+        let empty = overview([], daemon: false)
+        let layout = SpoolOverview.TableLayout(columns: 120, tasks: empty.tasks, longestID: "dh2#0".count)
+        XCTAssertTrue(layout.row(task("dh2#0", "pending")).hasPrefix("dh2#0 "), layout.row(task("dh2#0", "pending")))
+        XCTAssertTrue(empty.table(columns: 120, longestID: 5).contains("\nID    STATE"), empty.table(columns: 120, longestID: 5))
+        // Too narrow for a long id: the same rule as with a daemon (shortened in the middle).
+        let long = "add-20261128T073115Z-15812-5#3"
+        let narrow = SpoolOverview.TableLayout(columns: 40, tasks: [], longestID: long.count)
+        let id = String(narrow.row(task(long, "pending")).prefix { $0 != " " })
+        XCTAssertEqual(id, SpoolOverview.shortened(long, to: id.count))
+        XCTAssertTrue(id.contains("…") && id.hasSuffix("-5#3"), id)
+    }
+
+    /// With no daemon, what the last drain left is shown, labelled as such.
+    func testTheLastDrainIsShownWhenNoDaemonRuns() {
+        var o = overview([task("dh2#0", "pending")], daemon: false)
+        o.lastDrains = [DrainRecord(
+            worker: "vm-77", host: "vm", pid: 77, version: "0.1.0", mode: "due", startedAt: "2026-11-23T02:00:00.000Z",
+            endedAt: "2026-11-23T02:00:05.000Z", exitStatus: 75, exitMeaning: "items left for unreachable hosts or space; the next run takes them",
+            published: 1, failed: 0, rejected: 0, left: 1, leftForHosts: 1, leftForSpace: 0,
+            unreachableHosts: [UnreachableHost(host: "127.0.0.1:9", since: "2026-11-23T02:00:01.000Z", lastError: "connect: refused",
+                                               failures: 1, nextProbe: "2026-11-23T02:00:31.000Z")],
+            itemsLeft: [], moreLeft: 0)]
+        let table = o.table(columns: 120)
+        XCTAssertTrue(table.contains("no daemon is running on this spool\nlast drain at 2026-11-23T02:00:05.000Z ("), table)
+        XCTAssertTrue(table.contains("exit 75: items left for unreachable hosts"), table)
+        XCTAssertTrue(table.contains("  1 published, 0 failed, 0 rejected; 1 left (1 for unreachable hosts, 0 for space)"), table)
+        XCTAssertTrue(table.contains("  host 127.0.0.1:9 unreachable since 2026-11-23T02:00:01.000Z, next probe 2026-11-23T02:00:31.000Z"), table)
+        XCTAssertTrue(o.json().contains("\"lastDrains\":[{"), o.json())
+        XCTAssertEqual(o.heldHostsFromDrains.keys.sorted(), ["127.0.0.1:9"])
+        XCTAssertFalse(overview([]).json().contains("lastDrains"), "a live daemon's overview has none")
+    }
+
     func testTheDaemonLineSaysTheRateInForceAndUntilWhen() {
         var o = overview([])
         XCTAssertFalse(o.table(columns: 80).contains("max-rate"), "no cap: nothing said")

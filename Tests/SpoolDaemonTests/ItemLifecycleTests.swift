@@ -515,6 +515,25 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(run.handle(.operatorCommand(.pause), policy: policy, context: context), [], "paused twice")
     }
 
+    /// A pause is the operator's, not a failure: the attempt it cut is given back, so pausing and
+    /// resuming a running item any number of times never uses up `--max-attempts`.
+    func testPausingARunningItemGivesItsAttemptBack() {
+        var l = running()
+        XCTAssertEqual(l.attempts, 1)
+        for round in 1...3 {
+            XCTAssertEqual(l.handle(.operatorCommand(.pause), policy: policy, context: context),
+                           [.stopTransfer, .saveResumeState, .releaseSlot])
+            XCTAssertEqual(l.attempts, 0, "paused, round \(round)")
+            XCTAssertEqual(l.handle(.operatorCommand(.resume), policy: policy, context: context), [.schedule])
+            XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.prepareStart])
+            XCTAssertEqual(l.attempts, 1, "running again, round \(round)")
+        }
+        // A failure after all that still counts as the first attempt: two retries are left.
+        _ = l.handle(end(.httpStatus(500)), policy: policy, context: context)
+        XCTAssertEqual(l.phase, .retrying)
+        XCTAssertEqual(l.attempts, 1)
+    }
+
     func testResumeQueuesAPausedItemOnly() {
         var l = running()
         XCTAssertEqual(l.handle(.operatorCommand(.resume), policy: policy, context: context), [])

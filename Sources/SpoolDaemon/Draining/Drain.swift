@@ -105,6 +105,44 @@ final class Drain {
         }
     }
 
+    /// `status/last-drain-HOST.json` (see `DrainRecord`): this host's, whoever wrote it.
+    private var recordName: String { DrainRecord.fileName(host: ProcessInfo.processInfo.hostName.replacingOccurrences(of: "/", with: "_")) }
+
+    /// Any run that starts supersedes the record the last drain on this host left: while it runs
+    /// its live report speaks, and a drain leaves a new record when it exits.
+    func supersedeRecord() { layout.status.remove(recordName) }
+
+    /// At a drain's exit: what it leaves for `spoolfetch status` to show while no daemon runs —
+    /// its exit status and why, the hosts it found down, and each item it left with its reason
+    /// (from `report`, its last report). Written atomically and synced: a cron drain is often the
+    /// last thing that runs before the machine sleeps or goes down.
+    func leaveRecord(report: StatusReport, worker: String, mode: String, exitStatus: Int32, summary: RunSummary, now: Date) {
+        let d = report.daemon
+        let open = report.tasks.filter { $0.state != "done" && $0.state != "failed" }
+        let left = (d.states ?? [:]).filter { $0.key != "done" && $0.key != "failed" }.values.reduce(0, +)
+        let record = DrainRecord(
+            worker: worker, host: d.host, pid: d.pid, version: d.version, mode: mode, startedAt: d.startedAt,
+            endedAt: RFC3339.format(now), exitStatus: exitStatus, exitMeaning: Self.meaning(of: exitStatus),
+            published: summary.published, failed: summary.failed, rejected: summary.rejected,
+            left: max(left, open.count), leftForHosts: summary.leftForHosts, leftForSpace: summary.leftForSpace,
+            unreachableHosts: d.unreachableHosts ?? [], itemsLeft: open, moreLeft: report.morePending)
+        do {
+            try layout.status.writeAtomically(recordName, SpoolJSON.encode(record), sync: true)
+            try layout.status.sync()
+        } catch {
+            logger.warning("could not leave the drain's record for spoolfetch status: \(error)")
+        }
+    }
+
+    /// What a drain's exit status says, in the words of the README's "Exit status".
+    static func meaning(of status: Int32) -> String {
+        switch status {
+        case Daemon.ExitStatus.success: return "every item it ended was published"
+        case Daemon.ExitStatus.tryAgainLater: return "items left for unreachable hosts or space; the next run takes them"
+        default: return "an item failed, a request was rejected or could not be claimed, or a group could not be ended"
+        }
+    }
+
     /// A drain with nothing running and nothing to publish waits only for items that are not due
     /// (earliest start, window, back-off): it says so once per new deadline `next`, so a drain
     /// that does not end says why.

@@ -56,4 +56,14 @@ extension Engine {
               let next = hosts.scheduler.nextWakeup(now: Date()) else { return }
         runState.drain.waiting(until: next, items: hosts.scheduler.queuedCount)
     }
+
+    /// At a drain's exit, before its live report goes: a last report (each item's reason, the
+    /// hosts down), left behind as the drain's record for `status` (see `Drain.leaveRecord`).
+    func leaveDrainRecord() {
+        let now = Date()
+        writeStatus(now: now)
+        guard let report = operators.status.lastReport else { return }
+        runState.drain.leaveRecord(report: report, worker: operators.status.workerName, mode: configuration.due && !configuration.once ? "due" : "once",
+                                   exitStatus: runState.summary.exitCode, summary: runState.summary, now: now)
+    }
 }

@@ -108,6 +108,7 @@ public final class Engine {
     public func run() throws(DaemonError) -> RunSummary {
         HeapPolicy.keepFreedMemoryForReuse()
         runState.watcher = try startUp()
+        runState.drain.supersedeRecord()
         while true {
             let messages = inbox.drain()
             for message in messages { route(message) }
@@ -153,6 +154,7 @@ public final class Engine {
         // it stays, and its lock, released with the process, lets the next worker adopt them.
         store.releaseWorkerFolder()
         writeMetrics(now: Date())
+        if configuration.once || configuration.due { leaveDrainRecord() }
         operators.metrics.remove()
         operators.status.remove()
         logger.info("spoolfetch stopped", metadata: [

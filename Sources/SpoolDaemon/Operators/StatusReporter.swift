@@ -32,6 +32,8 @@ final class StatusReporter {
     private(set) var lastDaemon: DaemonStatus?
     private(set) var oldestQueued: Date?
     private(set) var lastOutages: [(host: String, since: Date)] = []
+    /// The last report written whole: a drain's exit leaves it behind as its record (`DrainRecord`).
+    private(set) var lastReport: StatusReport?
 
     init(directory: Directory, spoolRoot: String, logger: Logger) {
         self.directory = directory
@@ -199,6 +201,7 @@ final class StatusReporter {
         oldestQueued = scan.oldestQueued.map { Date(timeIntervalSinceReferenceDate: $0) }
         lastOutages = outages.map { ($0.hostKey, $0.since) }
         let report = StatusReport(daemon: daemon, tasks: tasks, morePending: max(0, scan.waiting - scan.nextDue.count))
+        lastReport = report
         do {
             try directory.writeAtomically(fileName, SpoolJSON.encode(report))
             warnedWriteFailure = false
