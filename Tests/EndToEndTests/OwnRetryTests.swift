@@ -129,4 +129,42 @@ final class OwnRetryTests: SpoolTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: spool.path("failed", "late.retried")))
         XCTAssertEqual(requests("late-retry-"), [])
     }
+
+    func testACancelOfADeadWorkersRequestTellsTheProducerToWaitForADaemonAndThenWorks() throws {
+        try drop(as: producer, "later", "url: \(server.url("/later.bin"))\nearliest-start: 2099-01-01T00:00:00Z\n")
+        let first = try daemon()
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "later#0 waiting to start") {
+            (try? self.state("later#0")) == "waiting-start"
+        }
+        first.signal(SIGKILL)
+        XCTAssertEqual(try first.waitForExit(timeout: 10), 128 + SIGKILL)
+
+        // No daemon: the producer may not take the dead worker's folder over; it is told how.
+        let alone = try cli(as: producer, ["cancel", "later"])
+        XCTAssertEqual(alone.status, 2, alone.out)
+        XCTAssertTrue(alone.err.contains("held by a worker that is gone") && alone.err.contains("once a daemon has taken it over")
+                        && alone.err.contains("or as \(daemonUser) or root; nothing changed"), alone.err)
+        XCTAssertEqual(spool.claimed(), ["later"], "still claimed where it was")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: spool.path("failed", "later")))
+
+        // A daemon takes it over at start; then the producer's cancel reaches it.
+        let second = try daemon()
+        defer { second.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 30, what: "later#0 adopted") {
+            (try? self.state("later#0")) == "waiting-start"
+        }
+        let own = try cli(as: producer, ["cancel", "later"])
+        XCTAssertEqual(own.status, 0, own.err)
+        try DirectoryWaiter.waitForFile("later.error", in: spool.path("failed"), timeout: 30)
+        let error = try json("failed", "later.error")
+        XCTAssertEqual(error["owner"] as? String, producer)
+        XCTAssertEqual((error["items"] as? [[String: Any]])?.first?["code"] as? String, "cancelled")
+    }
+
+    /// The state `status --json` gives `id`, as the producer sees it.
+    private func state(_ id: String) throws -> String? {
+        let r = try cli(as: producer, ["status", "--json"])
+        guard let json = try? JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any] else { return nil }
+        return (json["tasks"] as? [[String: Any]])?.first { $0["id"] as? String == id }?["state"] as? String
+    }
 }
