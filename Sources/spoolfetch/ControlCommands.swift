@@ -63,6 +63,8 @@ struct Retry: ControlVerbCommand {
         For a request in failed/, its failed items (or just REQUEST#INDEX) go back into incoming/ as a new
         request REQUEST-retry-STAMP with the same group and options; failed/REQUEST and its .error stay as the record,
         and failed/REQUEST.retried names the new request, so a second retry queues nothing twice.
+        In a spool made by spoolfetch init a producer may not write failed/: the running daemon queues
+        the producer's own failed request again for it (the new request stays the producer's).
         Example: spoolfetch retry nightly
         """)
     @Argument(help: ArgumentHelp("REQUEST#INDEX or REQUEST. Example: nightly", valueName: "id")) var id: String
