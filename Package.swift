@@ -60,7 +60,7 @@ let package = Package(
 
         // Adapters.
         .target(name: "SpoolStore",
-                dependencies: ["CLinux",
+                dependencies: ["CLinux", "SpoolRequest",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "SpoolWatcher",
                 dependencies: ["CInotifyTools", "CLinux"]),

@@ -110,7 +110,7 @@ public enum OperatorError: Error, CustomStringConvertible {
 /// report, drops a command file for it into `control/`, and waits for its answer.
 public enum ControlClient {
     /// `retryDeadline`: for a retry of a failed request, the deadline its new request gets
-    /// (`retry --deadline`), in place of every one it had (see `retryText`).
+    /// (`retry --deadline`), in place of every one it had (see `FailedRetry.retryText`).
     public static func send(_ verb: ControlCommand.Verb, id: String, spool: String,
                             timeout: Double = 10, retryDeadline: String? = nil) throws(OperatorError) -> ControlResult {
         let parsed = try ControlID(parsing: id)
@@ -122,8 +122,23 @@ public enum ControlClient {
         // failed/ and no longer active has ended.
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),
            !isClaimed(request, spool: spool) {
-            try checkOwner(of: spool + "/failed/" + request, request: request, verb: verb, spool: spool)
-            return try retryFailed(request: request, id: id, spool: spool, deadline: retryDeadline)
+            // Who may write failed/ (root, the daemon's user, anyone in a spool without `init`)
+            // queues it again here; anyone else asks a daemon, which checks the caller and
+            // queues it as the daemon's user (`FailedRetry`).
+            if let retryDeadline, let problem = retryDeadlineProblem(retryDeadline) { throw .refused(problem) }
+            if faccessat(AT_FDCWD, spool + "/failed", W_OK | X_OK, AT_EACCESS) == 0 {
+                try checkOwner(of: spool + "/failed/" + request, request: request, verb: verb, spool: spool)
+                return try retryFailed(request: request, id: id, spool: spool, deadline: retryDeadline)
+            }
+            guard let daemon = overview.reports.first?.daemon else {
+                try checkOwner(of: spool + "/failed/" + request, request: request, verb: verb, spool: spool)
+                var st = stat()
+                let folderOwner = stat(spool + "/failed", &st) == 0 ? SpoolAccounts.userName(st.st_uid) : "the daemon's user"
+                throw .refused("\(request) is in failed/, which only \(folderOwner) and root may write, and no daemon runs on \(spool) "
+                               + "to queue it again for you: run spoolfetch retry \(id) while the daemon runs, or as \(folderOwner) "
+                               + "or root; nothing changed")
+            }
+            return try ask(daemon, verb: verb, id: id, spool: spool, timeout: timeout, retryDeadline: retryDeadline)
         }
         if retryDeadline != nil {
             throw .refused("retry --deadline applies to a request in failed/ (its failed items are queued again with it); "
@@ -136,15 +151,31 @@ public enum ControlClient {
             guard parsed.index == nil else {
                 throw .refused("no daemon is running: only a whole request can be cancelled now (spoolfetch cancel \(request))")
             }
+            // Filing it means taking the dead worker's folder over, which only who may write
+            // active/ can (root and the daemon's user after `init`): a producer waits for a
+            // daemon to adopt it, and then cancels it through that daemon like any other.
+            if faccessat(AT_FDCWD, spool + "/active", W_OK | X_OK, AT_EACCESS) != 0 {
+                var st = stat()
+                let folderOwner = stat(spool + "/active", &st) == 0 ? SpoolAccounts.userName(st.st_uid) : "the daemon's user"
+                throw .refused("\(request) is held by a worker that is gone, in active/, which only \(folderOwner) and root may write: "
+                               + "run spoolfetch cancel \(id) once a daemon has taken it over (spoolfetch status lists it; a starting "
+                               + "daemon takes over every dead worker's requests), or as \(folderOwner) or root; nothing changed")
+            }
             return try OrphanCancel.cancel(request: request, id: id, spool: spool)
         }
         guard let daemon = owner else { throw ended(id: id, request: request, verb: verb, spool: spool) }
+        return try ask(daemon, verb: verb, id: id, spool: spool, timeout: timeout)
+    }
+
+    /// Drops the command into `control/` for `daemon` and waits for its answer.
+    static func ask(_ daemon: DaemonStatus, verb: ControlCommand.Verb, id: String, spool: String,
+                    timeout: Double, retryDeadline: String? = nil) throws(OperatorError) -> ControlResult {
         let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 36)
         let name = "cmd-\(daemon.pid)-\(suffix)"
         let answer = "res-\(daemon.pid)-\(suffix)"
         do {
             let layout = try SpoolLayout(root: spool)
-            try layout.control.writeAtomically(name, SpoolJSON.encode(ControlCommand(verb: verb, id: id)))
+            try layout.control.writeAtomically(name, SpoolJSON.encode(ControlCommand(verb: verb, id: id, deadline: retryDeadline)))
             guard FileAppearance.wait(for: answer, in: layout.control.path, timeout: timeout) else {
                 layout.control.remove(name)
                 throw OperatorError.noAnswer(pid: daemon.pid, seconds: timeout)
@@ -206,155 +237,25 @@ public enum ControlClient {
 
     /// Why `text` cannot be a retry's deadline (not a deadline, or one that has passed); nil when it can.
     public static func retryDeadlineProblem(_ text: String, now: Date = Date()) -> String? {
-        guard let deadline = RequestDeadline(parsing: text) else {
-            return "--deadline must be an RFC 3339 time such as 2026-11-23T06:00:00Z, "
-                + "or a time from the claim such as 90m, 6h or 2d; got '\(text)'"
-        }
-        if case .at(let date) = deadline, date <= now {
-            return "--deadline \(text) has passed already: the retried items would fail at once"
-        }
-        return nil
+        FailedRetry.deadlineProblem(text, now: now)
     }
 
     /// A request in `failed/`: its failed items go back into the queue as a new request file
-    /// `R-retry-STAMP` — the request as its producer wrote it (every file-level key, and each
-    /// failed item's own lines), so a retry keeps `on-exists`, headers, credentials, markers and
-    /// the group. `failed/R` and its `.error` stay as the record.
-    ///
-    /// Never twice: `failed/R.retried` (a whole request) or `failed/R.retried-INDEX` (one item),
-    /// created exclusively, names the request that queued them again; an item already queued by
-    /// either is left out of a later retry, which answers "already queued" when nothing is left.
+    /// `R-retry-STAMP` (`FailedRetry`, the code the daemon runs too).
     static func retryFailed(request: String, id: String, spool: String, deadline: String? = nil) throws(OperatorError)
         -> ControlResult {
         if let deadline, let problem = retryDeadlineProblem(deadline) { throw .refused(problem) }
-        let failedDir = spool + "/failed/"
-        guard let bytes = FileManager.default.contents(atPath: failedDir + request),
-              let errorData = FileManager.default.contents(atPath: failedDir + request + ".error"),
-              let record = try? JSONDecoder().decode(ErrorRecord.self, from: errorData) else {
-            throw .io("cannot read failed/\(request) and its .error")
-        }
-        let file: RequestFile
-        do { file = try RequestParser.parse(fileName: request, bytes: [UInt8](bytes)) } catch { throw .io("\(error)") }
-        var indices = Set((record.items ?? []).map(\.index))
-        let one = (try? ControlID(parsing: id))?.index
-        if let one {
-            guard indices.contains(one) else { throw .refused("item \(id) did not fail; nothing to retry") }
-            indices = [one]
-        }
-        func earlier(_ note: String) -> String {
-            FileManager.default.contents(atPath: note).map { String(decoding: $0, as: UTF8.self) }?
-                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
-        }
-        func already(_ note: String) -> ControlResult {
-            ControlResult(ok: true, message: "\(id) was already queued again as \(earlier(note)); not queued twice",
-                          items: [], state: "retried")
-        }
-        let whole = failedDir + request + ".retried"
-        if FileManager.default.fileExists(atPath: whole) { return already(whole) }
-        let itemNote = { (index: Int) in failedDir + request + ".retried-\(index)" }
-        let queuedBefore = indices.filter { FileManager.default.fileExists(atPath: itemNote($0)) }
-        indices.subtract(queuedBefore)
-        guard !indices.isEmpty else {
-            if let first = queuedBefore.min() { return already(itemNote(first)) }
-            throw .refused("\(request) has no failed item to retry")
-        }
-        let items = file.items.filter { indices.contains($0.index) }
-        guard !items.isEmpty else { throw .refused("\(request) has no failed item to retry") }
-        let note = one.map(itemNote) ?? whole
-        let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        if noteFD < 0 {
-            guard errno == EEXIST else {
-                let e = errno
-                throw .io("cannot write \(note): \(String(cString: strerror(e)))"
-                          + (e == EACCES ? " (failed/ is the daemon's user's in a spool made by spoolfetch init: retry a failed request as root or that user)" : ""))
-            }
-            return already(note)
-        }
-        let retried = Self.retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices,
-                                     deadline: deadline, now: Date())
-        let text = retried.text
-        let stamp = RFC3339.format(Date()).filter { $0.isNumber }
-        let name = "\(request)-retry-\(stamp)"
-        var handed = 0
+        let layout: SpoolLayout
+        do { layout = try SpoolLayout(root: spool) } catch { throw .io("\(error)") }
         do {
-            let layout = try SpoolLayout(root: spool)
-            try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
-            // The retry stays the failed request's owner's (its owner is its file's): root can
-            // give it to them; the daemon's user cannot, and the retry is then that user's.
-            var failedStat = stat()
-            if geteuid() == 0, stat(failedDir + request, &failedStat) == 0, failedStat.st_uid != 0 {
-                _ = fchownat(layout.tmp.fd, name, failedStat.st_uid, gid_t.max, AT_SYMLINK_NOFOLLOW)
-            }
-            // Partials a deadline cut short go to the new request's items (in file order, as
-            // `retryText` writes them), which resume them.
-            for (newIndex, item) in items.sorted(by: { $0.line < $1.line }).enumerated() {
-                if try KeptParts.hand(from: request, index: item.index, to: name, index: newIndex, in: layout) { handed += 1 }
-            }
-            if handed > 0 { try KeptParts.markRequest(name, in: layout) }
-            try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
-            let line = Array("incoming/\(name)\n".utf8)
-            _ = line.withUnsafeBytes { write(noteFD, $0.baseAddress, $0.count) }
-            _ = fsync(noteFD)
-            close(noteFD)
+            return try FailedRetry.retry(request: request, index: (try? ControlID(parsing: id))?.index, id: id, layout: layout,
+                                         deadline: deadline)
         } catch {
-            close(noteFD)
-            unlink(note)
-            throw .io("cannot queue the retry: \(error)")
+            switch error {
+            case .refused(let message): throw .refused(message)
+            case .io(let message): throw .io(message)
+            }
         }
-        var message = "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)"
-        if handed > 0 { message += "; \(handed) partial(s) a deadline cut short resume where they stopped" }
-        if let deadline { message += "; deadline \(deadline)" }
-        else if !retried.droppedDeadlines.isEmpty {
-            message += "; deadline \(retried.droppedDeadlines.joined(separator: ", ")) had passed and was dropped "
-                + "(retry --deadline gives a new one)"
-        }
-        if !queuedBefore.isEmpty {
-            message += "; item(s) \(queuedBefore.sorted().map { "#\($0)" }.joined(separator: ", ")) were already queued again"
-        }
-        return ControlResult(ok: true, message: message, items: items.map { "\(request)#\($0.index)" })
-    }
-
-    /// The retry's request file: the failed request's own text before its first item (its
-    /// file-level keys, comments included), then the lines of each item kept, as written. The
-    /// group stays the failed request's (its name, when it named none).
-    ///
-    /// Deadlines: one counted from the claim (`6h`) is kept, and counts again from the retry's
-    /// claim; an RFC 3339 one that has passed by `now` is dropped (kept, it would fail the
-    /// retried items at once and their kept partials would never be used), and listed in
-    /// `droppedDeadlines`. `deadline` (`retry --deadline`) replaces every `deadline:` line with
-    /// one file-level line.
-    static func retryText(of bytes: [UInt8], file: RequestFile, request: String, keeping indices: Set<Int>,
-                          deadline: String? = nil, now: Date = Date()) -> (text: String, droppedDeadlines: [String]) {
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
-        let starts = file.items.map { $0.line - 1 }
-        let firstItem = starts.min() ?? lines.count
-        var out = ["# retry of failed/\(request)"]
-        let header = Array(lines[0 ..< firstItem])
-        let namesGroup = header.contains { line in
-            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
-            return key.lowercased().trimmingCharacters(in: .whitespaces) == "group"
-        }
-        if !namesGroup { out.append("group: \(file.group)") }
-        var dropped: [String] = []
-        func keep(_ line: String) -> String? {
-            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
-            guard key.lowercased().trimmingCharacters(in: .whitespaces) == "deadline",
-                  let colon = line.firstIndex(of: ":") else { return line }
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            if deadline != nil { return "# \(line.trimmingCharacters(in: .whitespaces)) (replaced by retry --deadline)" }
-            guard case .at(let date)? = RequestDeadline(parsing: value), date <= now else { return line }
-            if !dropped.contains(value) { dropped.append(value) }
-            return "# deadline: \(value) had passed (dropped by retry)"
-        }
-        if let deadline { out.append("deadline: \(deadline)") }
-        out += header.compactMap(keep)
-        let sorted = file.items.sorted { $0.line < $1.line }
-        for (n, item) in sorted.enumerated() where indices.contains(item.index) {
-            let end = n + 1 < sorted.count ? sorted[n + 1].line - 1 : lines.count
-            out += lines[(item.line - 1) ..< end].compactMap(keep)
-        }
-        return (out.joined(separator: "\n") + "\n", dropped)
     }
 }
 

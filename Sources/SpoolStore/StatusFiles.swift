@@ -202,10 +202,14 @@ public struct ControlCommand: Codable, Sendable, Hashable {
     public var verb: Verb
     /// `REQUEST` (all its items) or `REQUEST#INDEX`.
     public var id: String
+    /// `retry --deadline` of a request in `failed/` the daemon queues again for its producer: the
+    /// retried items' deadline, in place of theirs.
+    public var deadline: String? = nil
 
-    public init(verb: Verb, id: String) {
+    public init(verb: Verb, id: String, deadline: String? = nil) {
         self.verb = verb
         self.id = id
+        self.deadline = deadline
     }
 }
 

@@ -65,6 +65,8 @@ struct Retry: ControlVerbCommand {
         and failed/REQUEST.retried names the new request, so a second retry queues nothing twice.
         A deadline counted from the claim (deadline: 6h) counts again from the retry's claim; one at a time
         that has passed is dropped, unless --deadline gives the retried items a new one (either form).
+        In a spool made by spoolfetch init a producer may not write failed/: the running daemon queues
+        the producer's own failed request again for it (the new request stays the producer's).
         Example: spoolfetch retry nightly
         Example: spoolfetch retry nightly --deadline 2h
         """)

@@ -90,7 +90,11 @@ final class Intake {
     /// Parses the claimed (or adopted) request whole and records it and its items in the table;
     /// an adopted request's items are recovered from what the spool says about them, and those
     /// found published are journaled (see `RecoveryStep.ended`).
-    func accept(_ claim: ClaimedRequest, adopted: Bool, now: Date) -> Acceptance {
+    func accept(_ claimed: ClaimedRequest, adopted: Bool, now: Date) -> Acceptance {
+        // A retry the daemon's user queued for a producer is that producer's (`FailedRetry`).
+        let owner = FailedRetry.originalOwner(of: claimed.name, fileOwner: claimed.owner, daemonUser: geteuid(), in: store.layout)
+        let claim = owner == claimed.owner ? claimed
+            : ClaimedRequest(name: claimed.name, inode: claimed.inode, folder: claimed.folder, owner: owner)
         let index: RequestIndex
         var uploads: [Int: OutgoingIdentity] = [:]
         switch parse(claim, checkUploads: !adopted) {

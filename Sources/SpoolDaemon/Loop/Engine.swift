@@ -84,7 +84,7 @@ public final class Engine {
         } catch {
             throw .configuration(ConfigurationError("--metrics-file: its folder cannot be opened: \(error)"))
         }
-        operators = Operators(status: status, metrics: metrics, control: ControlHandler(directory: layout.control, logger: logger,
+        operators = Operators(status: status, metrics: metrics, control: ControlHandler(layout: layout, logger: logger,
                                                                                       operators: configuration.operators ?? SpoolOwnership.operatorsGroup(root: configuration.spool)))
         hooks = HookDispatch(runner: HookRunner(logger: logger, timeout: configuration.hookTimeout,
                                                 maxRunning: configuration.maxHooks, metrics: counts), store: store, inbox: inbox,

@@ -9,13 +9,19 @@ import SpoolStore
 ///
 /// A command acts only on its caller's own requests — the caller being the owner of the command
 /// file — unless the caller is root, the daemon's user or an operator (`VerbPermission`).
+///
+/// `retry` of a request in `failed/` is carried out here for a caller that may not write
+/// `failed/` itself (a producer, after `init`): the same rule, then `FailedRetry` as the daemon's
+/// user; the new request stays the failed one's owner's (`FailedRetry.originalOwner`).
 final class ControlHandler {
+    private let layout: SpoolLayout
     private let directory: Directory
     private let logger: Logger
     private let permission: VerbPermission
 
-    init(directory: Directory, logger: Logger, operators: String? = nil) {
-        self.directory = directory
+    init(layout: SpoolLayout, logger: Logger, operators: String? = nil) {
+        self.layout = layout
+        directory = layout.control
         self.logger = logger
         let gid = operators.flatMap(SpoolAccounts.group(named:))
         if let operators, gid == nil {
@@ -74,6 +80,27 @@ final class ControlHandler {
         }
     }
 
+    /// `retry` of `failed/REQUEST` (nil when no such request ended there): refused unless the
+    /// caller may act on it (its owner is the owner of `failed/REQUEST`, the producer's file
+    /// renamed there), else queued again by `FailedRetry`.
+    private func retryFailed(_ request: String, index: Int?, id: String, deadline: String?, caller: uid_t) -> ControlResult? {
+        var st = stat()
+        guard !request.hasPrefix("."), !request.contains("/"),
+              fstatat(layout.failed.fd, request, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        if let refusal = permission.refusal(caller: caller, callerGroups: SpoolAccounts.groups(of: caller), owner: st.st_uid,
+                                            request: request, verb: "retry") {
+            return ControlResult(ok: false, message: refusal, items: [], code: "not-owner")
+        }
+        do {
+            return try FailedRetry.retry(request: request, index: index, id: id, layout: layout, deadline: deadline)
+        } catch {
+            switch error {
+            case .refused(let message): return ControlResult(ok: false, message: message, items: [])
+            case .io(let message): return ControlResult(ok: false, message: message, items: [])
+            }
+        }
+    }
+
     private func perform(_ command: ControlCommand, caller: uid_t, request find: (String) -> RequestRecord?,
                          apply: (ItemRecord, ControlCommand.Verb) -> Bool) -> ControlResult {
         let (requestName, index): (String, Int?) = {
@@ -83,6 +110,9 @@ final class ControlHandler {
             return (command.id, nil)
         }()
         guard let request = find(requestName) else {
+            if command.verb == .retry, let result = retryFailed(requestName, index: index, id: command.id, deadline: command.deadline, caller: caller) {
+                return result
+            }
             return ControlResult(ok: false, message: "no task \(command.id) on this daemon (pid \(getpid())); see spoolfetch status", items: [])
         }
         if let refusal = permission.refusal(caller: caller, callerGroups: SpoolAccounts.groups(of: caller), owner: request.owner,

@@ -1,0 +1,217 @@
+import Foundation
+import SpoolRequest
+
+/// `spoolfetch retry R` of a request in `failed/`: its failed items go back into the queue as a
+/// new request file `R-retry-STAMP`. One code for both who may do it: the client, when it may
+/// write `failed/` (root, the daemon's user, or anyone in a spool without `init`), and the daemon,
+/// asked through `control/` by a producer that may not (`ControlHandler`).
+///
+/// The new request is the failed one as its producer wrote it (every file-level key, and each
+/// failed item's own lines), so a retry keeps `on-exists`, headers, credentials, markers and the
+/// group. `failed/R` and its `.error` stay as the record. Never twice: `failed/R.retried` (a whole
+/// request) or `failed/R.retried-INDEX` (one item), created exclusively, names the request that
+/// queued them again; an item already queued by either is left out of a later retry, which
+/// answers "already queued" when nothing is left.
+///
+/// Whose the new request is: its file's owner, as for any request — except a retry the daemon's
+/// user wrote, which belongs to the failed request's owner (`originalOwner`).
+public enum FailedRetry {
+    /// Why a failed request was not queued again.
+    public enum Failure: Error, Sendable {
+        /// Nothing to do, or not allowed: the message says which.
+        case refused(String)
+        /// A file could not be read or written.
+        case io(String)
+    }
+
+    /// The request's path in `failed/`, to check its owner before a retry.
+    public static func failedPath(_ request: String, in layout: SpoolLayout) -> String {
+        layout.root + "/failed/" + request
+    }
+
+    /// Why `text` cannot be a retry's deadline (`retry --deadline`: not a deadline, or one that has
+    /// passed); nil when it can.
+    public static func deadlineProblem(_ text: String, now: Date = Date()) -> String? {
+        guard let deadline = RequestDeadline(parsing: text) else {
+            return "--deadline must be an RFC 3339 time such as 2026-11-23T06:00:00Z, "
+                + "or a time from the claim such as 90m, 6h or 2d; got '\(text)'"
+        }
+        if case .at(let date) = deadline, date <= now {
+            return "--deadline \(text) has passed already: the retried items would fail at once"
+        }
+        return nil
+    }
+
+    /// Queues the failed items of `failed/REQUEST` (or only item `index`) again. `id` is the
+    /// caller's id, for messages; `deadline` (`retry --deadline`) replaces the items' deadlines.
+    public static func retry(request: String, index one: Int?, id: String,
+                             layout: SpoolLayout, deadline: String? = nil) throws(Failure) -> ControlResult {
+        if let deadline, let problem = deadlineProblem(deadline) { throw .refused(problem) }
+        let failedDir = layout.root + "/failed/"
+        guard let bytes = FileManager.default.contents(atPath: failedDir + request),
+              let errorData = FileManager.default.contents(atPath: failedDir + request + ".error"),
+              let record = try? JSONDecoder().decode(ErrorRecord.self, from: errorData) else {
+            throw .io("cannot read failed/\(request) and its .error")
+        }
+        let file: RequestFile
+        do { file = try RequestParser.parse(fileName: request, bytes: [UInt8](bytes)) } catch { throw .io("\(error)") }
+        var indices = Set((record.items ?? []).map(\.index))
+        if let one {
+            guard indices.contains(one) else { throw .refused("item \(id) did not fail; nothing to retry") }
+            indices = [one]
+        }
+        func earlier(_ note: String) -> String {
+            FileManager.default.contents(atPath: note).map { String(decoding: $0, as: UTF8.self) }?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+        }
+        func already(_ note: String) -> ControlResult {
+            ControlResult(ok: true, message: "\(id) was already queued again as \(earlier(note)); not queued twice",
+                          items: [], state: "retried")
+        }
+        let whole = failedDir + request + ".retried"
+        if FileManager.default.fileExists(atPath: whole) { return already(whole) }
+        let itemNote = { (index: Int) in failedDir + request + ".retried-\(index)" }
+        let queuedBefore = indices.filter { FileManager.default.fileExists(atPath: itemNote($0)) }
+        indices.subtract(queuedBefore)
+        guard !indices.isEmpty else {
+            if let first = queuedBefore.min() { return already(itemNote(first)) }
+            throw .refused("\(request) has no failed item to retry")
+        }
+        let items = file.items.filter { indices.contains($0.index) }
+        guard !items.isEmpty else { throw .refused("\(request) has no failed item to retry") }
+        let note = one.map(itemNote) ?? whole
+        let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if noteFD < 0 {
+            guard errno == EEXIST else {
+                let e = errno
+                throw .io("cannot write \(note): \(String(cString: strerror(e)))")
+            }
+            return already(note)
+        }
+        let retried = retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices,
+                                deadline: deadline, now: Date())
+        let text = retried.text
+        let stamp = RFC3339.format(Date()).filter { $0.isNumber }
+        let name = "\(request)-retry-\(stamp)"
+        var handed = 0
+        do {
+            try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+            // The retry stays the failed request's owner's (its owner is its file's): root can
+            // give it to them; the daemon's user cannot, and its note says whose it is
+            // (`originalOwner`).
+            var failedStat = stat()
+            if geteuid() == 0, stat(failedDir + request, &failedStat) == 0, failedStat.st_uid != 0 {
+                _ = fchownat(layout.tmp.fd, name, failedStat.st_uid, gid_t.max, AT_SYMLINK_NOFOLLOW)
+            }
+            // Partials a deadline cut short go to the new request's items (in file order, as
+            // `retryText` writes them), which resume them.
+            for (newIndex, item) in items.sorted(by: { $0.line < $1.line }).enumerated() {
+                if try KeptParts.hand(from: request, index: item.index, to: name, index: newIndex, in: layout) { handed += 1 }
+            }
+            if handed > 0 { try KeptParts.markRequest(name, in: layout) }
+            // The note first, then the request: a daemon that claims the request at once finds
+            // whose it is.
+            let line = Array("incoming/\(name)\n".utf8)
+            _ = line.withUnsafeBytes { write(noteFD, $0.baseAddress, $0.count) }
+            _ = fsync(noteFD)
+            try layout.tmp.rename(name, to: name, in: layout.incoming, replace: false)
+            close(noteFD)
+        } catch {
+            close(noteFD)
+            unlink(note)
+            layout.tmp.remove(name)
+            throw .io("cannot queue the retry: \(error)")
+        }
+        var message = "queued \(items.count) failed item(s) of \(request) again as incoming/\(name)"
+        if handed > 0 { message += "; \(handed) partial(s) a deadline cut short resume where they stopped" }
+        if let deadline { message += "; deadline \(deadline)" }
+        else if !retried.droppedDeadlines.isEmpty {
+            message += "; deadline \(retried.droppedDeadlines.joined(separator: ", ")) had passed and was dropped "
+                + "(retry --deadline gives a new one)"
+        }
+        if !queuedBefore.isEmpty {
+            message += "; item(s) \(queuedBefore.sorted().map { "#\($0)" }.joined(separator: ", ")) were already queued again"
+        }
+        return ControlResult(ok: true, message: message, items: items.map { "\(request)#\($0.index)" })
+    }
+
+    /// The owner of a claimed request: its file's — unless the file is the daemon user's own (not
+    /// root's) and is a retry (`R-retry-STAMP`) whose note in `failed/` (`R.retried`, or
+    /// `R.retried-INDEX` for one of the failed items) names it: then the owner of `failed/R`, the
+    /// producer's own inode, renamed there and never copied. Both facts are in `failed/`, which
+    /// only the daemon's user and root may write after `init`, and a file of the daemon user's in
+    /// `incoming/` only it or root can make, so no producer can claim another's ownership this way.
+    public static func originalOwner(of name: String, fileOwner: uid_t, daemonUser: uid_t,
+                                     in layout: SpoolLayout) -> uid_t {
+        // A claim that found the name taken keeps both with a `~N` suffix (`ClaimNames`).
+        var name = name
+        if let tilde = name.lastIndex(of: "~"), !name[name.index(after: tilde)...].isEmpty,
+           name[name.index(after: tilde)...].allSatisfy({ $0.isASCII && $0.isNumber }) {
+            name = String(name[..<tilde])
+        }
+        guard fileOwner == daemonUser, daemonUser != 0, let cut = name.range(of: "-retry-", options: .backwards),
+              !name[cut.upperBound...].isEmpty, name[cut.upperBound...].allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            return fileOwner
+        }
+        let request = String(name[..<cut.lowerBound])
+        let failed = layout.failed
+        let expected = "incoming/\(name)"
+        func names(_ note: String) -> Bool {
+            guard let bytes = try? failed.read(note) else { return false }
+            return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == expected
+        }
+        var noted = names(request + ".retried")
+        if !noted, let data = try? failed.read(request + ".error"),
+           let record = try? JSONDecoder().decode(ErrorRecord.self, from: Data(data)) {
+            noted = (record.items ?? []).contains { names(request + ".retried-\($0.index)") }
+        }
+        var st = stat()
+        guard noted, fstatat(failed.fd, request, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            return fileOwner
+        }
+        return st.st_uid
+    }
+
+    /// The retry's request file: the failed request's own text before its first item (its
+    /// file-level keys, comments included), then the lines of each item kept, as written. The
+    /// group stays the failed request's (its name, when it named none).
+    ///
+    /// Deadlines: one counted from the claim (`6h`) is kept, and counts again from the retry's
+    /// claim; an RFC 3339 one that has passed by `now` is dropped (kept, it would fail the
+    /// retried items at once and their kept partials would never be used), and listed in
+    /// `droppedDeadlines`. `deadline` (`retry --deadline`) replaces every `deadline:` line with
+    /// one file-level line.
+    public static func retryText(of bytes: [UInt8], file: RequestFile, request: String, keeping indices: Set<Int>,
+                          deadline: String? = nil, now: Date = Date()) -> (text: String, droppedDeadlines: [String]) {
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
+        let starts = file.items.map { $0.line - 1 }
+        let firstItem = starts.min() ?? lines.count
+        var out = ["# retry of failed/\(request)"]
+        let header = Array(lines[0 ..< firstItem])
+        let namesGroup = header.contains { line in
+            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
+            return key.lowercased().trimmingCharacters(in: .whitespaces) == "group"
+        }
+        if !namesGroup { out.append("group: \(file.group)") }
+        var dropped: [String] = []
+        func keep(_ line: String) -> String? {
+            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
+            guard key.lowercased().trimmingCharacters(in: .whitespaces) == "deadline",
+                  let colon = line.firstIndex(of: ":") else { return line }
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if deadline != nil { return "# \(line.trimmingCharacters(in: .whitespaces)) (replaced by retry --deadline)" }
+            guard case .at(let date)? = RequestDeadline(parsing: value), date <= now else { return line }
+            if !dropped.contains(value) { dropped.append(value) }
+            return "# deadline: \(value) had passed (dropped by retry)"
+        }
+        if let deadline { out.append("deadline: \(deadline)") }
+        out += header.compactMap(keep)
+        let sorted = file.items.sorted { $0.line < $1.line }
+        for (n, item) in sorted.enumerated() where indices.contains(item.index) {
+            let end = n + 1 < sorted.count ? sorted[n + 1].line - 1 : lines.count
+            out += lines[(item.line - 1) ..< end].compactMap(keep)
+        }
+        return (out.joined(separator: "\n") + "\n", dropped)
+    }
+}
