@@ -22,10 +22,14 @@ public struct EgressPolicy: Sendable, Hashable, CustomStringConvertible {
         self.allow = allow
     }
 
-    /// The built-in deny list: link-local (IPv4 and IPv6) and the cloud metadata services that
-    /// live outside it (AWS's IPv6 `fd00:ec2::254`, Alibaba's `100.100.100.200`). Private and
-    /// loopback ranges are not in it: intranet mirrors and local caches are a normal source.
-    public static let defaultDenyText = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
+    /// The built-in deny list: link-local (IPv4 and IPv6), the cloud metadata services that
+    /// live outside it (AWS's IPv6 `fd00:ec2::254`, Alibaba's `100.100.100.200`), and
+    /// 169.254.169.254 spelled in the well-known NAT64 prefix (`64:ff9b::a9fe:a9fe`), which a
+    /// DNS64 resolver hands out and a NAT64 gateway turns back into the metadata address. Private
+    /// and loopback ranges are not in it: intranet mirrors and local caches are a normal source.
+    /// Comma and space separated, so that a manual can break the line between networks.
+    public static let defaultDenyText =
+        "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 64:ff9b::a9fe:a9fe/128"
     public static let defaultDeny: [Network] = try! Network.list(parsing: defaultDenyText)
 
     /// The policy of the built-in lists.

@@ -67,15 +67,17 @@ final class EgressPolicyTests: XCTestCase {
 
     func testTheDefaultDeniesLinkLocalAndMetadataAndNothingElse() throws {
         let policy = EgressPolicy.standard
-        for denied in ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", "100.100.100.200"] {
+        for denied in ["169.254.169.254", "169.254.0.1", "fe80::1", "fd00:ec2::254", "100.100.100.200",
+                       "64:ff9b::a9fe:a9fe", "64:ff9b::169.254.169.254"] {
             XCTAssertNotNil(policy.denyingNetwork(for: try address(denied)), denied)
         }
         for allowed in ["127.0.0.1", "::1", "10.0.0.5", "192.168.1.1", "172.16.0.1", "100.100.100.201",
-                        "fd00:ec2::253", "8.8.8.8", "2001:db8::1", "169.253.255.255", "169.255.0.0"] {
+                        "fd00:ec2::253", "8.8.8.8", "2001:db8::1", "169.253.255.255", "169.255.0.0",
+                        "64:ff9b::a9fe:a9ff", "64:ff9b::808:808"] {
             XCTAssertNil(policy.denyingNetwork(for: try address(allowed)), allowed)
         }
         XCTAssertEqual(EgressPolicy.defaultDeny.map(\.description),
-                       ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"])
+                       ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32", "64:ff9b::a9fe:a9fe/128"])
     }
 
     func testAllowWinsWhereBothMatch() throws {
@@ -92,7 +94,7 @@ final class EgressPolicyTests: XCTestCase {
 
     func testTheWordDefaultAndListSeparators() throws {
         let policy = try EgressPolicy(denyText: "default, 10.0.0.0/8 192.168.0.0/16", allowText: "")
-        XCTAssertEqual(policy.deny.count, 6)
+        XCTAssertEqual(policy.deny.count, EgressPolicy.defaultDeny.count + 2)
         XCTAssertFalse(policy.allows(try address("169.254.169.254")))
         XCTAssertFalse(policy.allows(try address("10.9.9.9")))
         XCTAssertFalse(policy.allows(try address("192.168.3.3")))
