@@ -201,8 +201,9 @@ final class EgressEndToEndTests: SpoolTestCase {
 }
 
 /// The default policy inside a network namespace the test makes, with only `lo` and the
-/// metadata address on it: a request for the metadata service is refused with default settings,
-/// and the listener there sees no connection (a failing check would reach only it).
+/// metadata address on it (as IPv4, and as a NAT64 gateway's DNS64 answer spells it): a request
+/// for the metadata service is refused with default settings, and the listener there sees no
+/// connection (a failing check would reach only it).
 final class MetadataAddressTests: SpoolTestCase {
     private var namespace = ""
 
@@ -213,6 +214,7 @@ final class MetadataAddressTests: SpoolTestCase {
         do {
             try ip(["-n", namespace, "link", "set", "lo", "up"])
             try ip(["-n", namespace, "addr", "add", "169.254.169.254/32", "dev", "lo"])
+            try ip(["-n", namespace, "-6", "addr", "add", "64:ff9b::a9fe:a9fe/128", "dev", "lo", "nodad"])
         } catch {
             try? ip(["netns", "del", namespace])     // a setUp that throws may get no tearDown
             throw error
@@ -225,15 +227,28 @@ final class MetadataAddressTests: SpoolTestCase {
     }
 
     func testTheMetadataAddressIsDeniedByDefault() throws {
+        try checkDeniedByDefault(address: "169.254.169.254", network: "169.254.0.0/16")
+    }
+
+    /// 169.254.169.254 behind a NAT64 gateway: `64:ff9b::a9fe:a9fe`, which the default lists too.
+    func testTheMetadataAddressBehindNAT64IsDeniedByDefault() throws {
+        try checkDeniedByDefault(address: "64:ff9b::a9fe:a9fe", network: "64:ff9b::a9fe:a9fe/128")
+    }
+
+    /// A listener on `address` in the namespace; a request for it with default settings fails
+    /// `address-denied` naming `network`, the listener sees nothing; allowed, it is fetched.
+    private func checkDeniedByDefault(address: String, network: String) throws {
+        let ipv6 = address.contains(":")
+        let host = ipv6 ? "[\(address)]" : address
         let dir = try TempSpool.makeScratchFolder(prefix: "spoolfetch-metadata")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // A metadata service stand-in: counts each accepted connection in a file before it answers.
         let script = """
             import socket, sys
             d = sys.argv[1]
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s = socket.socket(socket.AF_INET6 if ":" in sys.argv[2] else socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("169.254.169.254", 80))
+            s.bind((sys.argv[2], 80))
             s.listen(16)
             open(d + "/ready", "w").close()
             while True:
@@ -252,7 +267,7 @@ final class MetadataAddressTests: SpoolTestCase {
         try script.write(toFile: dir + "/metadata.py", atomically: true, encoding: .utf8)
         let listener = Process()
         listener.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        listener.arguments = ["netns", "exec", namespace, "/usr/bin/python3", dir + "/metadata.py", dir]
+        listener.arguments = ["netns", "exec", namespace, "/usr/bin/python3", dir + "/metadata.py", dir, address]
         listener.standardOutput = FileHandle.nullDevice
         listener.standardError = FileHandle.nullDevice
         try listener.run()
@@ -262,7 +277,7 @@ final class MetadataAddressTests: SpoolTestCase {
             ((try? String(contentsOfFile: dir + "/connections", encoding: .utf8)) ?? "").split(separator: "\n").count
         }
 
-        try spool.drop("metadata", "url: http://169.254.169.254/latest/meta-data\nname: meta\n")
+        try spool.drop("metadata", "url: http://\(host)/latest/meta-data\nname: meta\n")
         let denied = try DaemonProcess.launch(inNetworkNamespace: namespace, ["run", "--once", "--spool", spool.root])
         XCTAssertEqual(try denied.waitForExit(timeout: 60), 1, denied.stderrText)
         let record = try json("failed", "metadata.error")
@@ -270,15 +285,15 @@ final class MetadataAddressTests: SpoolTestCase {
         XCTAssertEqual(item["code"] as? String, "address-denied", "\(item)")
         XCTAssertEqual(item["attempts"] as? Int, 1, "\(item)")
         let message = item["message"] as? String ?? ""
-        XCTAssertTrue(message.contains("connecting to 169.254.169.254 at 169.254.169.254:80 for http://169.254.169.254/latest/meta-data is denied by the egress policy (169.254.0.0/16 is in --deny-network"),
+        XCTAssertTrue(message.contains("connecting to \(host) at \(host):80 for http://\(host)/latest/meta-data is denied by the egress policy (\(network) is in --deny-network"),
                       message)
         XCTAssertEqual(connections(), 0, "the metadata listener saw no connection")
         XCTAssertFalse(denied.stderrText.contains("host unreachable"), denied.stderrText)
 
         // The listener answers whoever reaches it: allowed explicitly, the same request is fetched.
-        try spool.drop("metadata-allowed", "url: http://169.254.169.254/latest/meta-data\nname: meta\n")
+        try spool.drop("metadata-allowed", "url: http://\(host)/latest/meta-data\nname: meta\n")
         let allowed = try DaemonProcess.launch(inNetworkNamespace: namespace, ["run", "--once", "--spool", spool.root,
-                                                                              "--allow-network", "169.254.169.254/32"])
+                                                                              "--allow-network", ipv6 ? "\(address)/128" : "\(address)/32"])
         XCTAssertEqual(try allowed.waitForExit(timeout: 60), 0, allowed.stderrText)
         XCTAssertEqual(try spool.read("final", "meta"), Array("role-and-token".utf8))
         XCTAssertEqual(connections(), 1)
