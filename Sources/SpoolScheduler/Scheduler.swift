@@ -1,78 +1,6 @@
 import Foundation
 import HeapModule
 
-/// Urgency of an item when transfer slots are scarce. Mirrors the request file's `priority`.
-public enum SchedulingPriority: Int, Sendable, Comparable {
-    case low = 0, normal = 1, high = 2
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-}
-
-/// Opaque key the engine uses for an item; the scheduler never looks inside.
-public typealias ItemKey = Int
-
-/// What the scheduler needs to know about an item. Deliberately small: 100,000 of these may wait.
-public struct ScheduledItem: Sendable, Hashable {
-    public var key: ItemKey
-    /// "host:port"; the unit of `perHost` limits and host back-off.
-    public var hostKey: String
-    public var priority: SchedulingPriority
-    /// Seconds since 1970; nil means "now". Also the tie-breaker between equal priorities.
-    public var earliestStart: Double?
-    public var discretionary: Bool
-
-    public init(key: ItemKey, hostKey: String, priority: SchedulingPriority = .normal,
-                earliestStart: Date? = nil, discretionary: Bool = false) {
-        self.key = key
-        self.hostKey = hostKey
-        self.priority = priority
-        self.earliestStart = earliestStart?.timeIntervalSince1970
-        self.discretionary = discretionary
-    }
-}
-
-/// The limits the scheduler enforces.
-public struct SchedulerConfiguration: Sendable, Hashable {
-    /// Connections at once, for the whole daemon (an HTTP/2 connection counts once, however
-    /// many streams it carries).
-    public var concurrency: Int
-    /// Connections at once to one host:port: its transfers over HTTP/1.1; over HTTP/2 its
-    /// transfers share one connection as up to `maxStreams` streams.
-    public var perHost: Int
-    /// Streams at once on one HTTP/2 connection (libcurl's default, and below nginx's 128).
-    public var maxStreams: Int
-    /// When set, discretionary items run only inside it; when nil they run only when nothing
-    /// else is waiting for a slot.
-    public var window: DailyWindow?
-    /// Whether a ready `high` item may pause a running `low` or discretionary one when no slot is free.
-    public var highPreempts: Bool
-    /// Back-off between probes of a host that could not be reached (an outage). Separate from the
-    /// retry back-off of items: outages use no attempts. Default: 1 s doubling to 5 minutes.
-    public var probeBackoff: Backoff
-    /// Connections an HTTP/1.1 host may grow to while it gains throughput without strain
-    /// (`HostConnectionLimit`); equal to `perHost`: no growth.
-    public var perHostMax: Int
-
-    public init(concurrency: Int = 16, perHost: Int = 6, maxStreams: Int = 100, window: DailyWindow? = nil,
-                highPreempts: Bool = true, probeBackoff: Backoff = Backoff(base: 1, cap: 300), perHostMax: Int? = nil) {
-        self.concurrency = max(1, concurrency)
-        self.perHost = max(1, perHost)
-        self.perHostMax = max(self.perHost, perHostMax ?? perHost)
-        self.maxStreams = max(1, maxStreams)
-        self.window = window
-        self.highPreempts = highPreempts
-        self.probeBackoff = probeBackoff
-    }
-}
-
-/// What the engine must do now.
-public enum SchedulerAction: Sendable, Hashable {
-    /// Start (or resume) the item's transfer. Its slot is counted from now on.
-    case start(ItemKey)
-    /// Stop the item's transfer and keep its partial; the scheduler has already put it back
-    /// in the queue, so it will be started again later (resumed by the engine from its partial).
-    case pause(ItemKey)
-}
-
 /// The pure scheduling state machine: a timer heap for items that may not start yet, per-host
 /// ready queues ordered by priority → earliest start → arrival, and the running set.
 ///
@@ -123,10 +51,8 @@ public struct Scheduler: Sendable {
     private var queued: [ItemKey: UInt64] = [:]
     /// Arrival counter: the last tie-breaker, so equal items run first-come first-served.
     private var arrivals: UInt64 = 0
-    /// Host keys by number: an entry keeps a 4-byte number, not the string (a million entries
-    /// may wait). Hosts are few; the table never shrinks.
-    private var hostNames: [String] = []
-    private var hostNumbers: [String: UInt32] = [:]
+    /// Host keys by number (`HostNumbers`): an entry keeps a 4-byte number, not the string.
+    private var hosts = HostNumbers()
 
     /// New limits and window (a configuration reload). Running items keep running; the new
     /// limits apply to what starts next.
@@ -224,7 +150,7 @@ public struct Scheduler: Sendable {
         let left = (liveCounts[host] ?? 1) - 1
         if left > 0 { liveCounts[host] = left; return }
         liveCounts.removeValue(forKey: host)
-        let name = hostNames[Int(host)]
+        let name = hosts.name(of: host)
         outages.removeValue(forKey: name)
         hostHolds.removeValue(forKey: name)
     }
@@ -252,7 +178,7 @@ public struct Scheduler: Sendable {
 
     /// Items the scheduler holds for `hostKey`.
     public func itemCount(ofHost hostKey: String) -> Int {
-        hostNumbers[hostKey].flatMap { liveCounts[$0] } ?? 0
+        hosts.knownNumber(hostKey).flatMap { liveCounts[$0] } ?? 0
     }
 
     /// What a response of the host came over, HTTP/2 (`multiplexes`) or HTTP/1.x, as soon as its
@@ -368,18 +294,12 @@ public struct Scheduler: Sendable {
     }
 
     /// The host key an entry's number stands for.
-    func hostKey(of entry: ReadyEntry) -> String { hostNames[Int(entry.host)] }
+    func hostKey(of entry: ReadyEntry) -> String { hosts.name(of: entry.host) }
 
     /// The number `key` has in the host table, if it has one.
-    func knownHostNumber(_ key: String) -> UInt32? { hostNumbers[key] }
+    func knownHostNumber(_ key: String) -> UInt32? { hosts.knownNumber(key) }
 
-    private mutating func hostNumber(_ key: String) -> UInt32 {
-        if let n = hostNumbers[key] { return n }
-        let n = UInt32(hostNames.count)
-        hostNames.append(key)
-        hostNumbers[key] = n
-        return n
-    }
+    private mutating func hostNumber(_ key: String) -> UInt32 { hosts.number(key) }
 
     mutating func releaseSlot(_ entry: ReadyEntry) {
         let host = hostKey(of: entry)
@@ -462,34 +382,4 @@ public struct Scheduler: Sendable {
         // Pause the least urgent, most recently arrived first.
         return candidates.max { a, b in a < b }
     }
-}
-
-/// A queued or running item with its arrival number, in 32 bytes (`ScheduledItem` with its
-/// host string and optional would take 56): `<` means "should start first".
-struct ReadyEntry: Sendable, Comparable {
-    var key: ItemKey
-    var arrival: UInt64
-    /// The earliest start in seconds since 1970, 0 when none (as the ordering treats "none").
-    var start: Double
-    /// The host's number in the scheduler's host table.
-    var host: UInt32
-    var priority: SchedulingPriority
-    var discretionary: Bool
-
-    static func < (a: ReadyEntry, b: ReadyEntry) -> Bool {
-        if a.priority != b.priority { return a.priority > b.priority }
-        if a.start != b.start { return a.start < b.start }
-        return a.arrival < b.arrival
-    }
-    static func == (a: ReadyEntry, b: ReadyEntry) -> Bool { a.arrival == b.arrival && a.key == b.key }
-}
-
-/// An entry in the timer heap.
-struct TimedEntry: Sendable, Comparable {
-    var notBefore: Double
-    var entry: ReadyEntry
-    static func < (a: TimedEntry, b: TimedEntry) -> Bool {
-        a.notBefore != b.notBefore ? a.notBefore < b.notBefore : a.entry < b.entry
-    }
-    static func == (a: TimedEntry, b: TimedEntry) -> Bool { a.notBefore == b.notBefore && a.entry == b.entry }
 }

@@ -4,10 +4,10 @@ import Foundation
 
 /// Copies a verified part into a final folder on another filesystem, where it cannot be renamed.
 ///
-/// `copy_file_range` first (in-kernel, no copy through user space); where it refuses — EXDEV
-/// between different filesystem types, EINVAL, ENOSYS, EOPNOTSUPP on FUSE and older kernels —
-/// plain `pread`/`pwrite` from where it stopped. A read that ends before the expected size is an
-/// error, never a shorter file. The copy is fsynced, then read back and checked against the
+/// `copy_file_range` first (in-kernel, no copy through user space); where it refuses (see
+/// `FileClone.copyFileRangeRefusals`) plain `pread`/`pwrite` from where it stopped: the loop is
+/// `FileClone.copyBytes`, shared with the store's hits. A read that ends before the expected size
+/// is an error, never a shorter file. The copy is fsynced, then read back and checked against the
 /// marker's size and sha256 before the caller gives it its name: what the marker promises is what
 /// the consumer finds.
 struct CrossFilesystemCopy {
@@ -38,35 +38,11 @@ struct CrossFilesystemCopy {
         }
     }
 
+    /// `FileClone.copyBytes`, SpoolStore's one copy loop: its refusals of `copy_file_range`
+    /// and its fallback are the store hit's.
     private func transfer(to out: Int32, outPath: String) throws(StoreError) {
-        var offset: Int64 = 0
-        var inKernel = true
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while offset < bytes {
-            if inKernel {
-                var inOffset = offset
-                let n = spoolfetch_copy_file_range(part.fd, &inOffset, out, UInt(bytes - offset))
-                if n > 0 { offset += Int64(n); continue }
-                if n == 0 { throw shortRead(at: offset) }
-                if errno == EINTR { continue }
-                guard [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) else {
-                    throw StoreError("copy_file_range", "\(partPath) → \(outPath)")
-                }
-                inKernel = false       // and go on from `offset` by reads and writes
-                continue
-            }
-            let want = Int(min(Int64(buffer.count), bytes - offset))
-            let n = buffer.withUnsafeMutableBytes { pread(part.fd, $0.baseAddress!, want, off_t(offset)) }
-            if n < 0 { if errno == EINTR { continue }; throw StoreError("pread", partPath) }
-            if n == 0 { throw shortRead(at: offset) }
-            var written = 0
-            while written < n {
-                let w = buffer.withUnsafeBytes { pwrite(out, $0.baseAddress! + written, n - written, off_t(offset) + off_t(written)) }
-                if w < 0 { if errno == EINTR { continue }; throw StoreError("pwrite", outPath) }
-                written += w
-            }
-            offset += Int64(n)
-        }
+        _ = try FileClone.copyBytes(from: part.fd, sourcePath: partPath, to: out, outPath: outPath, bytes: bytes,
+                                    shortRead: shortRead(at:))
     }
 
     /// Reads the copy back: its size and sha256 must be the marker's.

@@ -17,7 +17,7 @@ public enum CopyMethod: String, Sendable, Hashable {
 /// and writes. Also the SHA-256 of an open file, read back from the disk.
 ///
 /// Hand-written because no library in the toolchain's package set wraps `FICLONE` or
-/// `copy_file_range`; `CrossFilesystemCopy` has the same fallbacks for the publish across filesystems.
+/// `copy_file_range`; `CrossFilesystemCopy` (the publish across filesystems) copies with the same loop, `copyBytes`.
 public enum FileClone {
     /// Makes `out` (open for writing, empty or to be overwritten) a copy of the first `bytes`
     /// bytes of `source`. A source shorter than `bytes` is an error, never a shorter copy.
@@ -35,6 +35,25 @@ public enum FileClone {
         }
         if ftruncate(out, 0) != 0 { throw StoreError("ftruncate", outPath) }
         if lseek(out, 0, SEEK_SET) < 0 { throw StoreError("lseek", outPath) }
+        return try copyBytes(from: source, sourcePath: sourcePath, to: out, outPath: outPath, bytes: bytes) { offset in
+            short(sourcePath, at: offset, of: bytes)
+        }
+    }
+
+    /// Errors of `copy_file_range` that mean "not for these two files", not a failed copy: the
+    /// loop goes on by reads and writes from where it stopped. EXDEV between filesystems of
+    /// different types, EINVAL, ENOSYS and EOPNOTSUPP on FUSE and older kernels, and EBADF for an
+    /// output open with `O_APPEND` (and some filesystems' pairs of files), which `pwrite` still takes.
+    static let copyFileRangeRefusals: Set<Int32> = [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF]
+
+    /// The one copy loop of SpoolStore — a store hit's copy (`copy`) and a publish across
+    /// filesystems (`CrossFilesystemCopy`) both use it, so a refusal learned for one (EBADF, once
+    /// handled here only) holds for the other. Copies bytes `0 ..< bytes` of `source` to the same
+    /// offsets of `out`: `copy_file_range` first, and where it refuses (`copyFileRangeRefusals`)
+    /// `pread`/`pwrite` through a buffer from where it stopped. A source that ends early is
+    /// `shortRead(offset)`'s error, never a shorter copy. Returns the method that finished the copy.
+    static func copyBytes(from source: Int32, sourcePath: String, to out: Int32, outPath: String, bytes: Int64,
+                          shortRead: (Int64) -> StoreError) throws(StoreError) -> CopyMethod {
         var offset: Int64 = 0
         var method = CopyMethod.copyFileRange
         var buffer: [UInt8] = []
@@ -43,19 +62,19 @@ public enum FileClone {
                 var inOffset = offset
                 let n = spoolfetch_copy_file_range(source, &inOffset, out, UInt(bytes - offset))
                 if n > 0 { offset += Int64(n); continue }
-                if n == 0 { throw short(sourcePath, at: offset, of: bytes) }
+                if n == 0 { throw shortRead(offset) }
                 if errno == EINTR { continue }
-                guard [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF].contains(errno) else {
+                guard copyFileRangeRefusals.contains(errno) else {
                     throw StoreError("copy_file_range", "\(sourcePath) → \(outPath)")
                 }
-                method = .readWrite
+                method = .readWrite       // and go on from `offset` by reads and writes
                 buffer = [UInt8](repeating: 0, count: 1 << 20)
                 continue
             }
             let want = Int(min(Int64(buffer.count), bytes - offset))
             let n = buffer.withUnsafeMutableBytes { pread(source, $0.baseAddress!, want, off_t(offset)) }
             if n < 0 { if errno == EINTR { continue }; throw StoreError("pread", sourcePath) }
-            if n == 0 { throw short(sourcePath, at: offset, of: bytes) }
+            if n == 0 { throw shortRead(offset) }
             var written = 0
             while written < n {
                 let w = buffer.withUnsafeBytes { pwrite(out, $0.baseAddress! + written, n - written, off_t(offset) + off_t(written)) }

@@ -5,12 +5,16 @@ import SpoolStore
 import SpoolTransfer
 
 /// `on-exists: skip-unchanged`: a fresh transfer asks with the existing file's validators, and a
-/// 304 ends the item with that file instead of publishing a new one.
-extension TransferDriver {
+/// 304 ends the item with that file instead of publishing a new one. A value asked by
+/// `TransferRequests` (the question) and `TransferDriver.ended` (the answer); the record keeps
+/// which marker was asked on, so it holds no state of its own.
+struct ConditionalFetch {
+    let store: SpoolStore
+
     /// `If-None-Match` (the previous marker's ETag) and `If-Modified-Since` (its Last-Modified)
     /// for an item under `skip-unchanged` whose final name already holds a file with a marker;
     /// none for a resumed transfer (its `If-Range` asks another question) or without validators.
-    func conditionalHeaders(_ record: ItemRecord, _ item: RequestItem, resumeFrom: Int64) -> [String] {
+    func headers(_ record: ItemRecord, _ item: RequestItem, resumeFrom: Int64) -> [String] {
         record.noteAskedConditionally(on: nil)
         guard item.onExists == .skipUnchanged, resumeFrom == 0,
               let previous = store.readMarker(ofPublished: item.name) else { return [] }

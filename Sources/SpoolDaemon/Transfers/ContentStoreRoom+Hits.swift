@@ -112,10 +112,8 @@ extension ContentStoreRoom {
     }
 
     private func counted(_ record: ItemRecord, bytes: Int64) {
-        hits += 1
-        bytesSaved += bytes
         metrics.storeHit(bytes: bytes)
-        if !countersChanged { countersChanged = true; scheduleCheck(Date().addingTimeInterval(1)) }
+        if counters.hit(bytes: bytes) { scheduleCheck(Date().addingTimeInterval(1)) }
         fromStore.insert(record.key)
         stopWaiting(record.key)
     }

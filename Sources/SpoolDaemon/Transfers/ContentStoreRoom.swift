@@ -17,6 +17,11 @@ import SpoolTransfer
 /// after all queues for a slot again (`awaitSlot`) before it decides anew. It is checked again when a fetch of this worker ends and otherwise every
 /// `checkInterval` while any item waits (every `lease-period` while only fetches run): whether the entry arrived (hit), the fetch
 /// was given up (this item fetches next: the first waiter only), or the claim went stale.
+///
+/// The room decides; its parts keep their own state: `StoreFlights` (this worker's fetches and
+/// their claims), `StoreWaiters` (who waits, in what order), `HashedMirrorSources`,
+/// `StoreCounters`, `StoreIngest` (a body's way into the store) and the hits' reads
+/// (`ContentStoreRoom+Hits.swift`).
 final class ContentStoreRoom {
     let store: ContentStore
     let claims: StoreClaims
@@ -27,35 +32,11 @@ final class ContentStoreRoom {
     private let leaseTimeout: Double
     let logger: Logger
 
-    /// A fetch of this worker for a digest, by the item that runs it.
-    struct Flight {
-        let key: Int
-        let item: String
-        /// Its body is published; the ingest is on the I/O queue (waiters wait for that, not for the item).
-        var ingesting = false
-        /// Claimed on the spool (released when the flight ends).
-        var claimed: Bool
-        var refreshedAt: Date
-    }
-    private(set) var flights: [String: Flight] = [:]
+    /// This worker's fetches by digest and their claims (`StoreFlights`).
+    private(set) var flights: StoreFlights
 
-    /// An item waiting for another's fetch of `digest`.
-    struct Wait {
-        let digest: String
-        var by: String
-        var elsewhere: Bool
-        let credentials: [RequestHeader]
-        /// The claim as last seen, and since when (by this process's monotonic clock) unchanged.
-        var seen: StoreClaims.Holder?
-        var seenSince: ContinuousClock.Instant
-        let since: Date
-    }
-    private(set) var waiting: [Int: Wait] = [:]
-    /// Waiting items in the order they began to wait: the first of a digest's takes over a given-up fetch.
-    private var waitOrder: [Int] = []
-    /// Waiting items that have to fetch and wait for a connection slot (`awaitSlot`), with the
-    /// credentials of their start: not decided again until the scheduler starts them.
-    private var awaitingSlot: [Int: [RequestHeader]] = [:]
+    /// The items waiting for another's fetch, in the order they began to wait (`StoreWaiters`).
+    private(set) var waiters = StoreWaiters()
     /// Items published from the store and not ended yet: their marker says `source: "store"`.
     var fromStore: Set<Int> = []
     /// Digests being published from the store now: never evicted meanwhile.
@@ -80,20 +61,15 @@ final class ContentStoreRoom {
     let copyQueue = DispatchQueue(label: "spoolfetch-store-copy")
     let post: @Sendable (EngineMessage) -> Void
 
-    /// `--hashed-mirror` templates (`{sha256}` in each), tried in order before an item's own URL.
-    private(set) var hashedMirrors: [String]
-    /// Items fetching from a hashed mirror now: which one, and the credentials their own URL needs after it.
-    private var onMirror: [Int: (index: Int, credentials: [RequestHeader])] = [:]
+    /// `--hashed-mirror` sources and the items fetching from one now (`HashedMirrorSources`).
+    private var mirrors: HashedMirrorSources
 
     private(set) var nextCheck: Date?
     static let checkInterval: TimeInterval = 0.2
 
     /// Counters for the metrics and `spoolfetch store` (saved in `store/counters/WORKER` at most
     /// once a second while they change, and at exit).
-    var hits = 0
-    var bytesSaved: Int64 = 0
-    var countersChanged = false
-    private let worker: String
+    var counters: StoreCounters
 
     /// The store's entries and bytes for the metrics: counted at start and after each eviction,
     /// added to by this worker's ingests (other workers' show at the next count).
@@ -106,9 +82,10 @@ final class ContentStoreRoom {
         self.metrics = metrics
         self.post = post
         self.store = store
-        self.hashedMirrors = hashedMirrors
+        mirrors = HashedMirrorSources(templates: hashedMirrors)
         claims = StoreClaims(folder: store.claimsFolder, worker: worker)
-        self.worker = worker
+        flights = StoreFlights(claims: claims)
+        counters = StoreCounters(worker: worker)
         self.hardlink = hardlink
         self.maxBytes = maxBytes
         self.leasePeriod = leasePeriod
@@ -145,9 +122,7 @@ final class ContentStoreRoom {
         // This machine's workers that are gone leave their counts to this one (one file each
         // run would pile up in counters/ otherwise).
         if let dash = worker.lastIndex(of: "-") {
-            let taken = store.takeOverCounters(of: String(worker[..<dash]), into: worker)
-            room.hits = taken.hits
-            room.bytesSaved = taken.bytesSaved
+            room.counters.takeOver(store.takeOverCounters(of: String(worker[..<dash]), into: worker))
         }
         // Counted once at start (a listing of the store); then kept up by this worker's ingests
         // and evictions.
@@ -195,7 +170,7 @@ final class ContentStoreRoom {
 
     private func isStale(_ holder: StoreClaims.Holder, digest: String, waiter key: Int) -> Bool {
         if holder.isGone { return true }
-        guard let wait = waiting[key], wait.digest == digest, let seen = wait.seen, seen == holder else { return false }
+        guard let wait = waiters[key], wait.digest == digest, let seen = wait.seen, seen == holder else { return false }
         return wait.seenSince.duration(to: .now) >= .seconds(holder.isUnreadable ? leasePeriod : leaseTimeout)
     }
 
@@ -235,57 +210,50 @@ final class ContentStoreRoom {
             return .inStore
         }
         stopWaiting(record.key)
-        flights[digest] = Flight(key: record.key, item: record.id, claimed: claimed, refreshedAt: Date())
-        scheduleCheck(Date().addingTimeInterval(waiting.isEmpty ? leasePeriod : Self.checkInterval))
+        flights.begin(digest, key: record.key, item: record.id, claimed: claimed)
+        scheduleCheck(Date().addingTimeInterval(waiters.isEmpty ? leasePeriod : Self.checkInterval))
         return .fetch
     }
 
     /// The item waits for the fetch `by` runs.
     func wait(_ record: ItemRecord, digest: String, by: String, elsewhere: Bool, credentials: [RequestHeader]) {
-        if waiting[record.key] == nil {
-            waitOrder.append(record.key)
-            waiting[record.key] = Wait(digest: digest, by: by, elsewhere: elsewhere, credentials: credentials,
-                                       seen: elsewhere ? claims.holder(digest) : nil, seenSince: .now, since: Date())
+        if waiters[record.key] == nil {
+            waiters.begin(record.key, StoreWaiters.Wait(digest: digest, by: by, elsewhere: elsewhere, credentials: credentials,
+                                                         seen: elsewhere ? claims.holder(digest) : nil, seenSince: .now, since: Date()))
             logger.debug("waiting for another fetch of the same sha256", metadata: ["item": "\(record.id)", "sha256": "\(digest)", "fetched-by": "\(by)"])
         } else {
-            waiting[record.key]?.by = by
-            waiting[record.key]?.elsewhere = elsewhere
+            waiters.fetched(record.key, by: by, elsewhere: elsewhere)
         }
         scheduleCheck(Date().addingTimeInterval(Self.checkInterval))
     }
 
     /// What `status` shows for a waiting item.
     func waitDescription(_ key: Int) -> String? {
-        guard let wait = waiting[key] else { return nil }
-        return "waiting for sha256:\(wait.digest.prefix(12))… fetched by \(wait.by)"
+        waiters[key].map { "waiting for sha256:\($0.digest.prefix(12))… fetched by \($0.by)" }
     }
 
     /// The item left its running phase (stopped, paused, cancelled): it waits no more.
     func forget(_ key: Int) {
         stopWaiting(key)
-        onMirror[key] = nil
+        mirrors.forget(key)
         if let copy = copying.removeValue(forKey: key) { release(copy.digest) }
     }
 
     /// Items running with no transfer: waiting for another's fetch, or being copied from the store
     /// (a stop must reach them too).
-    var waitingKeys: [Int] { waitOrder + copying.keys.sorted() }
+    var waitingKeys: [Int] { waiters.order + copying.keys.sorted() }
 
     /// Whether the item waits for another item's fetch (it then needs no connection).
-    func isWaiting(_ key: Int) -> Bool { waiting[key] != nil }
+    func isWaiting(_ key: Int) -> Bool { waiters[key] != nil }
 
     /// The waiter has to fetch and queues for a connection slot (see `slotGranted`).
-    func awaitSlot(_ key: Int, credentials: [RequestHeader]) { awaitingSlot[key] = credentials }
+    func awaitSlot(_ key: Int, credentials: [RequestHeader]) { waiters.awaitSlot(key, credentials: credentials) }
 
     /// The scheduler started `key`: its credentials when it is a waiter that asked for a slot
     /// (it decides again now), else nil.
-    func slotGranted(_ key: Int) -> [RequestHeader]? { awaitingSlot.removeValue(forKey: key) }
+    func slotGranted(_ key: Int) -> [RequestHeader]? { waiters.slotGranted(key) }
 
-    func stopWaiting(_ key: Int) {
-        awaitingSlot[key] = nil
-        guard waiting.removeValue(forKey: key) != nil else { return }
-        waitOrder.removeAll { $0 == key }
-    }
+    func stopWaiting(_ key: Int) { waiters.stop(key) }
 
     /// An item's transfer would start: decides (`StoreDecision`) and carries out a hit or a wait.
     /// true when it did (the caller starts nothing), false when the item fetches (claimed first).
@@ -315,56 +283,32 @@ final class ContentStoreRoom {
 
     /// Whether the item's body came from the store (its marker says `source: "store"`).
     func servedFromStore(_ key: Int) -> Bool { fromStore.contains(key) }
-    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key); onMirror[key] = nil }
+    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key); mirrors.forget(key) }
 
     // MARK: Hashed mirrors
 
-    /// The URL an item's fetch asks first: its first hashed mirror, when it has a digest and keeps
-    /// nothing of an earlier attempt (a partial is resumed from its own source); else nil (its own URL).
+    /// The URL an item's fetch asks first: its first hashed mirror, or nil (its own URL).
     func firstSource(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) -> String? {
-        guard !hashedMirrors.isEmpty, let digest = Self.digest(of: item), record.bytesOnDisk == 0,
-              record.keptRanges == nil else { return nil }
-        onMirror[record.key] = (0, credentials)
-        return hashedMirrors[0].replacingOccurrences(of: "{sha256}", with: digest)
+        mirrors.first(record, item, credentials: credentials)
     }
 
-    /// A transfer of the item ended. When it was a hashed mirror's and did not bring the body — a
-    /// 404 or any other failure but a full disk, or a body of another digest — the item moves on to
-    /// the next hashed mirror or its own URL: the answer (`next` nil: its own URL) is the source to
-    /// start now, and the item's machine never sees that transfer, so no attempt is spent.
+    /// The source to start now when a hashed mirror's transfer did not bring the body (`next` nil:
+    /// the item's own URL); nil when the item's machine takes the transfer's end.
     func fallThrough(_ record: ItemRecord, _ end: TransferEnd) -> (next: String?, credentials: [RequestHeader])? {
-        guard let (index, credentials) = onMirror.removeValue(forKey: record.key), let item = record.loaded,
-              let digest = Self.digest(of: item) else { return nil }
-        if end.fault == nil && end.sha256 == digest { return nil }
-        if end.fault?.diskFull == true || end.fault?.cancelled == true { return nil }
-        let why = end.fault.map { $0.httpStatus.map { "HTTP \($0)" } ?? $0.code } ?? "a body with another sha256"
-        logger.info("hashed mirror could not serve the item; next source", metadata: [
-            "item": "\(record.id)", "mirror": "\(hashedMirrors[index].replacingOccurrences(of: "{sha256}", with: digest))", "why": "\(why)"])
-        let next = index + 1
-        guard next < hashedMirrors.count else { return (nil, credentials) }
-        onMirror[record.key] = (next, credentials)
-        return (hashedMirrors[next].replacingOccurrences(of: "{sha256}", with: digest), credentials)
+        mirrors.fallThrough(record, end, logger: logger)
     }
 
     /// At exit: the claims of fetches that did not end go (another worker fetches at once instead of
     /// waiting out a lease), and the counters are written.
     func close() {
-        for digest in Array(flights.keys) { endFlight(digest) }
+        flights.endAll()
         saveCounters()
     }
 
     /// Writes this worker's counters if they changed (also at exit).
-    func saveCounters() {
-        guard countersChanged else { return }
-        countersChanged = false
-        do {
-            try store.save(ContentStore.Counters(hits: hits, bytesSaved: bytesSaved), worker: worker)
-        } catch {
-            logger.warning("could not write the store's counters: \(error)")
-        }
-    }
+    func saveCounters() { counters.saveIfChanged(to: store, logger: logger) }
 
-    func update(hashedMirrors: [String]) { self.hashedMirrors = hashedMirrors }
+    func update(hashedMirrors: [String]) { mirrors.update(templates: hashedMirrors) }
 
     // MARK: Into the store
 
@@ -377,22 +321,10 @@ final class ContentStoreRoom {
             // Only the fetch this body came from ends with its ingest: another item's body of the
             // digest (adopted, published while this worker fetches it) must not end that fetch,
             // or its claim would go and the next item of the digest fetch it a second time.
-            let flight = flights[wanted]?.key == record.key ? record.key : nil
-            if flight != nil { flights[wanted]?.ingesting = true }
-            let part = result.job.part, bytes = result.job.marker.bytes, store = self.store
-            let maxBytes = self.maxBytes, inUse = Set(self.inUse.keys).union([wanted])
-            io.submit {
-                do throws(StoreError) {
-                    let outcome = try store.ingest(from: part.fd, sourcePath: "staging/\(part.base).part", bytes: bytes, sha256: wanted)
-                    // Bounded after each entry added; off the engine's thread (it lists the store).
-                    let evicted = maxBytes > 0 ? store.evict(toFit: maxBytes, inUse: inUse) : []
-                    let totals = maxBytes > 0 ? store.totals() : nil
-                    return .storeIngested(digest: wanted, flight: flight, outcome: outcome, evicted: evicted.count,
-                                          totals: totals.map { StoreTotals(entries: $0.entries, bytes: $0.bytes) }, error: nil)
-                } catch {
-                    return .storeIngested(digest: wanted, flight: flight, outcome: nil, evicted: 0, totals: nil, error: error)
-                }
-            }
+            let flight = flights.ingesting(wanted, by: record.key) ? record.key : nil
+            let ingest = StoreIngest(store: store, part: result.job.part, bytes: result.job.marker.bytes, digest: wanted,
+                                     flight: flight, maxBytes: maxBytes, inUse: Set(inUse.keys).union([wanted]))
+            io.submit { ingest.run() }
         }
     }
 
@@ -400,25 +332,10 @@ final class ContentStoreRoom {
     /// ends and its claim goes; the digest's waiters are checked now either way.
     func ingested(digest: String, flight: Int?, outcome: ContentStore.IngestOutcome?, evicted: Int, totals counted: StoreTotals?,
                   error: StoreError?) {
-        if let counted {
-            totals = counted
-        } else if case .added = outcome, let size = store.size(of: digest) {
-            totals.entries += 1
-            totals.bytes += size
-        }
-        if evicted > 0 { logger.info("store entries removed to stay under store-max", metadata: ["entries": "\(evicted)"]) }
-        if let error {
-            logger.warning("could not put a body into the store: \(error)", metadata: ["sha256": "\(digest)"])
-        } else if case .added(let method) = outcome {
-            logger.debug("body put into the store", metadata: ["sha256": "\(digest)", "copy": "\(method.rawValue)"])
-        }
-        if let flight, flights[digest]?.key == flight { endFlight(digest) }
+        totals = StoreIngest.totals(totals, after: outcome, of: digest, counted: counted, in: store)
+        StoreIngest.log(digest: digest, outcome: outcome, evicted: evicted, error: error, logger: logger)
+        if let flight, flights[digest]?.key == flight { flights.end(digest) }
         scheduleCheck(Date())
-    }
-
-    private func endFlight(_ digest: String) {
-        guard let flight = flights.removeValue(forKey: digest) else { return }
-        if flight.claimed { claims.release(digest) }
     }
 
     // MARK: Checks
@@ -434,36 +351,28 @@ final class ContentStoreRoom {
         guard let due = nextCheck, due <= now else { return [] }
         nextCheck = nil
         saveCounters()
-        for (digest, flight) in flights where !flight.ingesting {
+        flights.check(now: now, leasePeriod: leasePeriod) { flight in
             let phase = record(flight.key)?.phase
-            if phase != .running && phase != .publishing && phase != .waitingToPublish {
-                logger.debug("a fetch for the store ended without its body; the next waiter fetches", metadata: ["item": "\(flight.item)"])
-                endFlight(digest)
-            } else if flight.claimed, now.timeIntervalSince(flight.refreshedAt) >= leasePeriod {
-                claims.refresh(digest)
-                flights[digest]?.refreshedAt = now
-            }
+            guard phase != .running && phase != .publishing && phase != .waitingToPublish else { return false }
+            logger.debug("a fetch for the store ended without its body; the next waiter fetches", metadata: ["item": "\(flight.item)"])
+            return true
         }
         var goOn: [(ItemRecord, StoreDecision, [RequestHeader])] = []
         var fetchedNow: Set<String> = []
-        for key in waitOrder {
-            guard let wait = waiting[key], let waiter = record(key), waiter.phase == .running, let item = waiter.loaded else {
+        for key in waiters.order {
+            guard let wait = waiters[key], let waiter = record(key), waiter.phase == .running, let item = waiter.loaded else {
                 stopWaiting(key)
                 continue
             }
             // One waiter per digest goes on to fetch: the others see its flight at the next check.
             if fetchedNow.contains(wait.digest) { continue }
             // Queued for a slot to fetch with: it decides again once it has one.
-            if awaitingSlot[key] != nil { fetchedNow.insert(wait.digest); continue }
-            if wait.elsewhere, let seen = claims.holder(wait.digest), seen != wait.seen {
-                waiting[key]?.seen = seen
-                waiting[key]?.seenSince = .now
-            }
+            if waiters.awaitsSlot(key) { fetchedNow.insert(wait.digest); continue }
+            if wait.elsewhere, let seen = claims.holder(wait.digest), seen != wait.seen { waiters.saw(key, seen) }
             let decision = decide(waiter, item)
             switch decision {
             case .wait(let by, let elsewhere):
-                waiting[key]?.by = by
-                waiting[key]?.elsewhere = elsewhere
+                waiters.fetched(key, by: by, elsewhere: elsewhere)
             case .hit, .fetch:
                 goOn.append((waiter, decision, wait.credentials))
             }
@@ -471,9 +380,9 @@ final class ContentStoreRoom {
         }
         // Waiters are checked often; fetches alone only need their claims renewed (and a given-up
         // fetch's claim released within a lease period), so an idle-ish daemon wakes rarely.
-        if !waiting.isEmpty {
+        if !waiters.isEmpty {
             scheduleCheck(now.addingTimeInterval(Self.checkInterval))
-        } else if flights.contains(where: { !$0.value.ingesting }) {
+        } else if flights.anyFetching {
             scheduleCheck(now.addingTimeInterval(leasePeriod))
         }
         return goOn

@@ -168,7 +168,7 @@ final class Hosts {
             guard let record = driver.running[candidate.key] else { continue }
             let limit = min(candidate.maxSegments, perHost) - 1
             let spare = scheduler.spareConnections(forHost: record.hostKey, upTo: limit)
-            guard spare > 0, driver.markSegmented(record, ranges: spare + 1) else { continue }
+            guard spare > 0, driver.states.markSegmented(record, ranges: spare + 1) else { continue }
             let started = driver.session.split(candidate.key, connections: spare)
             guard started > 0 else { continue }
             logger.info("large body fetched in segments", metadata: [
@@ -188,7 +188,7 @@ final class Hosts {
                 logger.info("segments yielded to waiting items of the host", metadata: [
                     "item": "\(record.id)", "host": "\(record.hostKey)", "connections": "\(yielded)"])
             }
-            driver.saveSegmentState(record, now: now)
+            driver.states.saveSegmentState(record, now: now)
         }
         let busy = scheduler.busyHosts.map {
             BusyHost(host: $0.host, connections: $0.connections, limit: $0.limit, why: $0.why, pacedRate: $0.pacedRate)

@@ -11,6 +11,11 @@ import SpoolTransfer
 /// `Range` + `If-Range`), applies the size limits, shares `--max-rate`, and keeps each item's
 /// partial and resume state up to date. The only part of the engine that talks to the transfer
 /// session.
+///
+/// What is not the running transfers' bookkeeping is in small types the driver holds and asks:
+/// `ResumeStates` (the `B.state` files), `TransferRequests` (the one request builder, with
+/// `ConditionalFetch`), `StartChecks`, `MirrorMoves`, `URLRefresh` and `UploadTransfers`. The
+/// engine still asks the driver; the driver says which of them does the work.
 final class TransferDriver {
     let session: TransferSession
     let store: SpoolStore
@@ -28,9 +33,11 @@ final class TransferDriver {
     private(set) var rateInForce: Int64 = 0
     private(set) var rateChangesAt: Date?
     private var scheduleApplied = false
-    /// Items whose body is fetched in segments now, with their ranges (`ItemState.segments`).
-    private var segmented: [Int: Int] = [:]
-    private var segmentStateWritten: [Int: Date] = [:]
+    /// The `B.state` writer, and what the driver asks for mirrors, refreshed URLs and uploads.
+    let states: ResumeStates
+    private let mirrors: MirrorMoves
+    private let refresh: URLRefresh
+    private let uploads: UploadTransfers
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
 
@@ -62,8 +69,46 @@ final class TransferDriver {
         self.configuration = configuration
         self.logger = logger
         urls = URLPrivacy(keepsQueries: configuration.keepURLQueries)
+        states = ResumeStates(session: session, store: store, urls: urls, logger: logger)
+        mirrors = MirrorMoves(states: states, urls: urls, logger: logger)
+        refresh = URLRefresh(states: states, urls: urls, logger: logger)
+        uploads = UploadTransfers(session: session, store: store, states: states, urls: urls, logger: logger)
         applyRateSchedule(now: Date())
     }
+
+    /// The request builder for the configuration in force.
+    var requests: TransferRequests { TransferRequests(configuration: configuration, store: store) }
+
+    /// What an attempt's start depends on, read at the item's turn (`StartChecks`).
+    func startCheck(_ record: ItemRecord, requestFile: RequestFileSlot) -> StartCheck {
+        StartChecks(configuration: configuration, logger: logger).check(record, requestFile: requestFile)
+    }
+
+    /// The item moves on to its next source (`MirrorMoves`).
+    func moveToNextSource(_ record: ItemRecord, part: StagingFile?, requestFile: RequestFileSlot) {
+        mirrors.moveToNextSource(record, part: part, requestFile: requestFile)
+    }
+
+    /// The refresh hook has ended: the item's event, if it still waits for it (`URLRefresh`).
+    func refreshEnded(_ record: ItemRecord, attempt: Int, outcome: HookRunner.Outcome, line: String?) -> ItemEvent? {
+        refresh.ended(record, attempt: attempt, outcome: outcome, line: line)
+    }
+
+    /// Starts an upload item's transfer (`UploadTransfers.start`).
+    func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
+                     credentials: [RequestHeader]) throws(UploadStartError) {
+        let requests = self.requests
+        try uploads.start(record, item, upload) { requests.request(record, item, credentials: credentials, body: .upload($0)) }
+        running[record.key] = record
+    }
+
+    /// A failed upload item's file goes into `failed/` (`UploadTransfers.fileFailed`).
+    func fileFailedUpload(_ record: ItemRecord, code: String, io: IOQueue) { uploads.fileFailed(record, code: code, io: io) }
+
+    /// `B.state` for a stopped transfer (`ResumeStates.saveResumeState`).
+    func saveResumeState(_ record: ItemRecord, part: StagingFile?) { states.saveResumeState(record, part: part) }
+
+    func writeState(_ record: ItemRecord, _ state: ItemState) { states.write(record, state) }
 
     /// Opens (or reuses) the item's part and adds its transfer to the session. A resumed part
     /// whose hash was lost in a restart is re-hashed first. `item` is the record's full
@@ -116,10 +161,9 @@ final class TransferDriver {
             try part.truncate(to: 0)
             record.partial.emptied()
         }
-        let request = transferRequest(record, item, credentials: credentials,
-                                      body: .download(part, resumeFrom: resumeFrom, hashedMirror: hashedMirror))
-        // Every state written from now on says so: its part has ranges past the prefix.
-        if let kept = request.keptRanges { segmented[record.key] = kept.count }
+        let request = requests.request(record, item, credentials: credentials,
+                                       body: .download(part, resumeFrom: resumeFrom, hashedMirror: hashedMirror))
+        if let kept = request.keptRanges { states.fetchesKeptRanges(record.key, ranges: kept.count) }
         record.partial.rangesTaken()
         do {
             try session.start(key: record.key, request: request)
@@ -137,7 +181,7 @@ final class TransferDriver {
     func stop(_ record: ItemRecord, part: StagingFile?) {
         guard let outcome = session.remove(record.key) else { return }
         running.removeValue(forKey: record.key)
-        if record.summary.isUpload { closeUpload(record); return }
+        if record.summary.isUpload { uploads.close(record); return }
         keepPartial(record, outcome, part: part)
     }
 
@@ -145,14 +189,14 @@ final class TransferDriver {
     /// decides on.
     func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
         guard let record = running.removeValue(forKey: outcome.key) else { return nil }
-        if record.summary.isUpload { return (record, uploadEnded(record, outcome)) }
+        if record.summary.isUpload { return (record, uploads.ended(record, outcome)) }
         keepPartial(record, outcome, part: record.part)
         if let body = outcome.unwritten, let part = record.part {
             part.unwritten = body
             writer.writeSoon(part)
         }
         record.noteResponse(outcome.facts)
-        if let unchanged = notModified(record, outcome) {
+        if let unchanged = ConditionalFetch(store: store).notModified(record, outcome) {
             return (record, TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false, notModified: unchanged))
         }
         if outcome.failure == nil, let digest = outcome.sha256 {
@@ -173,7 +217,7 @@ final class TransferDriver {
         }
         var end = TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
                               hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
-                              wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(tooLargeHint),
+                              wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(requests.tooLargeHint),
                               outage: outcome.isOutage, serverError: outcome.facts.serverError)
         if case .noRoom(let never, let why) = failure {
             // Cut for room before (or, of unknown length, while) writing its body: a body that
@@ -201,12 +245,7 @@ final class TransferDriver {
                                      restartedFromZero: started.restartedFromZero)
             let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
             guard total >= Self.resumeStateThreshold, let part = record.part else { continue }
-            // A large body gets its staging name now, resumable or not: a crash must not lose it
-            // unseen, and `ls staging/` shows it.
-            guard nameForResume(record, part), record.validator != nil else { continue }
-            // A resume's prefix (up to where the range began) was synced when it started.
-            writeState(record, runningState(record, part, bytes: 0,
-                                            synced: started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0))
+            states.bodyBegan(record, part, synced: started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0)
         }
         return began
     }
@@ -218,91 +257,7 @@ final class TransferDriver {
         for (key, durable) in session.takeCheckpoints() {
             guard let record = running[key], record.hasStateFile, record.validator != nil, let part = record.part,
                   part.isNamed else { continue }
-            writeState(record, runningState(record, part, bytes: durable, synced: durable))
-        }
-    }
-
-    /// A `B.state` in phase running: the part's validators and how much of it is synced, in this boot.
-    /// `keptSynced`: the item is not running and its part was just synced: its kept ranges (a
-    /// segmented transfer that stopped) are durable as far as they reach.
-    private func runningState(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64?,
-                              keptSynced: Bool = false) -> ItemState {
-        var segments = segmented[record.key]
-        var ranges = segments == nil ? nil : session.segmentExtents(of: record.key)?.ranges
-        if segments == nil, let kept = record.keptRanges, !kept.isEmpty {
-            segments = kept.count
-            ranges = kept.map { r in r.count >= 3 ? [r[0], r[1], r[2], keptSynced ? r[1] : r[0]] : r }
-        }
-        return ItemState(request: record.request.name, index: record.index, url: urls.shown(record.loaded?.url.string ?? record.url),
-                         phase: .running, inode: part.inode, etag: record.etag, lastModified: record.lastModified,
-                         bytes: bytes, attempts: record.attempts, startedAt: record.startedAt.map(RFC3339.format),
-                         syncedBytes: synced, bootID: BootID.current, refreshedURL: record.refreshedURL?.string,
-                         segments: segments, ranges: ranges)
-    }
-
-    /// A segmented item's state with its ranges as far as they are in the file now, at most every
-    /// 250 ms: what a restart in this boot builds on (`ItemState.ranges`).
-    func saveSegmentState(_ record: ItemRecord, now: Date) {
-        guard segmented[record.key] != nil, let part = record.part, record.hasStateFile,
-              now.timeIntervalSince(segmentStateWritten[record.key] ?? .distantPast) >= 0.25,
-              let extents = session.segmentExtents(of: record.key) else { return }
-        segmentStateWritten[record.key] = now
-        writeState(record, runningState(record, part, bytes: extents.prefix, synced: session.durablePrefix(of: record.key)))
-    }
-
-    /// `record`'s body is about to be fetched in up to `ranges` ranges. Its state says so first,
-    /// before any range is written: a restart then trusts only the synced in-order prefix. False
-    /// when that state cannot be written (the body then stays one stream).
-    func markSegmented(_ record: ItemRecord, ranges: Int) -> Bool {
-        guard let part = record.part else { return false }
-        segmented[record.key] = ranges
-        guard record.hasStateFile || part.isNamed else { return true }   // no state: a restart starts over
-        let durable = session.durablePrefix(of: record.key)
-        do {
-            try store.writeState(record.base, runningState(record, part, bytes: durable, synced: durable))
-            record.noteStateFile()
-            return true
-        } catch {
-            segmented.removeValue(forKey: record.key)
-            logger.warning("could not write the item's state; fetched as one stream: \(error)", metadata: ["item": "\(record.id)"])
-            return false
-        }
-    }
-
-    /// Writes `B.state` so that a restart resumes the partial (only when it can be resumed),
-    /// after syncing the part: a transfer stopped (a failure to retry, an outage, a pause, a
-    /// stop) may wait for hours, and a power cut meanwhile must not cost its bytes.
-    /// `part`: the part the running phase held (the item has left it by now).
-    func saveResumeState(_ record: ItemRecord, part: StagingFile?) {
-        guard record.bytesOnDisk > 0 || record.keptRanges != nil, record.validator != nil, let part,
-              nameForResume(record, part) else { return }
-        var synced: Int64? = nil
-        do { synced = min(try part.syncedLength(), record.bytesOnDisk) } catch {
-            // Not fatal: a restart in this boot still resumes; after a power cut it starts over.
-            logger.warning("could not sync the partial: \(error)", metadata: ["item": "\(record.id)"])
-        }
-        writeState(record, runningState(record, part, bytes: record.bytesOnDisk, synced: synced, keptSynced: synced != nil))
-    }
-
-    /// Gives an unnamed part its staging name, so that a restart finds it; false (logged) when
-    /// that fails: the item then starts over after a restart instead of resuming.
-    private func nameForResume(_ record: ItemRecord, _ part: StagingFile) -> Bool {
-        do {
-            try store.name(part)
-            return true
-        } catch {
-            logger.warning("could not name the partial in staging: \(error)", metadata: ["item": "\(record.id)"])
-            return false
-        }
-    }
-
-    func writeState(_ record: ItemRecord, _ state: ItemState) {
-        do {
-            try store.writeState(record.base, state)
-            record.noteStateFile()
-        } catch {
-            // Not fatal: without it a restart starts the item over instead of resuming it.
-            logger.warning("could not write the item's resume state: \(error)", metadata: ["item": "\(record.id)"])
+            states.checkpoint(record, part, durable: durable)
         }
     }
 
@@ -337,27 +292,8 @@ final class TransferDriver {
         session.progress(of: record.key)
     }
 
-    /// The size limit of an item: its `max-bytes`, else `expected-bytes` × slack; never above
-    /// the daemon-wide `--max-bytes`.
-    func sizeLimit(_ item: RequestItem) -> Int64? {
-        var limit: Int64? = item.maxBytes
-        if limit == nil, let expected = item.expectedBytes {
-            let scaled = Double(expected) * configuration.expectSlack
-            limit = scaled >= Double(Int64.max) ? nil : max(Int64(scaled), expected)
-        }
-        if configuration.maxBytes > 0 { limit = min(limit ?? configuration.maxBytes, configuration.maxBytes) }
-        return limit
-    }
-
-    /// What a `too-large` failure adds to its message when the limit came from `expected-bytes`.
-    func tooLargeHint(_ item: RequestItem) -> String? {
-        guard item.maxBytes == nil, item.expectedBytes != nil else { return nil }
-        return " (expected-bytes × \(configuration.expectSlack); set max-bytes to allow more)"
-    }
-
     private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome, part: StagingFile?) {
-        segmented.removeValue(forKey: record.key)
-        segmentStateWritten.removeValue(forKey: record.key)
+        states.transferEnded(record.key)
         if outcome.overshootBytes > 0 {
             logger.debug("segments: bytes received past their ranges' ends", metadata: [
                 "item": "\(record.id)", "bytes": "\(outcome.overshootBytes)"])

@@ -1,14 +1,19 @@
 import Foundation
+import SpoolConfiguration
 import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 
 /// The one place an item's transfer request is made (downloads, uploads, hashed mirrors; a
 /// segment is made from its primary's by `TransferRequest.segment`), so a new request field is
-/// set once for all of them.
-extension TransferDriver {
+/// set once for all of them. A value `TransferDriver` makes when asked, from the configuration in
+/// force (a reload changes the limits of what starts next): it keeps no state between requests.
+struct TransferRequests {
+    let configuration: DaemonConfiguration
+    let store: SpoolStore
+
     /// What a transfer carries: a download's part and where it resumes, or an upload's file.
-    enum TransferBody {
+    enum Body {
         /// `hashedMirror`: a `--hashed-mirror` URL asked instead of the item's own, with none of
         /// the item's headers or credentials (they are for its own server).
         case download(StagingFile, resumeFrom: Int64, hashedMirror: String? = nil)
@@ -21,8 +26,7 @@ extension TransferDriver {
     /// credentials' SigV4 keys and client certificate (`CredentialIdentity`); a download
     /// adds its conditional headers, its part, resume, size limit, checkpoints, rate group and
     /// segments; an upload its file, sent whole.
-    func transferRequest(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
-                         body: TransferBody) -> TransferRequest {
+    func request(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader], body: Body) -> TransferRequest {
         let url = (record.currentURL ?? item.url).string
         let own = CredentialIdentity.split(credentials)
         let headers = Self.headers(item.headers, credentials: own.headers).map(\.line)
@@ -35,7 +39,7 @@ extension TransferDriver {
             return request
         case .download(let part, let resumeFrom, let hashedMirror):
             var request = TransferRequest(
-                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + conditionalHeaders(record, item, resumeFrom: resumeFrom),
+                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + ConditionalFetch(store: store).headers(record, item, resumeFrom: resumeFrom),
                 destination: part.fd,
                 resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
                 ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
@@ -66,5 +70,23 @@ extension TransferDriver {
         guard !credentials.isEmpty else { return own }
         let replaced = Set(credentials.map { $0.name.lowercased() })
         return own.filter { !replaced.contains($0.name.lowercased()) } + credentials
+    }
+
+    /// The size limit of an item: its `max-bytes`, else `expected-bytes` × slack; never above
+    /// the daemon-wide `--max-bytes`.
+    func sizeLimit(_ item: RequestItem) -> Int64? {
+        var limit: Int64? = item.maxBytes
+        if limit == nil, let expected = item.expectedBytes {
+            let scaled = Double(expected) * configuration.expectSlack
+            limit = scaled >= Double(Int64.max) ? nil : max(Int64(scaled), expected)
+        }
+        if configuration.maxBytes > 0 { limit = min(limit ?? configuration.maxBytes, configuration.maxBytes) }
+        return limit
+    }
+
+    /// What a `too-large` failure adds to its message when the limit came from `expected-bytes`.
+    func tooLargeHint(_ item: RequestItem) -> String? {
+        guard item.maxBytes == nil, item.expectedBytes != nil else { return nil }
+        return " (expected-bytes × \(configuration.expectSlack); set max-bytes to allow more)"
     }
 }

@@ -3,19 +3,26 @@ import SpoolCore
 import SpoolRequest
 import SpoolScheduler
 import Logging
+import SpoolConfiguration
 
 /// Signed URLs that expire while their items wait: checked at intake (a warning when an item
 /// may not start before its URL expires and no refresh hook is configured), read at the item's
 /// turn for its machine to decide (a fresh URL from the refresh hook, or `url-expired` instead
 /// of asking the server with a URL that no longer works), and when a server refuses the URL
 /// (`URLRefresh.swift`).
-extension TransferDriver {
+///
+/// `StartChecks` reads what an attempt's start depends on; a value `TransferDriver` makes when
+/// asked, from the configuration in force (`credentials-dir` takes a reload), with no state.
+struct StartChecks {
+    let configuration: DaemonConfiguration
+    let logger: Logger
+
     /// What an attempt's start depends on, read at the item's turn (the item's machine decides):
     /// the item's full description (from the request file), when the URL it would ask expires
     /// (`expires:` describes the request's URL, not a mirror's or one the refresh hook gave), and
     /// its credentials' header lines — read at each start, so a rotated secret is used at once,
     /// and never kept.
-    func startCheck(_ record: ItemRecord, requestFile: RequestFileSlot) -> StartCheck {
+    func check(_ record: ItemRecord, requestFile: RequestFileSlot) -> StartCheck {
         let item: RequestItem
         do { item = try record.load(keepingOpenIn: requestFile) } catch {
             if StartProblem(errno: error.errno) == .shortOfResources {

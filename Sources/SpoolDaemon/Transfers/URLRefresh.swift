@@ -24,12 +24,20 @@ extension HookDispatch {
     }
 }
 
-extension TransferDriver {
+/// The refresh hook's answer read and carried out. Held by `TransferDriver`; the item's refresh
+/// (asked, the URL it gave) is its record's, so this keeps no state of its own.
+struct URLRefresh {
+    let states: ResumeStates
+    let urls: URLPrivacy
+    let logger: Logger
+
+    struct RefreshProblem: Error { let message: String }
+
     /// The refresh hook has ended: its first stdout line is the item's new URL (kept, with its
     /// partial's resume state), or the item fails. Returns the item's event; none when it was
     /// paused, cancelled, stopped or started again meanwhile (the answer is kept, not acted on).
-    func refreshEnded(_ record: ItemRecord, attempt: Int, outcome: HookRunner.Outcome, line: String?) -> ItemEvent? {
-        let answer = URLRefresh.freshURL(outcome: outcome, line: line)
+    func ended(_ record: ItemRecord, attempt: Int, outcome: HookRunner.Outcome, line: String?) -> ItemEvent? {
+        let answer = Self.freshURL(outcome: outcome, line: line)
         if case .success(let url) = answer {
             record.noteRefreshedURL(url)
             logger.info("the refresh hook gave a new URL", metadata: ["item": "\(record.id)", "url": "\(urls.shown(url.string))"])
@@ -37,17 +45,12 @@ extension TransferDriver {
         guard record.phase == .running, record.attempts == attempt else { return nil }
         switch answer {
         case .success:
-            saveResumeState(record, part: record.part)
+            states.saveResumeState(record, part: record.part)
             return .urlRefreshed
         case .failure(let problem):
             return .refreshFailed(message: problem.message)
         }
     }
-}
-
-/// The refresh hook's answer read.
-enum URLRefresh {
-    struct RefreshProblem: Error { let message: String }
 
     /// The hook's answer as a URL, validated exactly as a request's `url`; the reason otherwise
     /// (never the line itself: it may be a credential, or anything).

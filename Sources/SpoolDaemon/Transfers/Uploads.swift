@@ -1,6 +1,6 @@
 import Foundation
-import SpoolCore
 import Logging
+import SpoolCore
 import SpoolRequest
 import SpoolStore
 import SpoolTransfer
@@ -17,22 +17,6 @@ struct UploadState {
     var digest: OutgoingDigest?
 }
 
-/// Upload records waiting to be written: one batch at a time on the I/O queue, the next made of
-/// everything that finished meanwhile, so that the syncs of many records are shared (a record
-/// per upload, each with its own sync and two folder syncs, would keep the I/O queue behind).
-struct UploadRecordQueue {
-    var pending: [(key: Int, record: UploadRecord, response: [UInt8]?)] = []
-    var inFlight = false
-}
-
-/// One upload's record written (`marker`), or not (`error`).
-struct UploadRecorded: Sendable {
-    let key: Int
-    let file: String
-    let marker: String?
-    let error: StoreError?
-}
-
 /// Why an upload could not start.
 enum UploadStartError: Error {
     /// The file is gone, no longer sendable, or not the file that was queued: the item fails.
@@ -41,12 +25,31 @@ enum UploadStartError: Error {
     case session(StoreError)
 }
 
-extension TransferDriver {
+/// Upload items' transfers (`TransferDriver` holds one and asks it): the file opened with the
+/// owner's rights and checked against what was queued, its state (`UploadState`, kept in the
+/// item's record) while it is sent, and checked once more when the transfer ends. Its own type
+/// because an upload shares nothing of a download's part, resume or segments.
+final class UploadTransfers {
+    private let session: TransferSession
+    private let store: SpoolStore
+    private let states: ResumeStates
+    private let urls: URLPrivacy
+    private let logger: Logger
+
+    init(session: TransferSession, store: SpoolStore, states: ResumeStates, urls: URLPrivacy, logger: Logger) {
+        self.session = session
+        self.store = store
+        self.states = states
+        self.urls = urls
+        self.logger = logger
+    }
+
     /// Opens `outgoing/NAME` (`SpoolStore.openOutgoing`: no symlink, a regular file with one
     /// link), checks that it is the file first seen — the same inode, size, mtime and ctime — and
     /// adds its transfer, sent whole from byte 0.
-    func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
-                     credentials: [RequestHeader]) throws(UploadStartError) {
+    /// `request` makes the transfer's request for the file (`TransferRequests`).
+    func start(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
+               request makeRequest: (UploadSource) -> TransferRequest) throws(UploadStartError) {
         record.noteStarted(at: Date())
         let opened: (fd: Int32, identity: OutgoingIdentity)
         // With the owner's rights: a file its owner could not read fails `upload-not-permitted`.
@@ -56,7 +59,7 @@ extension TransferDriver {
         }
         var state = record.upload
         if let first = state.identity, first != opened.identity {
-            close(opened.fd)
+            Glibc.close(opened.fd)
             throw .refused(OutgoingRefusal(rule: "upload-changed", reason: "outgoing/\(upload.name) changed after it was queued "
                                            + Self.change(from: first, to: opened.identity)))
         }
@@ -70,19 +73,17 @@ extension TransferDriver {
         // Its attempts outlive a crash, as a large download's do (`B.state`, phase running): a
         // restart after a kill mid-body sends the body again and counts that attempt too, so the
         // record says how often the body went out. Recovery finds no part and starts it over.
-        writeState(record, ItemState(request: record.request.name, index: record.index, url: urls.shown(item.url.string),
+        states.write(record, ItemState(request: record.request.name, index: record.index, url: urls.shown(item.url.string),
                                      phase: .running, attempts: record.attempts,
                                      startedAt: record.startedAt.map(RFC3339.format), bootID: BootID.current))
-        let request = transferRequest(record, item, credentials: credentials, body: .upload(
-            UploadSource(fd: opened.fd, size: opened.identity.size, method: upload.method.rawValue,
-                         contentType: upload.contentType)))
+        let request = makeRequest(UploadSource(fd: opened.fd, size: opened.identity.size, method: upload.method.rawValue,
+                                               contentType: upload.contentType))
         do {
             try session.start(key: record.key, request: request)
         } catch {
-            closeUpload(record)
+            close(record)
             throw .session(StoreError("curl_multi_add_handle", "\(urls.shown(item.url.string)) (\(error))", errno: EIO))
         }
-        running[record.key] = record
         logger.debug("upload started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                   "file": "\(upload.name)", "bytes": "\(opened.identity.size)",
                                                   "attempt": "\(record.attempts)"])
@@ -90,7 +91,7 @@ extension TransferDriver {
 
     /// An upload's transfer ended: its file closed, and checked once more — a file written to
     /// while it was sent fails the item rather than leave a mix on the server.
-    func uploadEnded(_ record: ItemRecord, _ outcome: TransferOutcome) -> TransferEnd {
+    func ended(_ record: ItemRecord, _ outcome: TransferOutcome) -> TransferEnd {
         var failure = outcome.failure
         var state = record.upload
         if state.fd >= 0, let first = state.identity, let now = SpoolStore.identity(of: state.fd), now != first,
@@ -104,7 +105,7 @@ extension TransferDriver {
         state.response = failure == nil ? outcome.responseBody : nil
         state.sha256 = digest
         record.noteUpload(state)
-        closeUpload(record)
+        close(record)
         record.noteResponse(outcome.facts)
         record.partial.sent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
         if failure == nil, let digest {
@@ -117,10 +118,10 @@ extension TransferDriver {
     }
 
     /// Closes the upload's file (a stop, pause or cancel; the end of a transfer).
-    func closeUpload(_ record: ItemRecord) {
+    func close(_ record: ItemRecord) {
         var state = record.upload
         guard state.fd >= 0 else { return }
-        close(state.fd)
+        Glibc.close(state.fd)
         state.fd = -1
         state.digest = nil
         record.noteUpload(state)
@@ -132,15 +133,13 @@ extension TransferDriver {
         if a.size != b.size { return "(\(a.size) bytes, now \(b.size))" }
         return "(written to: its modification or change time moved)"
     }
-}
 
-extension TransferDriver {
     /// A failed upload item's file goes into `failed/`, beside its request, on the I/O queue —
     /// unless the request's owner could not read it (`upload-not-permitted`): someone else's
     /// file stays where its owner put it.
-    func fileFailedUpload(_ record: ItemRecord, code: String, io: IOQueue) {
+    func fileFailed(_ record: ItemRecord, code: String, io: IOQueue) {
         guard record.summary.isUpload, let name = record.details?.upload?.name else { return }
-        closeUpload(record)
+        close(record)
         guard code != "upload-not-permitted" else { return }
         let store = self.store
         io.submit {
