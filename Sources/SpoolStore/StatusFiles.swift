@@ -198,9 +198,10 @@ public struct TaskStatus: Codable, Sendable, Hashable {
 
 /// A command for a running daemon, dropped into `control/` by `spoolfetch cancel|pause|resume|retry`.
 public struct ControlCommand: Codable, Sendable, Hashable {
-    public enum Verb: String, Codable, Sendable, CaseIterable { case cancel, pause, resume, retry }
+    /// `probe` names a host, not a request: its outage's wait ends and its probe starts now.
+    public enum Verb: String, Codable, Sendable, CaseIterable { case cancel, pause, resume, retry, probe }
     public var verb: Verb
-    /// `REQUEST` (all its items) or `REQUEST#INDEX`.
+    /// `REQUEST` (all its items) or `REQUEST#INDEX`; for `probe`, `HOST` or `HOST:PORT`.
     public var id: String
     /// `retry --deadline` of a request in `failed/` the daemon queues again for its producer: the
     /// retried items' deadline, in place of theirs.

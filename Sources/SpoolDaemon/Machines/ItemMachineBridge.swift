@@ -76,6 +76,8 @@ extension OperatorVerb {
         case .pause: self = .pause
         case .resume: self = .resume
         case .retry: self = .retry
+        // `ControlHandler` answers a probe itself: it names a host, and no item is told.
+        case .probe: preconditionFailure("probe is a host's verb, never an item's")
         }
     }
 }
