@@ -59,6 +59,9 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var watcher: String? = nil
     /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
     public var unreachableHosts: [UnreachableHost]? = nil
+    /// The content store's folder this daemon uses (`--store`); nil when the store is off.
+    /// `spoolfetch store` without `--store` reads the store named here.
+    public var store: String? = nil
     /// Hosts with transfers running: their connections, the most they may have now and why
     /// (adaptive over HTTP/1.1), and the request rate they are paced to (429/503, `RateLimit`).
     public var busyHosts: [BusyHost]? = nil
