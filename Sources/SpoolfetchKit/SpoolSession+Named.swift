@@ -57,7 +57,10 @@ extension SpoolSession {
                     item.sha256 = (try? JSONDecoder().decode(ItemMarker.self, from: bytes))?.sha256
                 }
             }
-            if let code = line.code { item.error = SpoolTaskError(code: code, message: line.message ?? "") }
+            if let code = line.code {
+                item.error = SpoolTaskError(code: code, message: line.message ?? "")
+                item.error?.cause = line.cause
+            }
             return item
         }
         return SpoolGroupEnding(taskIdentifier: marker.request, published: marker.published, failed: marker.failed,

@@ -35,7 +35,33 @@ final class NamedTaskTests: SpoolTestCase {
         XCTAssertEqual(ended.items.first?.sha256, TestBody.sha256Hex(body))
         XCTAssertEqual(ended.marker.path, spool.path("final", "nightly-dump.group.done"))
         XCTAssertEqual(server.requests(for: "/named.bin").count, 1)
+    }
 
+    /// A task cut by its deadline while its host was down: its error carries the cause, in the
+    /// session's events and in `endedGroup(of:)`.
+    func testADeadlinesCauseReachesTheSessionsErrors() async throws {
+        let down = try RefusingPort()
+        let session = SpoolSession(spool: URL(fileURLWithPath: spool.root))
+        try spool.drop("late", "deadline: 1s\nurl: http://127.0.0.1:\(down.port)/x\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 1, stderr)
+        let ended = try XCTUnwrap(session.endedGroup(of: "late"))
+        let error = try XCTUnwrap(ended.items.first?.error)
+        XCTAssertEqual(error.code, "deadline")
+        XCTAssertEqual(error.cause?.code, "host-unreachable")
+        XCTAssertEqual(error.cause?.host, "127.0.0.1:\(down.port)")
+        XCTAssertTrue(error.description.contains("(cause host-unreachable: host 127.0.0.1:\(down.port) unreachable"), error.description)
+        var failure: SpoolTaskError?
+        for await event in try session.events() {
+            if case .didCompleteWithError(let e) = event.kind { failure = e }
+            if case .didFinishEvents = event.kind { break }
+        }
+        XCTAssertEqual(failure, error, "the event's error is the group marker's")
+    }
+
+    func testANameThatIsNoPlainFileNameIsRefused() throws {
+        let session = SpoolSession(spool: URL(fileURLWithPath: spool.root))
+        let request = SpoolTaskRequest(url: URL(string: "http://127.0.0.1:1/x")!)
         XCTAssertThrowsError(try session.downloadTask(with: request, named: "../escape"))
         XCTAssertThrowsError(try session.downloadTask(with: request, named: ".hidden"))
     }
