@@ -130,4 +130,23 @@ final class EndingCauseTests: SpoolTestCase {
             (try? self.hookLines(log)) == ["later#0|failed|waiting-start|127.0.0.1:\(self.server.port)"]
         }
     }
+
+    /// Cron mode: a drain (`run --due`) left an item behind a down host and exited 75; `cancel`
+    /// with no daemon files it, and its cause is the host the drain's record found down.
+    func testACancelWithoutADaemonTakesItsCauseFromTheLastDrainsRecord() throws {
+        let down = try RefusingPort()
+        try spool.drop("behind", "url: http://127.0.0.1:\(down.port)/x\n")
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, mode: "--due", timeout: 60)
+        XCTAssertEqual(status, 75, stderr)
+        XCTAssertEqual(spool.claimed(), ["behind"], "left claimed by the drain's (now dead) worker")
+        let cancel = try DaemonProcess.launch(["cancel", "behind", "--spool", spool.root])
+        XCTAssertEqual(try cancel.waitForExit(timeout: 30), 0, cancel.stderrText)
+        let item = try XCTUnwrap(try items("failed", "behind.error").first)
+        XCTAssertEqual(item["code"] as? String, "cancelled")
+        let cause = try cause(item)
+        XCTAssertEqual(cause["code"] as? String, "host-unreachable", "\(cause)")
+        XCTAssertEqual(cause["host"] as? String, "127.0.0.1:\(down.port)")
+        XCTAssertTrue((cause["message"] as? String ?? "").contains("last drain"), "\(cause)")
+        XCTAssertEqual(try self.cause(try items("final", "behind.group.done").first) as NSDictionary, cause as NSDictionary)
+    }
 }
