@@ -10,7 +10,7 @@ extension Engine {
     func failureFacts(of record: ItemRecord, urls: URLPrivacy, at now: Date) -> ItemFailureFacts {
         var facts = record.failureFacts(urls: urls, at: now)
         let status = ItemStatusFacts(now: now, earliestStart: record.earliestStart, discretionary: record.discretionary,
-                                     window: hosts.scheduler.configuration.window, timeZone: .current,
+                                     window: hosts.window, timeZone: .current,
                                      hostKey: record.hostKey, hostWait: hosts.hostWait(record.hostKey, now: now))
         facts.cause = ItemCauseFacts(status: status, lastFailureCode: record.lastFailure?.code,
                                      lastFailure: record.lastFailure.map { "\($0)" })
