@@ -44,6 +44,7 @@ enum OrphanCancel {
         } catch { throw .io("cannot read active/…/\(request): \(error)") }
 
         let journaled = store.readJournals().states
+        let drains = SpoolOverview.drainRecords(statusFolder: layout.status.path)
         var items: [GroupItem] = []
         var failures: [ItemFailure] = []
         var cancelled: [String] = []
@@ -62,12 +63,15 @@ enum OrphanCancel {
                 failures.append(failure)
                 items.append(GroupItem(index: item.index, url: failure.url, outcome: "failed", code: failure.code, message: failure.message))
             } else {
-                let failure = ItemFailure(index: item.index, url: url, name: item.name, code: "cancelled",
+                var failure = ItemFailure(index: item.index, url: url, name: item.name, code: "cancelled",
                                           message: "cancelled by the operator (no daemon was running: filed by spoolfetch cancel)",
                                           attempts: state?.attempts ?? 0)
+                failure.cause = OrphanCause.cause(id: "\(request)#\(item.index)", hostKey: item.url.hostKey,
+                                                  attempts: failure.attempts, drains: drains)
                 failures.append(failure)
                 cancelled.append("\(request)#\(item.index)")
-                items.append(GroupItem(index: item.index, url: url, outcome: "failed", code: failure.code, message: failure.message))
+                items.append(GroupItem(index: item.index, url: url, outcome: "failed", code: failure.code, message: failure.message,
+                                       cause: failure.cause))
             }
         }
         guard !cancelled.isEmpty else {

@@ -69,7 +69,12 @@ public enum AddError: Error, CustomStringConvertible {
 public enum RequestWriter {
     /// Returns the request file's name in `incoming/`. `finalFolder`: the daemon's, when not
     /// `SPOOL/final` (a marker there holds a name).
-    public static func add(_ request: AddRequest, spool: String, finalFolder: String? = nil) throws(AddError) -> String {
+    ///
+    /// `named`: the request file's name exactly (a plain name), for a program that must find its
+    /// request again by a name it derives itself; an `EEXIST` `.spool` error when a request of
+    /// that name is queued already (see `SpoolSession.downloadTask(with:named:)`).
+    public static func add(_ request: AddRequest, spool: String, finalFolder: String? = nil,
+                           named fixed: String? = nil) throws(AddError) -> String {
         let fields: [(String, String?)] = [
             ("URL", request.url), ("--name", request.name), ("--earliest-start", request.earliestStart),
             ("--expected-bytes", request.expectedBytes), ("--max-bytes", request.maxBytes),
@@ -87,6 +92,18 @@ public enum RequestWriter {
         }
         do throws(StoreError) {
             let layout = try SpoolLayout(root: spool, finalFolder: finalFolder)
+            if let fixed {
+                let temp = uniqueName()
+                try layout.tmp.writeAtomically(temp, Array(text.utf8), sync: true)
+                do throws(StoreError) {
+                    try layout.tmp.rename(temp, to: fixed, in: layout.incoming, replace: false)
+                } catch {
+                    layout.tmp.remove(temp)
+                    throw error
+                }
+                try layout.incoming.sync()
+                return fixed
+            }
             if let group = request.group {
                 // Named after its group, placed under the claim lock (see `GroupMarkerNames`).
                 let temp = uniqueName()
@@ -117,6 +134,12 @@ public enum RequestWriter {
         } catch {
             throw .spool(error)
         }
+    }
+
+    /// Why `name` cannot name a request file (nil when it can): a plain name, not a dotfile or
+    /// `*.tmp`, which the daemon ignores.
+    public static func nameProblem(_ name: String) -> String? {
+        PlainName.violation(of: name) ?? (name.hasSuffix(".tmp") ? "it ends in .tmp, which the daemon ignores" : nil)
     }
 
     /// The group marker the request `name` written by `add` will produce.

@@ -37,6 +37,8 @@ public struct SpoolEvent: Codable, Sendable, Hashable {
     public var cursor: String
     /// The request's owner, from its record (`owner`), when the record says.
     public var owner: String? = nil
+    /// An item ended by `deadline` or `cancelled`: what it waited on or last failed with.
+    public var cause: FailureCause? = nil
 
     /// `REQUEST#INDEX` for an item, else the request's name: the id `status` and the control
     /// commands use.
@@ -340,11 +342,13 @@ public final class SpoolEventReader: @unchecked Sendable {
             // under `markers: group`) end here.
             for item in marker.items where item.outcome != "published" || !(item.marker?.hasSuffix(".done") ?? false) {
                 if kinds.contains(.items) {
-                    add(SpoolEvent(event: "item", outcome: item.outcome, request: marker.request, group: marker.group,
-                                   index: item.index, url: item.url,
-                                   file: item.outcome == "failed" ? nil : item.file.map { finalFolder + "/" + $0 },
-                                   record: path, bytes: item.bytes, sha256: item.sha256, code: item.code,
-                                   message: item.message, at: marker.finishedAt, cursor: ""), sub: sub)
+                    var event = SpoolEvent(event: "item", outcome: item.outcome, request: marker.request, group: marker.group,
+                                           index: item.index, url: item.url,
+                                           file: item.outcome == "failed" ? nil : item.file.map { finalFolder + "/" + $0 },
+                                           record: path, bytes: item.bytes, sha256: item.sha256, code: item.code,
+                                           message: item.message, at: marker.finishedAt, cursor: "")
+                    event.cause = item.cause
+                    add(event, sub: sub)
                 }
                 sub += 1
             }
@@ -385,9 +389,9 @@ extension SpoolEvent {
     }
 
     /// One tab-separated line: cursor, event, outcome, id, path (the file, else the record),
-    /// reason.
+    /// reason (and a deadline's or a cancel's cause).
     public var textLine: String {
-        let reason = code.map { c in message.map { "\(c): \($0)" } ?? c } ?? ""
+        let reason = (code.map { c in message.map { "\(c): \($0)" } ?? c } ?? "") + (cause.map { " (cause \($0.code): \($0.message))" } ?? "")
         return [cursor, event, outcome, id, file ?? record, reason]
             .map { $0.replacingOccurrences(of: "\t", with: " ").replacingOccurrences(of: "\n", with: " ") }
             .joined(separator: "\t")

@@ -11,6 +11,8 @@ public enum StoreReport {
         /// Items published from the store, by every worker that used it.
         public let hits: Int
         public let bytesSaved: Int64
+        /// Why this store was read (see `StoreLocation`); nil when the caller did not say.
+        public var source: String? = nil
     }
 
     /// The store at `path` (made when missing: an empty store is a valid answer).

@@ -577,7 +577,9 @@ public struct ItemMachine<Part, Job> {
     /// Ends the item failed, its record whole: the code and message decided here, the attempts
     /// used, and the facts the shell gives about its URL and last response.
     private mutating func fail(_ code: String, _ message: String, _ context: ItemContext) -> [ItemEffect] {
-        state = .failed(ItemFailed(code: code, message: message, attempts: attempts, facts: context.failureFacts()))
+        var failed = ItemFailed(code: code, message: message, attempts: attempts, facts: context.failureFacts())
+        if ItemCause.applies(to: code) { failed.cause = cause(facts: failed.facts, shell: failed.facts.cause) }
+        state = .failed(failed)
         return [.fail(code: code, message: message)]
     }
 }

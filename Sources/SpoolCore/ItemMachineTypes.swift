@@ -198,6 +198,8 @@ public struct ItemFailureFacts: Sendable, Hashable {
     public var curlError: String?
     public var finalURL: String?
     public var outageSeconds: Int?
+    /// What the shell knows for the cause of a deadline or cancel ending (see `ItemCause`).
+    public var cause: ItemCauseFacts?
 
     public init(index: Int, url: String, name: String, httpStatus: Int? = nil, curlCode: Int? = nil,
                 curlError: String? = nil, finalURL: String? = nil, outageSeconds: Int? = nil) {
@@ -212,6 +214,8 @@ public struct ItemFailed: Sendable, Hashable {
     public var message: String
     public var attempts: Int
     public var facts: ItemFailureFacts
+    /// A deadline's or a cancel's ending: what the item waited on or last failed with.
+    public var cause: ItemCause?
 
     public init(code: String, message: String, attempts: Int, facts: ItemFailureFacts) {
         self.code = code; self.message = message; self.attempts = attempts; self.facts = facts

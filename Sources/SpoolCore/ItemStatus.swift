@@ -52,7 +52,7 @@ public struct ItemStatus: Sendable, Hashable {
 }
 
 /// The facts, besides its state, that an item's status is decided from.
-public struct ItemStatusFacts: Sendable {
+public struct ItemStatusFacts: Sendable, Hashable {
     public var now: Date
     public var earliestStart: Date?
     public var discretionary: Bool

@@ -71,7 +71,13 @@ public final class DaemonMetrics: @unchecked Sendable {
     public func storeHit(bytes: Int64) {
         counter("spoolfetch_store_hits_total").increment()
         if bytes > 0 { counter("spoolfetch_store_saved_bytes_total").increment(by: bytes) }
+        lock.withLock { storeCounted = true }
     }
+
+    /// A store hit was counted since the text was last taken (`text()`): its writer writes
+    /// within a second rather than at its interval, so that the store's counters are current.
+    public var storeCountedSinceText: Bool { lock.withLock { storeCounted } }
+    private var storeCounted = false
 
     public func requestClaimed() { counter("spoolfetch_requests_claimed_total").increment() }
     public func requestRejected() { counter("spoolfetch_requests_rejected_total").increment() }
@@ -151,7 +157,10 @@ public final class DaemonMetrics: @unchecked Sendable {
     }
 
     /// The exposition text (Prometheus text format 0.0.4).
-    public func text() -> [UInt8] { registry.emitToBuffer() }
+    public func text() -> [UInt8] {
+        lock.withLock { storeCounted = false }
+        return registry.emitToBuffer()
+    }
 
     // MARK: Handles
 

@@ -31,6 +31,9 @@ public struct DrainRecord: Codable, Sendable, Hashable {
     /// The hosts it found down; `nextProbe` is when it would have probed next had it gone on
     /// (no daemon probes after it exits: the next run tries them at its start).
     public var unreachableHosts: [UnreachableHost]
+    /// The content store's folder the drain used, if any (`spoolfetch store` finds it here when
+    /// no daemon runs).
+    public var store: String? = nil
     /// The items it left, each with its state and reason (`waitingFor`, `error`) as its last
     /// report had them: those not just waiting and the next `StatusReport.pendingShown` due.
     /// Named apart from a live report's `tasks`, so that nothing takes this record for one.

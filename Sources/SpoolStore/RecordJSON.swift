@@ -94,6 +94,7 @@ extension ItemFailure: SpoolRecord {
     /// Writes the failure's fields (inside a record's array, or alone).
     func write(to w: inout JSONObjectWriter) {
         w.int("attempts", Int64(attempts))
+        w.raw("cause", cause?.jsonBytes())
         w.string("code", code)
         w.int("curlCode", curlCode.map(Int64.init))
         w.string("curlError", curlError)
@@ -127,6 +128,7 @@ extension GroupItem {
     /// Writes the line's fields (the same bytes JSONEncoder with sorted keys writes).
     func write(to w: inout JSONObjectWriter) {
         w.int("bytes", bytes)
+        w.raw("cause", cause?.jsonBytes())
         w.string("code", code)
         w.string("file", file)
         w.string("finalURL", finalURL)

@@ -87,6 +87,8 @@ public struct ItemFailure: Codable, Sendable, Hashable {
     public var finalURL: String?
     /// Seconds the item waited because its host could not be reached (no attempts used).
     public var outageSeconds: Int?
+    /// `deadline` and `cancelled`: what the item waited on or last failed with.
+    public var cause: FailureCause?
 
     public init(index: Int, url: String, name: String, code: String, message: String, attempts: Int,
                 httpStatus: Int? = nil, curlCode: Int? = nil, curlError: String? = nil,
@@ -118,11 +120,13 @@ public struct GroupItem: Codable, Sendable, Hashable {
     public var httpStatus: Int?
     /// As in `ItemMarker`.
     public var urlQuerySha256: String?
+    /// A failed item's cause, as in `ItemFailure`.
+    public var cause: FailureCause?
 
     public init(index: Int, url: String, outcome: String, file: String? = nil, marker: String? = nil,
-                code: String? = nil, message: String? = nil) {
+                code: String? = nil, message: String? = nil, cause: FailureCause? = nil) {
         self.index = index; self.url = url; self.outcome = outcome; self.file = file
-        self.marker = marker; self.code = code; self.message = message
+        self.marker = marker; self.code = code; self.message = message; self.cause = cause
     }
 
     /// Copies a published file's facts from what would have been its marker.

@@ -59,6 +59,9 @@ public struct DaemonStatus: Codable, Sendable, Hashable {
     public var watcher: String? = nil
     /// Hosts that could not be reached: their items wait (using no attempts) for a probe.
     public var unreachableHosts: [UnreachableHost]? = nil
+    /// The content store's folder this daemon uses (`--store`); nil when the store is off.
+    /// `spoolfetch store` without `--store` reads the store named here.
+    public var store: String? = nil
     /// Hosts with transfers running: their connections, the most they may have now and why
     /// (adaptive over HTTP/1.1), and the request rate they are paced to (429/503, `RateLimit`).
     public var busyHosts: [BusyHost]? = nil
@@ -198,9 +201,10 @@ public struct TaskStatus: Codable, Sendable, Hashable {
 
 /// A command for a running daemon, dropped into `control/` by `spoolfetch cancel|pause|resume|retry`.
 public struct ControlCommand: Codable, Sendable, Hashable {
-    public enum Verb: String, Codable, Sendable, CaseIterable { case cancel, pause, resume, retry }
+    /// `probe` names a host, not a request: its outage's wait ends and its probe starts now.
+    public enum Verb: String, Codable, Sendable, CaseIterable { case cancel, pause, resume, retry, probe }
     public var verb: Verb
-    /// `REQUEST` (all its items) or `REQUEST#INDEX`.
+    /// `REQUEST` (all its items) or `REQUEST#INDEX`; for `probe`, `HOST` or `HOST:PORT`.
     public var id: String
     /// `retry --deadline` of a request in `failed/` the daemon queues again for its producer: the
     /// retried items' deadline, in place of theirs.

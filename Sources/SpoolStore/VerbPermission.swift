@@ -34,6 +34,12 @@ public struct VerbPermission: Sendable, Equatable {
             + (operators.map { " and the operators' group \(SpoolAccounts.groupName($0))" } ?? "") + " may act on any)"
     }
 
+    /// Whether `caller` may act on anyone's requests: root, the daemon's user, an operator. A
+    /// host belongs to no one: `probe` is theirs, or a caller's whose own request waits on it.
+    public func actsForAll(caller: UInt32, callerGroups: [UInt32]) -> Bool {
+        caller == 0 || caller == daemonUser || operators.map(callerGroups.contains) == true
+    }
+
     /// Whether `caller`, in `callerGroups`, may act on a request owned by `owner`.
     public func allows(caller: UInt32, callerGroups: [UInt32], owner: UInt32) -> Bool {
         if caller == owner || caller == 0 || caller == daemonUser { return true }

@@ -224,7 +224,10 @@ public struct SpoolTaskError: Error, Sendable, Hashable, CustomStringConvertible
     /// The daemon's reason code: `http-status`, `sha256-mismatch`, `cancelled`, `bad-url`, …
     public let code: String
     public let message: String
-    public var description: String { "\(code): \(message)" }
+    /// For `deadline` and `cancelled`: what the task waited on or last failed with (`code`,
+    /// `host`, `httpStatus`, `curlCode`, `attempts`, `waitingFor`; see the README's markers).
+    public var cause: FailureCause? = nil
+    public var description: String { "\(code): \(message)" + (cause.map { " (cause \($0.code): \($0.message))" } ?? "") }
 }
 
 /// One ending. `URLSessionDownloadDelegate`'s and `URLSessionTaskDelegate`'s callbacks as cases.
@@ -255,7 +258,8 @@ public struct SpoolSessionEvent: Sendable {
     public let cursor: String
 
     init(_ event: SpoolEvent) {
-        let error = SpoolTaskError(code: event.code ?? "unknown", message: event.message ?? "")
+        var error = SpoolTaskError(code: event.code ?? "unknown", message: event.message ?? "")
+        error.cause = event.cause
         switch (event.event, event.outcome) {
         case ("group", _): kind = .didFinishEvents(published: event.published ?? 0, failed: event.failed ?? 0)
         case ("rejected", _): kind = .didReject(error)

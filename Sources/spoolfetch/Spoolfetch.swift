@@ -20,7 +20,7 @@ struct Spoolfetch: ParsableCommand {
           spoolfetch pause nightly#3
         """,
         version: Daemon.version,
-        subcommands: [Run.self, Init.self, Add.self, Wait.self, Events.self, Status.self, Cancel.self, Pause.self, Resume.self, Retry.self, Store.self])
+        subcommands: [Run.self, Init.self, Add.self, Wait.self, Events.self, Status.self, Cancel.self, Pause.self, Resume.self, Retry.self, Probe.self, Store.self])
 }
 
 /// Options shared by every command that works on a spool.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SpoolClient
+import SpoolConfiguration
 import SpoolStore
 
 /// `spoolfetch store [show|verify]`: the content store's size, entries and hits; `verify` hashes it again.
@@ -18,13 +19,36 @@ struct Store: ParsableCommand {
         defaultSubcommand: StoreShow.self)
 }
 
-/// Where the store is: `--store DIR`, else `SPOOL/store`.
+/// Where the store is: `--store DIR`, the `store` of `--config FILE`, the running daemon's, the
+/// last drain's, else `SPOOL/store` (see `StoreLocation`).
 struct StoreOptions: ParsableArguments {
     @OptionGroup var spool: SpoolOption
-    @Option(name: .customLong("store"), help: ArgumentHelp("The store's folder, if not SPOOL/store. Example: --store /srv/cas", valueName: "dir"))
+    @Option(name: .customLong("store"), help: ArgumentHelp(
+        "The store's folder. Default: the one the running daemon (else the last drain) uses, else SPOOL/store. Example: --store /srv/cas",
+        valueName: "dir"))
     var store: String?
+    @Option(help: ArgumentHelp("Read the store's folder from this config file of spoolfetch run (its store key). Example: --config /etc/spoolfetch.conf",
+                               valueName: "file"))
+    var config: String?
 
-    var path: String { store ?? spool.resolved + "/store" }
+    /// The store to read and why that one; a config file that cannot be read is an error.
+    func location() throws -> StoreLocation {
+        var configured: (path: String?, file: String)? = nil
+        if let config {
+            let environmentSpool = ProcessInfo.processInfo.environment["SPOOLFETCH_SPOOL"].flatMap { $0.isEmpty ? nil : $0 }
+            let source = ConfigurationSource(configFile: config, flags: spool.spool.map { ["spool": $0] } ?? [:],
+                                             environmentSpool: environmentSpool)
+            let configuration: DaemonConfiguration
+            do throws(ConfigurationSource.Failure) { configuration = try source.load() } catch {
+                throw ValidationError("--config: \(error.description)")
+            }
+            guard let path = configuration.storePath else {
+                throw ValidationError("--config \(config) turns the store off (store = \(configuration.store)): pass --store DIR")
+            }
+            configured = (path, config)
+        }
+        return StoreLocation.find(spool: spool.resolved, flag: store, configured: configured)
+    }
 }
 
 struct StoreShow: ParsableCommand {
@@ -34,12 +58,17 @@ struct StoreShow: ParsableCommand {
         discussion: "Exit status 2: the store cannot be read.\nExample: spoolfetch store show --store /srv/cas --json")
 
     @OptionGroup var options: StoreOptions
-    @Flag(help: "Print JSON: path, entries, bytes, hits, bytesSaved.") var json = false
+    @Flag(help: "Print JSON: path, entries, bytes, hits, bytesSaved, source (why this store).") var json = false
 
     func run() throws {
         do {
-            let summary = try StoreReport.summary(path: options.path)
-            print(json ? String(decoding: SpoolJSON.encode(summary).dropLast(), as: UTF8.self) : StoreReport.line(summary))
+            let location = try options.location()
+            var summary = try StoreReport.summary(path: location.path)
+            summary.source = location.source
+            print(json ? String(decoding: SpoolJSON.encode(summary).dropLast(), as: UTF8.self)
+                       : StoreReport.line(summary) + "\n(\(location.source))")
+        } catch let error as ValidationError {
+            throw error
         } catch {
             FileHandle.standardError.write(Data("spoolfetch store: \(error)\n".utf8))
             throw ExitCode(2)
@@ -57,7 +86,9 @@ struct StoreVerify: ParsableCommand {
 
     func run() throws {
         do {
-            let (lines, whole) = try StoreReport.verify(path: options.path)
+            let location = try options.location()
+            print("\(location.path) (\(location.source))")
+            let (lines, whole) = try StoreReport.verify(path: location.path)
             for line in lines { print(line) }
             if !whole { throw ExitCode(1) }
         } catch let error as StoreError {

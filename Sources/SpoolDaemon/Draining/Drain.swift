@@ -120,12 +120,13 @@ final class Drain {
         let d = report.daemon
         let open = report.tasks.filter { $0.state != "done" && $0.state != "failed" }
         let left = (d.states ?? [:]).filter { $0.key != "done" && $0.key != "failed" }.values.reduce(0, +)
-        let record = DrainRecord(
+        var record = DrainRecord(
             worker: worker, host: d.host, pid: d.pid, version: d.version, mode: mode, startedAt: d.startedAt,
             endedAt: RFC3339.format(now), exitStatus: exitStatus, exitMeaning: Self.meaning(of: exitStatus),
             published: summary.published, failed: summary.failed, rejected: summary.rejected,
             left: max(left, open.count), leftForHosts: summary.leftForHosts, leftForSpace: summary.leftForSpace,
             unreachableHosts: d.unreachableHosts ?? [], itemsLeft: open, moreLeft: report.morePending)
+        record.store = d.store
         do {
             try layout.status.writeAtomically(recordName, SpoolJSON.encode(record), sync: true)
             try layout.status.sync()

@@ -83,7 +83,7 @@ final class GroupEnds {
                 let failure = ItemFailure(failed)
                 failures.append(failure)
                 groupItems.append(GroupItem(index: record.index, url: failure.url, outcome: "failed",
-                                            code: failure.code, message: failure.message))
+                                            code: failure.code, message: failure.message, cause: failure.cause))
             default: break
             }
         }

@@ -153,6 +153,11 @@ final class HookDispatch {
         case .failed(let failure):
             environment["SPOOLFETCH_STATUS"] = "failed"
             environment["SPOOLFETCH_REASON"] = "\(failure.code): \(failure.message)"
+            // A deadline's or a cancel's ending: what the item waited on or last failed with.
+            if let cause = failure.cause {
+                environment["SPOOLFETCH_CAUSE_CODE"] = cause.code
+                if let host = cause.host { environment["SPOOLFETCH_CAUSE_HOST"] = host }
+            }
         default:
             return
         }

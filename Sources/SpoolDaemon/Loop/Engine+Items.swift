@@ -22,7 +22,7 @@ extension Engine {
         let leaving = record.lifecycle.state
         // The failure facts are read only if the event fails the item; their closure lives on
         // this call's stack (no allocation per event), the machine being done with it on return.
-        let actions = withoutActuallyEscaping({ record.failureFacts(urls: urls, at: now) }) { failureFacts in
+        let actions = withoutActuallyEscaping({ self.failureFacts(of: record, urls: urls, at: now) }) { failureFacts in
             let context = items.context(for: record, now: now, stopping: runState.stopping, refreshHook: hooks.refreshHook != nil,
                                         failureFacts: failureFacts, hostDownLong: { hosts.downLong($0, now: now) })
             return record.lifecycle.handle(event, policy: items.policy, context: context)

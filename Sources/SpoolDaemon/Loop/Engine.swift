@@ -75,7 +75,7 @@ public final class Engine {
         let ledger = JournalLedger(staging: layout.staging)
         intake = Intake(store: store, io: io, logger: logger, ledger: ledger, table: items.table, maxItems: configuration.maxItems,
                         maxRequestBytes: Int(clamping: configuration.maxRequestBytes))
-        let status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger)
+        let status = StatusReporter(directory: layout.status, spoolRoot: layout.root, logger: logger, store: configuration.storePath)
         let counts = DaemonMetrics(worker: status.workerName, version: Daemon.version, startedAt: Date())
         let metrics: MetricsWriter
         do {

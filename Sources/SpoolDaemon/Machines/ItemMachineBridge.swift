@@ -53,6 +53,7 @@ extension ItemFailure {
         self.init(index: f.index, url: f.url, name: f.name, code: failed.code, message: failed.message,
                   attempts: failed.attempts, httpStatus: f.httpStatus, curlCode: f.curlCode, curlError: f.curlError,
                   finalURL: f.finalURL, outageSeconds: f.outageSeconds)
+        cause = failed.cause.map(FailureCause.init)
     }
 }
 
@@ -64,6 +65,7 @@ extension ItemFailed {
                                           httpStatus: record.httpStatus, curlCode: record.curlCode,
                                           curlError: record.curlError, finalURL: record.finalURL,
                                           outageSeconds: record.outageSeconds))
+        cause = record.cause.map(ItemCause.init)
     }
 }
 
@@ -74,6 +76,8 @@ extension OperatorVerb {
         case .pause: self = .pause
         case .resume: self = .resume
         case .retry: self = .retry
+        // `ControlHandler` answers a probe itself: it names a host, and no item is told.
+        case .probe: preconditionFailure("probe is a host's verb, never an item's")
         }
     }
 }

@@ -17,7 +17,7 @@ final class ControlHandler {
     private let layout: SpoolLayout
     private let directory: Directory
     private let logger: Logger
-    private let permission: VerbPermission
+    let permission: VerbPermission
 
     init(layout: SpoolLayout, logger: Logger, operators: String? = nil) {
         self.layout = layout
@@ -41,7 +41,7 @@ final class ControlHandler {
 
     /// Handles `name` if it is a command for this daemon. `request` finds a claimed request by
     /// name; `apply` hands one item a command and says whether it changed anything.
-    func handle(_ name: String, request: (String) -> RequestRecord?,
+    func handle(_ name: String, request: (String) -> RequestRecord?, hosts: HostProbing,
                 apply: (ItemRecord, ControlCommand.Verb) -> Bool) {
         guard Self.isCommandForThisProcess(name) else { return }
         let parts = name.split(separator: "-", maxSplits: 2)
@@ -58,7 +58,8 @@ final class ControlHandler {
             // Its owner is who wrote it only if it was written here (one link).
             result = ControlResult(ok: false, message: "the command file has \(read.links) hard links; not a command", items: [])
         } else if let command = SpoolJSON.decode(ControlCommand.self, read.bytes) {
-            result = perform(command, caller: read.owner, request: request, apply: apply)
+            result = command.verb == .probe ? probe(command.id, caller: read.owner, hosts: hosts)
+                : perform(command, caller: read.owner, request: request, hosts: hosts, apply: apply)
         } else {
             result = ControlResult(ok: false, message: "the command file is not a command", items: [])
         }
@@ -102,7 +103,7 @@ final class ControlHandler {
     }
 
     private func perform(_ command: ControlCommand, caller: uid_t, request find: (String) -> RequestRecord?,
-                         apply: (ItemRecord, ControlCommand.Verb) -> Bool) -> ControlResult {
+                         hosts: HostProbing, apply: (ItemRecord, ControlCommand.Verb) -> Bool) -> ControlResult {
         let (requestName, index): (String, Int?) = {
             if let hash = command.id.lastIndex(of: "#"), let i = Int(command.id[command.id.index(after: hash)...]) {
                 return (String(command.id[..<hash]), i)
@@ -127,7 +128,7 @@ final class ControlHandler {
         var states: [String] = []
         for record in targets {
             let before = record.phase.label
-            if apply(record, command.verb) { acted.append(record.id) } else { states.append("\(record.id) is \(before)") }
+            if apply(record, command.verb) { acted.append(record.id) } else { states.append("\(record.id) is \(before)" + probeHint(record, hosts)) }
         }
         let verb = command.verb.rawValue
         // The state the command left the item in (for one item, or a request whose items agree).

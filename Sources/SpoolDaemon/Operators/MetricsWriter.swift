@@ -58,10 +58,13 @@ final class MetricsWriter {
     /// Something the metrics count may have changed.
     func changed() { pending = true }
 
-    /// When the next write is due; nil when nothing changed since the last.
+    /// When the next write is due; nil when nothing changed since the last. A store hit is due
+    /// within a second, whatever the interval: `spoolfetch store` and a collector see the store's
+    /// counters current (they lagged up to `--metrics-interval`, 15 s by default).
     var nextWrite: Date? {
-        guard pending else { return nil }
-        return lastWrite.map { $0.addingTimeInterval(interval) } ?? .distantPast
+        let storeHit = metrics.storeCountedSinceText
+        guard pending || storeHit else { return nil }
+        return lastWrite.map { $0.addingTimeInterval(storeHit ? min(interval, 1) : interval) } ?? .distantPast
     }
 
     /// Sets the gauges, counts the bytes received since the last write, and writes the text if

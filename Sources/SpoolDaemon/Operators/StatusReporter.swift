@@ -35,10 +35,15 @@ final class StatusReporter {
     /// The last report written whole: a drain's exit leaves it behind as its record (`DrainRecord`).
     private(set) var lastReport: StatusReport?
 
-    init(directory: Directory, spoolRoot: String, logger: Logger) {
+    /// The content store's folder (`--store`), named in each report for `spoolfetch store`.
+    private let storePath: String?
+
+    init(directory: Directory, spoolRoot: String, logger: Logger, store: String? = nil) {
         self.directory = directory
         self.spoolRoot = spoolRoot
         self.logger = logger
+        // Absolute, as every path the spool's records give (a relative --spool makes SPOOL/store relative).
+        storePath = store.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
     }
 
     /// Keeps an intake warning for the report (the last `expiryWarningLimit`).
@@ -189,6 +194,7 @@ final class StatusReporter {
         daemon.maxRate = maxRate?.rate
         daemon.maxRateUntil = maxRate?.until.map(RFC3339.format)
         daemon.watcher = watcher
+        daemon.store = storePath
         if !expiryWarnings.isEmpty { daemon.urlExpiryWarnings = expiryWarnings }
         if !outages.isEmpty {
             daemon.unreachableHosts = outages.map {

@@ -35,6 +35,12 @@ final class Hosts {
     /// release each), at every start and for every item of every status report.
     func hostWait(_ host: String, now: Date) -> HostWait? { Self.hostWait(host, now: now, in: &scheduler) }
 
+    /// The discretionary window, read in place as `hostWait` is (an item's cause asks at each
+    /// deadline or cancel ending, which a large request's cancel makes by the thousand).
+    var window: DailyWindow? { Self.window(in: &scheduler) }
+
+    private static func window(in scheduler: inout Scheduler) -> DailyWindow? { scheduler.configuration.window }
+
     private static func isProbe(_ key: ItemKey, in scheduler: inout Scheduler) -> Bool { scheduler.isProbe(key) }
 
     private static func hostWait(_ host: String, now: Date, in scheduler: inout Scheduler) -> HostWait? {

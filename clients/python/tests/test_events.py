@@ -136,3 +136,28 @@ def test_a_groups_ending_sorts_after_its_items_within_one_clock_tick() -> None:
     assert item < group and group > item and item <= group
     assert Cursor(4, 0, "a.group.done", 0) < item, "an earlier tick still comes first"
     assert Cursor.parse(str(group)) == group
+
+
+def test_a_deadline_over_a_down_host_carries_its_cause(spool_dir, daemon, server) -> None:
+    """A host on 127.0.0.1 whose port is bound but never listens refuses every connection: the
+    item's ``deadline`` ending carries the cause (host, curl code 7), read alike by the client
+    and ``events --json``."""
+    import socket
+    down = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        down.bind(("127.0.0.1", 0))
+        port = down.getsockname()[1]
+        spool = Spool(spool_dir)
+        with pytest.raises(RequestFailed):
+            spool.add(f"http://127.0.0.1:{port}/x", deadline="2s").wait(timeout=60)
+    finally:
+        down.close()
+    mine = [e for e in spool.events() if e.event == "item"]
+    assert len(mine) == 1 and mine[0].code == "deadline"
+    cause = mine[0].cause
+    assert cause is not None
+    assert cause["code"] == "host-unreachable"
+    assert cause["host"] == f"127.0.0.1:{port}"
+    assert cause["curlCode"] == 7
+    assert cause["attempts"] == 0
+    assert [e.to_dict() for e in spool.events()] == cli_events(spool_dir)

@@ -49,6 +49,9 @@ class Event:
     published: Optional[int] = None
     failed: Optional[int] = None
     owner: Optional[str] = None  #: the request's owner (its file's user at claim), when the record says
+    #: an item ended by ``deadline`` or ``cancelled``: what it waited on or last failed with
+    #: (``code``, ``message``, ``host``, ``httpStatus``, ``curlCode``, ``attempts``, ``waitingFor``)
+    cause: Optional[Dict[str, Any]] = None
 
     @property
     def id(self) -> str:
@@ -322,7 +325,8 @@ class EventReader:
                                 group=record["group"], index=item["index"], url=item["url"],
                                 file=os.path.join(self.final_folder, item["file"]) if published else None,
                                 bytes=item.get("bytes"), sha256=item.get("sha256"), code=item.get("code"),
-                                message=item.get("message"), at=record["finishedAt"])
+                                message=item.get("message"), at=record["finishedAt"],
+                                cause=item.get("cause") if isinstance(item.get("cause"), dict) else None)
                         sub += 1
                 if self.kinds & GROUPS:
                     add(sub, event="group", outcome="failed" if record["failed"] > 0 else "published",
