@@ -63,6 +63,9 @@ final class StatusReporter {
         return last.addingTimeInterval(1)
     }
 
+    /// Paused items listed in a report at most (the others counted in `states`).
+    static let pausedListed = 1000
+
     func itemEnded(_ task: TaskStatus) {
         recentlyEnded.append(task)
         // Trimmed to the last `recentLimit` only once twice as many have ended: shifting the
@@ -157,7 +160,17 @@ final class StatusReporter {
         let scan = scanQueue(table, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
-        for record in table.active.values.sorted(by: { $0.key < $1.key }) {
+        // A paused request of 200,000 items is counted, and only `pausedListed` of them listed.
+        var listed: [ItemRecord] = []
+        var paused = 0
+        for record in table.active.values {
+            if record.phase == .paused {
+                paused += 1
+                if paused > Self.pausedListed { states["paused", default: 0] += 1; continue }
+            }
+            listed.append(record)
+        }
+        for record in listed.sorted(by: { $0.key < $1.key }) {
             let status = task(record)
             states[status.state, default: 0] += 1
             tasks.append(status)
