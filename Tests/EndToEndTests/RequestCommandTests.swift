@@ -61,9 +61,20 @@ final class RequestCommandTests: SpoolTestCase {
         let report = try JSONSerialization.jsonObject(with: Data(spool.read("status", spool.files(in: "status").first { $0.hasSuffix(".json") }!))) as? [String: Any]
         let listed = (report?["tasks"] as? [[String: Any]])?.filter { $0["state"] as? String == "paused" }.count ?? 0
         XCTAssertEqual(listed, 1000, "a paused request is counted, and only so many of its items listed")
+        // `other`, paused after them, is listed nowhere: the client still reaches its daemon.
+        let pausedOther = try cli(["pause", "other", "--spool", spool.root])
+        XCTAssertEqual(pausedOther.status, 0, pausedOther.err)
+        try waitForReport("the other request paused too") { self.states($0)["paused"] == self.count + 1 }
+        let resumedOther = try cli(["resume", "other", "--spool", spool.root])
+        XCTAssertEqual(resumedOther.status, 0, resumedOther.err)
+        XCTAssertTrue(resumedOther.out.contains("resume: 1 item(s) of other (1 paused)"), resumedOther.out)
+        let last = try cli(["resume", "big#\(count - 1)", "--spool", spool.root])
+        XCTAssertEqual(last.status, 0, "an item past the listed ones: \(last.err)")
+        XCTAssertTrue(last.out.contains("resume: 1 item"), last.out)
         let resumed = try cli(["resume", "big", "--spool", spool.root])
         XCTAssertEqual(resumed.status, 0, resumed.err)
-        XCTAssertTrue(resumed.out.contains("resume: \(count) item(s) of big (\(count) paused)"), resumed.out)
+        XCTAssertTrue(resumed.out.contains("resume: \(count - 1) item(s) of big (\(count - 1) paused); left as they were: 1 pending"),
+                      resumed.out)
         try waitForReport("the request waiting again") { self.states($0)["waiting-start"] == self.count + 1 }
 
         let linesBefore = daemon.stderrText.split(separator: "\n").count

@@ -160,16 +160,18 @@ final class StatusReporter {
         let scan = scanQueue(table, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
-        // A paused request of 200,000 items is counted, and only `pausedListed` of them listed.
+        // A paused request of 200,000 items is counted, and only its first `pausedListed` listed.
         var listed: [ItemRecord] = []
-        var paused = 0
+        var paused: [ItemRecord] = []
         for record in table.active.values {
-            if record.phase == .paused {
-                paused += 1
-                if paused > Self.pausedListed { states["paused", default: 0] += 1; continue }
-            }
-            listed.append(record)
+            if record.phase == .paused { paused.append(record) } else { listed.append(record) }
         }
+        if paused.count > Self.pausedListed {
+            paused.sort { $0.key < $1.key }
+            states["paused", default: 0] += paused.count - Self.pausedListed
+            paused.removeLast(paused.count - Self.pausedListed)
+        }
+        listed += paused
         for record in listed.sorted(by: { $0.key < $1.key }) {
             let status = task(record)
             states[status.state, default: 0] += 1
