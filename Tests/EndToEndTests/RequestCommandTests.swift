@@ -77,6 +77,11 @@ final class RequestCommandTests: SpoolTestCase {
                       resumed.out)
         try waitForReport("the request waiting again") { self.states($0)["waiting-start"] == self.count + 1 }
 
+        // Nothing of it waits to retry: one answer, counted by state (not one clause per item).
+        let retried = try cli(["retry", "big", "--spool", spool.root])
+        XCTAssertEqual(retried.status, 2)
+        XCTAssertTrue(retried.err.contains("nothing to retry: the \(count) item(s) of big are \(count) pending"), retried.err)
+
         let linesBefore = daemon.stderrText.split(separator: "\n").count
         let cancelled = try cli(["cancel", "big", "--spool", spool.root])
         XCTAssertEqual(cancelled.status, 0, cancelled.err)
