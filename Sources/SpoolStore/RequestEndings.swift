@@ -14,6 +14,16 @@ public struct EndingCount: Codable, Sendable, Hashable {
     }
 }
 
+extension EndingCount {
+    /// `failures` counted by code and message, the most common first.
+    public static func counting(_ failures: some Sequence<ItemFailure>) -> [EndingCount] {
+        var counts: [String: [String: Int]] = [:]
+        for f in failures { counts[f.code, default: [:]][f.message, default: 0] += 1 }
+        return counts.flatMap { code, messages in messages.map { EndingCount(code: code, message: $0.key, count: $0.value) } }
+            .sorted { $0.count != $1.count ? $0.count > $1.count : ($0.code, $0.message) < ($1.code, $1.message) }
+    }
+}
+
 /// `staging/B.INODE.cancelled`: the operator cancelled the whole request at `cancelledAt`.
 ///
 /// Why: cancelling a request of 200,000 waiting items must answer within a second, so its items
