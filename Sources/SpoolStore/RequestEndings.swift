@@ -17,8 +17,13 @@ public struct EndingCount: Codable, Sendable, Hashable {
 extension EndingCount {
     /// `failures` counted by code and message, the most common first.
     public static func counting(_ failures: some Sequence<ItemFailure>) -> [EndingCount] {
+        counting(failures.lazy.map { ($0.code, $0.message, 1) })
+    }
+
+    /// (code, message, count) triples added up by code and message, the most common first.
+    public static func counting(_ counted: some Sequence<(String, String, Int)>) -> [EndingCount] {
         var counts: [String: [String: Int]] = [:]
-        for f in failures { counts[f.code, default: [:]][f.message, default: 0] += 1 }
+        for (code, message, n) in counted { counts[code, default: [:]][message, default: 0] += n }
         return counts.flatMap { code, messages in messages.map { EndingCount(code: code, message: $0.key, count: $0.value) } }
             .sorted { $0.count != $1.count ? $0.count > $1.count : ($0.code, $0.message) < ($1.code, $1.message) }
     }

@@ -15,18 +15,16 @@ import SpoolStore
 struct FailedItemsList: Sendable {
     private var shapes: [ItemFailure] = []
     private var shapeNumbers: [ItemFailure: UInt32] = [:]
+    /// Items per shape.
+    private var shapeCounts: [Int] = []
     private var entries: ContiguousArray<Entry> = []
-    private var counts: [EndingKey: Int] = [:]
-    private var order: [EndingKey] = []
+    /// The shape of the item added last: most items end as their neighbour did, and comparing
+    /// costs less than hashing.
+    private var last: (shape: ItemFailure, number: UInt32)?
 
     private struct Entry: Sendable {
         let summary: ItemSummary
         let shape: UInt32
-    }
-
-    private struct EndingKey: Hashable, Sendable {
-        let code: String
-        let message: String
     }
 
     var count: Int { entries.count }
@@ -40,23 +38,24 @@ struct FailedItemsList: Sendable {
         shape.url = ""
         shape.name = ""
         let number: UInt32
-        if let known = shapeNumbers[shape] {
+        if let last, last.shape == shape {
+            number = last.number
+        } else if let known = shapeNumbers[shape] {
             number = known
         } else {
             number = UInt32(shapes.count)
             shapes.append(shape)
+            shapeCounts.append(0)
             shapeNumbers[shape] = number
         }
+        last = (shape, number)
+        shapeCounts[Int(number)] += 1
         entries.append(Entry(summary: summary, shape: number))
-        let key = EndingKey(code: failure.code, message: failure.message)
-        if counts[key] == nil { order.append(key) }
-        counts[key, default: 0] += 1
     }
 
     /// The items counted by code and message, the most common first.
     var endings: [EndingCount] {
-        order.map { EndingCount(code: $0.code, message: $0.message, count: counts[$0] ?? 0) }
-            .sorted { $0.count != $1.count ? $0.count > $1.count : $0.code < $1.code }
+        EndingCount.counting(zip(shapes, shapeCounts).lazy.map { ($0.code, $0.message, $1) })
     }
 
     /// The lines' writer for `SpoolStore.endGroup`: each item's failure with its URL (shown as

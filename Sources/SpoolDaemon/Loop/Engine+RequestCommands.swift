@@ -33,17 +33,27 @@ extension Engine {
         var actedCount = 0
         var actedStates: [String: Int] = [:]
         var otherStates: [String: Int] = [:]
+        var after: Set<String> = []
+        var endedUnstarted = 0
         let policy = items.policy
         for record in request.items {
             let before = record.phase.label
             let changed: Bool
             if verb == .cancel, Self.endsUnstarted(record) {
+                endedUnstarted += 1
+                // Counted in one step: a counter update per item cost more than the rest of its ending.
+                if endedUnstarted == 1 {
+                    operators.metrics.metrics.itemsEnded(outcome: "failed", code: "cancelled",
+                                                         count: request.items.lazy.filter(Self.endsUnstarted).count)
+                }
                 endUnstarted(record, policy: policy, now: now)
+                after.insert("failed")
                 changed = true
             } else {
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
                 changed = !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty
+                after.insert(record.phase.label)
             }
             if changed {
                 actedCount += 1
@@ -54,8 +64,7 @@ extension Engine {
             }
         }
         operators.status.markDirty()
-        let labels = Set(request.items.lazy.map(\.phase.label))
-        let state = labels.count == 1 ? labels.first : nil
+        let state = after.count == 1 ? after.first : nil
         let word = verb.rawValue
         guard actedCount > 0 else {
             return ControlResult(ok: false, message: "nothing to \(word): the \(request.items.count) item(s) of \(request.name) are "
@@ -89,7 +98,6 @@ extension Engine {
         }
         items.table.note(record)
         runState.summary.failed += 1
-        operators.metrics.metrics.itemEnded(outcome: "failed", code: "cancelled", seconds: nil)
         // No item hook: 200,000 hook runs for items that never ran; the group hook reports them.
         record.shed()
         let request = record.request
