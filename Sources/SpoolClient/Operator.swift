@@ -116,8 +116,20 @@ public enum ControlClient {
         let parsed = try ControlID(parsing: id)
         let overview = try SpoolOverview.read(spool: spool)
         let request = parsed.request
-        let live = { (t: TaskStatus) in (t.id == id || t.request == id) && t.state != "done" && t.state != "failed" }
-        let owner = overview.reports.first { $0.tasks.contains(where: live) }?.daemon
+        // A report lists some of a large request's items (the next due, at most 1,000 paused):
+        // any of them names the daemon for every other.
+        let live = { (t: TaskStatus) in (t.id == id || t.request == request) && t.state != "done" && t.state != "failed" }
+        var owner = overview.reports.first { $0.tasks.contains(where: live) }?.daemon
+        if owner == nil, retryDeadline == nil, overview.reports.count == 1, let daemon = overview.reports.first?.daemon, isClaimed(request, spool: spool) {
+            // Listed nowhere but claimed, and one daemon runs: it is asked; if it does not hold
+            // the request (a dead worker's, not yet taken over), the folders decide as before.
+            do throws(OperatorError) {
+                return try ask(daemon, verb: verb, id: id, spool: spool, timeout: timeout, retryDeadline: retryDeadline)
+            } catch {
+                guard case .refused(let message) = error, message.hasPrefix("no task ") else { throw error }
+            }
+            owner = nil
+        }
         // The folders are the truth (a status report may be up to a second old): a request in
         // failed/ and no longer active has ended.
         if verb == .retry, FileManager.default.fileExists(atPath: spool + "/failed/" + request),

@@ -77,18 +77,30 @@ enum OrphanCancel {
         guard !cancelled.isEmpty else {
             throw .refused("\(request) has no item left to cancel: each was published or failed already; the next daemon files it")
         }
-        let marker = GroupMarker(group: file.group, request: request, finishedAt: RFC3339.format(Date()), items: items)
-        let record = ErrorRecord(request: request, code: "items-failed",
+        // Past `listedFailuresLimit` failed items, counted and listed in the items files, as the
+        // daemon's group end does.
+        let large = failures.count > SpoolStore.listedFailuresLimit
+        var marker = GroupMarker(group: file.group, request: request, finishedAt: RFC3339.format(Date()),
+                                 items: large ? items.filter { $0.outcome != "failed" } : items)
+        var record = ErrorRecord(request: request, code: "items-failed",
                                  message: "\(failures.count) of \(file.items.count) items failed"
                                     + (failures.count < file.items.count ? "; the others were published" : ""),
-                                 items: failures)
+                                 items: large ? nil : failures)
+        var lines: FailedItemLines? = nil
+        if large {
+            marker.failed = failures.count
+            marker.endings = EndingCount.counting(failures)
+            record.endings = marker.endings
+            let listed = failures
+            lines = { writer throws(StoreError) in for failure in listed { try writer.append(failure.jsonBytes()) } }
+        }
         do {
             // The journal's lock goes with this process: the next daemon runs the group hook.
-            let (markerPath, _) = try store.endGroup(claim, marker: marker, failure: record)
+            let (markerPath, _) = try store.endGroup(claim, marker: marker, failure: record, failedItems: lines)
             for item in file.items { store.removeStaging(SpoolStore.stagingBase(request, index: item.index)) }
             return ControlResult(ok: true,
                                  message: "cancelled \(cancelled.count) item(s) of \(request), held by a worker that is gone; filed in failed/ (group marker \(markerPath))",
-                                 items: cancelled, state: "cancelled")
+                                 items: Array(cancelled.prefix(SpoolStore.listedFailuresLimit)), state: "cancelled")
         } catch {
             throw .io("could not file \(request) as cancelled: \(error)")
         }

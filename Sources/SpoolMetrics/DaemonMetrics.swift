@@ -56,6 +56,12 @@ public final class DaemonMetrics: @unchecked Sendable {
         if let seconds { timer("spoolfetch_item_duration_seconds").recordNanoseconds(Int64(max(0, seconds) * 1e9)) }
     }
 
+    /// `count` items ended alike at once (a request's cancel): one counter update, not `count`.
+    public func itemsEnded(outcome: String, code: String, count: Int) {
+        guard count > 0 else { return }
+        counter("spoolfetch_items_ended_total", ["outcome": outcome, "code": code]).increment(by: Int64(count))
+    }
+
     /// A body was complete; `seconds` later its file was published (the publisher's batch).
     public func published(latency seconds: Double) {
         timer("spoolfetch_publish_latency_seconds").recordNanoseconds(Int64(max(0, seconds) * 1e9))

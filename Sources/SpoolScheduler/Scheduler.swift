@@ -12,13 +12,13 @@ public struct Scheduler: Sendable {
     private let timeZone: TimeZone
 
     /// Items that must not start before `notBefore` (earliest start, retry back-off).
-    private var future = Heap<TimedEntry>()
+    var future = Heap<TimedEntry>()
     /// Ready, non-discretionary items per host.
     var ready: [String: Heap<ReadyEntry>] = [:]
     /// Ready discretionary items per host.
     var readyDiscretionary: [String: Heap<ReadyEntry>] = [:]
-    private var readyCount = 0
-    private var readyDiscretionaryCount = 0
+    var readyCount = 0
+    var readyDiscretionaryCount = 0
     /// Running items, the connections they hold per host, and segmented items' extra ones.
     var running: [ItemKey: ReadyEntry] = [:]
     /// Items running without a transfer that gave their connection back (`park`): an item
@@ -48,7 +48,7 @@ public struct Scheduler: Sendable {
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does
     /// not match (the item was removed, or removed and submitted again) is stale and skipped
     /// when it surfaces: removal is O(1) and never searches a heap.
-    private var queued: [ItemKey: UInt64] = [:]
+    var queued: [ItemKey: UInt64] = [:]
     /// Arrival counter: the last tie-breaker, so equal items run first-come first-served.
     private var arrivals: UInt64 = 0
     /// Host keys by number (`HostNumbers`): an entry keeps a 4-byte number, not the string.
@@ -136,7 +136,7 @@ public struct Scheduler: Sendable {
     /// Removes a queued item (cancel). A running one is just released as `finished`.
     public mutating func remove(_ key: ItemKey) {
         if running[key] != nil || parked[key] != nil { finished(key); return }
-        queued.removeValue(forKey: key)
+        if queued.removeValue(forKey: key) != nil { compactIfMostlyStale() }
         forget(key)
     }
 

@@ -93,7 +93,7 @@ extension SpoolStore {
             let prefix = Self.stagingBase(request) + "."
             let leftovers = names.filter { name in
                 guard name.hasPrefix(prefix), let dot = name.lastIndex(of: "."),
-                      name[dot...] == ".part" || name[dot...] == ".state" else { return false }
+                      name[dot...] == ".part" || name[dot...] == ".state" || name[dot...] == ".cancelled" else { return false }
                 let index = name[name.index(name.startIndex, offsetBy: prefix.count)..<dot]
                 return !index.isEmpty && index.allSatisfy { $0.isASCII && $0.isNumber }
             }

@@ -58,3 +58,19 @@ public enum GroupMarkerNames {
         return try pick(folders)
     }
 }
+
+extension SpoolStore {
+    /// `GROUP.group.done`, else `GROUP-N.group.done`: the first free, and not the marker a
+    /// request named so will want for its own (it is queued or claimed: `GroupMarkerNames`).
+    func chooseGroupMarkerName(_ group: String, request: String, names: ClaimNames,
+                                       folders: [String]) throws(StoreError) -> String {
+        for attempt in 0..<10_000 {
+            let base = attempt == 0 ? group : "\(group)-\(attempt)"
+            let name = base + ".group.done"
+            if layout.final.exists(name) { continue }
+            if base != request && (layout.incoming.exists(base) || names.isTaken(base, folders: folders)) { continue }
+            return name
+        }
+        throw StoreError("create", layout.final.path(of: group + ".group.done"), errno: EEXIST)
+    }
+}

@@ -112,9 +112,11 @@ extension ErrorRecord: SpoolRecord {
     public func jsonBytes() -> [UInt8] {
         var w = JSONObjectWriter(capacity: 256 + (items?.count ?? 0) * 256)
         w.string("code", code)
+        if let endings { w.array("endings", endings) { ending, w in ending.write(to: &w) } }
         if let items {
             w.array("items", items) { item, w in item.write(to: &w) }
         }
+        w.string("itemsFile", itemsFile)
         w.int("line", line.map(Int64.init))
         w.string("message", message)
         w.string("owner", owner)
@@ -143,15 +145,25 @@ extension GroupItem {
     }
 }
 
+extension EndingCount {
+    func write(to w: inout JSONObjectWriter) {
+        w.string("code", code)
+        w.int("count", Int64(count))
+        w.string("message", message)
+    }
+}
+
 extension GroupMarker: SpoolRecord {
     /// Written by hand also because JSONEncoder's cost for a large group falls all at its end,
     /// when nothing else is left to overlap it.
     public func jsonBytes() -> [UInt8] {
         var w = JSONObjectWriter(capacity: 64 + items.count * 192)
+        if let endings { w.array("endings", endings) { ending, w in ending.write(to: &w) } }
         w.int("failed", Int64(failed))
         w.string("finishedAt", finishedAt)
         w.string("group", group)
         w.array("items", items) { item, w in item.write(to: &w) }
+        w.string("itemsFile", itemsFile)
         w.string("owner", owner)
         w.int("ownerUID", ownerUID.map(Int64.init))
         w.int("published", Int64(published))

@@ -152,6 +152,11 @@ public struct GroupMarker: Codable, Sendable, Hashable {
     /// as text when the account database has no name), and its uid.
     public var owner: String?
     public var ownerUID: Int?
+    /// With more failed items than `SpoolStore.listedFailuresLimit`: `items` lists only the
+    /// others, `endings` counts the failed ones by code and message, and `itemsFile` (beside the
+    /// marker in the final folder) lists them, one `ItemFailure` a line.
+    public var endings: [EndingCount]?
+    public var itemsFile: String?
 
     public init(group: String, request: String, finishedAt: String, items: [GroupItem]) {
         self.group = group; self.request = request; self.finishedAt = finishedAt; self.items = items
@@ -174,6 +179,11 @@ public struct ErrorRecord: Codable, Sendable, Hashable {
     /// as text when the account database has no name), and its uid.
     public var owner: String?
     public var ownerUID: Int?
+    /// With more failed items than `SpoolStore.listedFailuresLimit`, in place of `items`: the
+    /// failed items counted by code and message, and the file beside this one (`R.error.items.jsonl`)
+    /// that lists them, one `ItemFailure` a line.
+    public var endings: [EndingCount]?
+    public var itemsFile: String?
 
     public init(request: String, code: String, message: String, line: Int? = nil, items: [ItemFailure]? = nil) {
         self.request = request; self.code = code; self.message = message; self.line = line; self.items = items

@@ -40,14 +40,20 @@ public struct SpoolStore: Sendable {
     /// `at`: the claim's path relative to `active/` (`pathInActive`): the move goes by that path,
     /// so a worker folder another worker has taken over (renamed) fails it with ENOENT.
     @discardableResult
+    /// `itemsFrom`: an items file copied beside `N.error` as `N.error.items.jsonl` (named by it).
     func file(_ name: String, from source: Directory, at pathInActive: String? = nil, into target: Directory,
-              record: ErrorRecord?, sync: Bool = true) throws(StoreError) -> String {
+              record: ErrorRecord?, sync: Bool = true, itemsFrom: (Directory, String)? = nil) throws(StoreError) -> String {
         for attempt in 0..<1000 {
             let candidate = attempt == 0 ? name : Self.suffixed(name, attempt, separator: "-")
             if target.exists(candidate) || target.exists(candidate + ".error") { continue }
             if let record {
                 var r = record
                 r.request = candidate
+                if let (folder, itemsName) = itemsFrom {
+                    let copy = Self.itemsFileName(of: candidate + ".error")
+                    try ItemLinesWriter.copy(itemsName, from: folder, to: target, as: copy)
+                    r.itemsFile = copy
+                }
                 // Durable before the request moves beside it: the move is the commit point.
                 try target.writeAtomically(candidate + ".error", SpoolJSON.encode(record: r), replace: false, sync: true)
             }
@@ -87,8 +93,10 @@ public struct SpoolStore: Sendable {
     ///
     /// The journal comes back locked: while its owner lives, no other worker takes its hook for
     /// one an earlier run left behind.
-    public func endGroup(_ claim: ClaimedRequest, marker: GroupMarker,
-                         failure: ErrorRecord?) throws(StoreError) -> (markerPath: String, journal: HeldLock) {
+    /// `failedItems` (over `listedFailuresLimit` failed): their lines, into `MARKER.items.jsonl`
+    /// before the marker, copied beside `R.error`.
+    public func endGroup(_ claim: ClaimedRequest, marker: GroupMarker, failure: ErrorRecord?,
+                         failedItems: FailedItemLines? = nil) throws(StoreError) -> (markerPath: String, journal: HeldLock) {
         // Fencing: no group marker for a request another worker has taken over.
         try confirmHeld(claim.name)
         let journalName = Self.stagingBase(claim.name) + ".\(claim.inode).group"
@@ -100,6 +108,13 @@ public struct SpoolStore: Sendable {
             journal = held
         } else {
             func write(_ markerName: String) throws(StoreError) -> HeldLock {
+                var marker = marker
+                if let failedItems {   // durable before the marker that names it
+                    let writer = try ItemLinesWriter(layout.final, Self.itemsFileName(of: markerName))
+                    try failedItems(writer)
+                    try writer.finish()
+                    marker.itemsFile = Self.itemsFileName(of: markerName)
+                }
                 // Durable before the marker exists, or a crash could leave a marker nobody knows of.
                 let journal = try layout.staging.writeAtomicallyLocked(
                     journalName, SpoolJSON.encode(GroupJournal(request: claim.name, marker: markerName)), sync: true)
@@ -127,25 +142,13 @@ public struct SpoolStore: Sendable {
             return (layout.final.path(of: markerName), journal)
         }
         if let failure {
-            try file(claim.name, from: claim.folder, at: pathInActive(claim), into: layout.failed, record: failure)
+            let itemsName = Self.itemsFileName(of: markerName)
+            let items = failedItems != nil && layout.final.exists(itemsName) ? (layout.final, itemsName) : nil
+            try file(claim.name, from: claim.folder, at: pathInActive(claim), into: layout.failed, record: failure, itemsFrom: items)
         } else {
             try file(claim.name, from: claim.folder, at: pathInActive(claim), into: layout.done, record: nil)
         }
         return (layout.final.path(of: markerName), journal)
-    }
-
-    /// `GROUP.group.done`, else `GROUP-N.group.done`: the first free, and not the marker a
-    /// request named so will want for its own (it is queued or claimed: `GroupMarkerNames`).
-    private func chooseGroupMarkerName(_ group: String, request: String, names: ClaimNames,
-                                       folders: [String]) throws(StoreError) -> String {
-        for attempt in 0..<10_000 {
-            let base = attempt == 0 ? group : "\(group)-\(attempt)"
-            let name = base + ".group.done"
-            if layout.final.exists(name) { continue }
-            if base != request && (layout.incoming.exists(base) || names.isTaken(base, folders: folders)) { continue }
-            return name
-        }
-        throw StoreError("create", layout.final.path(of: group + ".group.done"), errno: EEXIST)
     }
 
     // MARK: Staging

@@ -73,4 +73,37 @@ final class CronCancelTests: SpoolTestCase {
         let all = try cli(["status", "--all", "--spool", spool.root])
         XCTAssertFalse(all.out.contains("running") || all.out.contains("queued"), all.out)
     }
+
+    /// A dead worker's request of many waiting items, cancelled with no daemon running: its
+    /// `.error` and group marker count them and list them in their items files, as a daemon's do.
+    func testCancelWithoutADaemonOfALargeRequestCountsItsItems() throws {
+        let count = 1500
+        var text = "earliest-start: \(rfc3339(Date().addingTimeInterval(3600)))\n"
+        for i in 0..<count { text += server.url("/w/\(i)") + "\n" }
+        try spool.drop("many", text)
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root])
+        defer { daemon.terminate() }
+        try DirectoryWaiter.wait(in: spool.path("status"), timeout: 60, what: "every item queued") {
+            self.spool.files(in: "status").contains { file in
+                guard file.hasSuffix(".json"), let bytes = try? self.spool.read("status", file),
+                      let report = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else { return false }
+                return ((report["daemon"] as? [String: Any])?["queued"] as? Int) == count
+            }
+        }
+        daemon.signal(SIGKILL)
+        XCTAssertEqual(try daemon.waitForExit(timeout: 10), 128 + SIGKILL)
+        let r = try cli(["cancel", "many", "--spool", spool.root])
+        XCTAssertEqual(r.status, 0, r.out + r.err)
+        XCTAssertTrue(r.out.contains("cancelled \(count) item(s) of many"), r.out)
+        let record = try json("failed", "many.error")
+        XCTAssertNil(record["items"])
+        XCTAssertEqual((record["endings"] as? [[String: Any]])?.first?["count"] as? Int, count)
+        let listed = try String(contentsOfFile: spool.path("failed", "many.error.items.jsonl"), encoding: .utf8)
+            .split(separator: "\n")
+        XCTAssertEqual(listed.count, count)
+        XCTAssertTrue(listed.last?.contains("\"url\":\"\(server.url("/w/\(count - 1)"))\"") ?? false, "\(listed.last ?? "")")
+        let marker = try json("final", "many.group.done")
+        XCTAssertEqual(marker["failed"] as? Int, count)
+        XCTAssertEqual(marker["itemsFile"] as? String, "many.group.done.items.jsonl")
+    }
 }

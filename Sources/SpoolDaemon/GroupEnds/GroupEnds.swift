@@ -63,12 +63,34 @@ final class GroupEnds {
         // Items keep no URL once ended: the marker's are read again from the request file, opened
         // once (a failed item's failure record has its own; an item this request published
         // without a marker of its own kept its facts, URL included — see `ownFacts`).
+        // Failed items past `listedFailuresLimit` are counted and streamed (`FailedItemsList`);
+        // fewer are listed, those a request's cancel ended unstarted with their URL read again.
+        let failedCount = request.items.reduce(0) { if case .failed = $1.lifecycle.state { $0 + 1 } else { $0 } }
+        var failedList = failedCount > SpoolStore.listedFailuresLimit ? FailedItemsList(capacity: failedCount) : nil
+        var hostKeys: [UInt32: String] = [:]
+        var anyCancelled = false
         let published = request.items.filter {
-            if case .published = $0.phase { return ownFacts($0) == nil } else { return false }
+            switch $0.lifecycle.state {
+            case .published: return ownFacts($0) == nil
+            case .failed(let failed): return failedList == nil && failed.facts.url.isEmpty
+            default: return false
+            }
         }
         var urls: [Int: String] = [:]
-        for (record, item) in zip(published, request.readItems(published)) { urls[record.key] = item?.url.string ?? "" }
+        var names: [Int: String] = [:]
+        for (record, item) in zip(published, request.readItems(published)) {
+            urls[record.key] = item?.url.string ?? ""
+            names[record.key] = item?.name ?? ""
+        }
         for record in request.items {
+            if case .failed(let failed) = record.lifecycle.state {
+                anyCancelled = anyCancelled || failed.code == "cancelled"
+                if failedList != nil {
+                    hostKeys[record.summary.hostID] = hostKeys[record.summary.hostID] ?? request.hosts[record.summary.hostID]
+                    failedList?.add(ItemFailure(failed), summary: record.summary)
+                    continue
+                }
+            }
             switch record.phase {
             case .published(let file, let marker):
                 let requestURL = urls[record.key] ?? ""
@@ -80,7 +102,11 @@ final class GroupEnds {
                 if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
                 groupItems.append(line)
             case .failed(let failed):
-                let failure = ItemFailure(failed)
+                var failure = ItemFailure(failed)
+                if failure.url.isEmpty, let url = urls[record.key] {
+                    failure.url = self.urls.shown(url)
+                    failure.name = names[record.key] ?? ""
+                }
                 failures.append(failure)
                 groupItems.append(GroupItem(index: record.index, url: failure.url, outcome: "failed",
                                             code: failure.code, message: failure.message, cause: failure.cause))
@@ -91,20 +117,29 @@ final class GroupEnds {
                                       items: groupItems)
         groupMarker.owner = request.ownerName
         groupMarker.ownerUID = Int(request.owner)
-        var failure = failures.isEmpty ? nil : ErrorRecord(
+        if let failedList {
+            groupMarker.failed = failedList.count
+            groupMarker.endings = failedList.endings
+        }
+        var failure = failedCount == 0 ? nil : ErrorRecord(
             request: request.name, code: "items-failed",
-            message: "\(failures.count) of \(request.items.count) items failed"
-                + (failures.count < request.items.count ? "; the others were published" : ""), items: failures)
+            message: "\(failedCount) of \(request.items.count) items failed"
+                + (failedCount < request.items.count ? "; the others were published" : ""),
+            items: failedList == nil ? failures : nil)
         failure?.owner = groupMarker.owner
         failure?.ownerUID = groupMarker.ownerUID
+        failure?.endings = groupMarker.endings
         let marker = groupMarker, errorRecord = failure
         let claim = request.claim
         let bases = request.items.filter(\.hasStateFile).map(\.base)
         let store = self.store
+        let removeCancelRecord = anyCancelled
+        let lines = failedList?.lines(claim: claim, settings: request.settings, hostKeys: hostKeys, urls: self.urls)
         io.submit {
             do throws(StoreError) {
-                let (path, journal) = try store.endGroup(claim, marker: marker, failure: errorRecord)
+                let (path, journal) = try store.endGroup(claim, marker: marker, failure: errorRecord, failedItems: lines)
                 for base in bases { store.removeStaging(base) }
+                if removeCancelRecord { store.removeCancelRecord(of: claim) }
                 return .groupEnded(request: claim.name, markerPath: path, journal: journal, error: nil)
             } catch {
                 return .groupEnded(request: claim.name, markerPath: nil, journal: nil, error: error)

@@ -121,12 +121,20 @@ final class Intake {
         }
         ledger.adopted(request)
         let recovery = self.recovery
+        // The operator cancelled the whole request before the crash (`recordCancel`): what would
+        // be queued again ends cancelled, as its cancel had ended it.
+        let cancelled = store.cancelRecord(of: claim) != nil
         var steps: [(record: ItemRecord, first: FirstStep)] = []
         steps.reserveCapacity(request.items.count)
         var confirmed: [ItemState] = []
         for record in request.items {
             if recovery.recoverUpload(record) { steps.append((record, .ended)); continue }
             switch recovery.recover(record, deadStates: ledger.deadStates) {
+            case .schedule where cancelled:
+                record.recover(.failed(ItemFailed(code: "cancelled", message: "cancelled by the operator", attempts: record.attempts,
+                                                  facts: ItemFailureFacts(index: record.index, url: "", name: ""))),
+                               attempts: record.attempts)
+                steps.append((record, .ended))
             case .schedule: steps.append((record, .submit))
             case .ended(let confirm):
                 if let confirm { confirmed.append(confirm) }

@@ -18,7 +18,8 @@ extension Engine {
             if !initial { logger.warning("inotify queue overflowed; rescanned incoming/", metadata: ["files": "\(names.count)"]) }
             intake.listed(names, initial: initial)
         case .watcher(.control(let name)):
-            operators.control.handle(name, request: items.table.wakeRequest(named:), hosts: self) { record, verb in
+            operators.control.handle(name, request: items.table.wakeRequest(named:), hosts: self,
+                                     whole: { self.requestCommand($1, on: $0, caller: $2) }) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
                 return !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty

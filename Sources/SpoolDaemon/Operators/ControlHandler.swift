@@ -40,8 +40,11 @@ final class ControlHandler {
     }
 
     /// Handles `name` if it is a command for this daemon. `request` finds a claimed request by
-    /// name; `apply` hands one item a command and says whether it changed anything.
+    /// name; `apply` hands one item a command and says whether it changed anything; `whole`, when
+    /// given, carries out a command for a whole request at once (with the caller's name) and
+    /// answers it (nil: item by item): one answer and one log line whatever the request's size.
     func handle(_ name: String, request: (String) -> RequestRecord?, hosts: HostProbing,
+                whole: ((RequestRecord, ControlCommand.Verb, String) -> ControlResult?)? = nil,
                 apply: (ItemRecord, ControlCommand.Verb) -> Bool) {
         guard Self.isCommandForThisProcess(name) else { return }
         let parts = name.split(separator: "-", maxSplits: 2)
@@ -59,7 +62,7 @@ final class ControlHandler {
             result = ControlResult(ok: false, message: "the command file has \(read.links) hard links; not a command", items: [])
         } else if let command = SpoolJSON.decode(ControlCommand.self, read.bytes) {
             result = command.verb == .probe ? probe(command.id, caller: read.owner, hosts: hosts)
-                : perform(command, caller: read.owner, request: request, hosts: hosts, apply: apply)
+                : perform(command, caller: read.owner, request: request, hosts: hosts, whole: whole, apply: apply)
         } else {
             result = ControlResult(ok: false, message: "the command file is not a command", items: [])
         }
@@ -103,7 +106,8 @@ final class ControlHandler {
     }
 
     private func perform(_ command: ControlCommand, caller: uid_t, request find: (String) -> RequestRecord?,
-                         hosts: HostProbing, apply: (ItemRecord, ControlCommand.Verb) -> Bool) -> ControlResult {
+                         hosts: HostProbing, whole: ((RequestRecord, ControlCommand.Verb, String) -> ControlResult?)?,
+                         apply: (ItemRecord, ControlCommand.Verb) -> Bool) -> ControlResult {
         let (requestName, index): (String, Int?) = {
             if let hash = command.id.lastIndex(of: "#"), let i = Int(command.id[command.id.index(after: hash)...]) {
                 return (String(command.id[..<hash]), i)
@@ -120,6 +124,7 @@ final class ControlHandler {
                                             request: requestName, verb: command.verb.rawValue) {
             return ControlResult(ok: false, message: refusal, items: [], code: "not-owner")
         }
+        if index == nil, let whole, let result = whole(request, command.verb, SpoolAccounts.userName(caller)) { return result }
         let targets = request.items.filter { index == nil || $0.index == index }
         guard !targets.isEmpty else {
             return ControlResult(ok: false, message: "request \(requestName) has no item \(index ?? -1)", items: [])

@@ -68,6 +68,9 @@ final class StatusReporter {
         return last.addingTimeInterval(1)
     }
 
+    /// Paused items listed in a report at most (the others counted in `states`).
+    static let pausedListed = 1000
+
     func itemEnded(_ task: TaskStatus) {
         recentlyEnded.append(task)
         // Trimmed to the last `recentLimit` only once twice as many have ended: shifting the
@@ -162,7 +165,19 @@ final class StatusReporter {
         let scan = scanQueue(table, now: now, window: window)
         var states = scan.states
         var tasks: [TaskStatus] = []
-        for record in table.active.values.sorted(by: { $0.key < $1.key }) {
+        // A paused request of 200,000 items is counted, and only its first `pausedListed` listed.
+        var listed: [ItemRecord] = []
+        var paused: [ItemRecord] = []
+        for record in table.active.values {
+            if record.phase == .paused { paused.append(record) } else { listed.append(record) }
+        }
+        if paused.count > Self.pausedListed {
+            paused.sort { $0.key < $1.key }
+            states["paused", default: 0] += paused.count - Self.pausedListed
+            paused.removeLast(paused.count - Self.pausedListed)
+        }
+        listed += paused
+        for record in listed.sorted(by: { $0.key < $1.key }) {
             let status = task(record)
             states[status.state, default: 0] += 1
             tasks.append(status)
