@@ -83,12 +83,16 @@ extension Engine {
     }
 
     /// Ends a waiting item cancelled with its request: its machine decides (`unschedule` and the
-    /// failure), the rest is an item ending without its log line, state file (the request's
-    /// cancel record stands for it) or item hook, its URL not read (the group end reads it).
+    /// failure), the rest is an item ending without its log line or state file (the request's
+    /// cancel record stands for it), its URL not read (the group end reads it) unless its item
+    /// hook runs.
     private func endUnstarted(_ record: ItemRecord, policy: RetryPolicy, now: Date) {
         let index = record.index
-        let context = LifecycleContext(now: now, stopping: runState.stopping, jitter: 0,
-                                       failureFacts: { ItemFailureFacts(index: index, url: "", name: "") })
+        let context = LifecycleContext(now: now, stopping: runState.stopping, jitter: 0, failureFacts: {
+            var facts = ItemFailureFacts(index: index, url: "", name: "")
+            facts.cause = self.causeFacts(of: record, at: now)
+            return facts
+        })
         for action in record.lifecycle.handle(.operatorCommand(.cancel), policy: policy, context: context) {
             switch action {
             case .unschedule: hosts.scheduler.remove(record.key)
@@ -98,7 +102,9 @@ extension Engine {
         }
         items.table.note(record)
         runState.summary.failed += 1
-        // No item hook: 200,000 hook runs for items that never ran; the group hook reports them.
+        // Its item hook (with the cause) as for any ending, but not past the listed-failures
+        // bound: 200,000 hook runs for items that never ran; the group hook reports them.
+        if record.request.items.count <= SpoolStore.listedFailuresLimit { hooks.itemEnded(record) }
         record.shed()
         let request = record.request
         groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: now), for: request)
