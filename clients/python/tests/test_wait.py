@@ -13,6 +13,7 @@ import pytest
 
 from spoolfetch import (ItemFailure, RequestFailed, RequestRejected, Spool, UnknownRequest, WaitTimeout)
 from spoolfetch._watch import FolderWatch
+from conftest_client import cli
 
 
 @pytest.mark.parametrize("poll", [None, 0.05], ids=["inotify", "poll"])
@@ -142,3 +143,33 @@ def test_falls_back_to_polling_where_inotify_cannot_start(spool_dir, daemon, ser
         assert (watch.mode, watch.poll_interval) == ("poll", DEFAULT_POLL_INTERVAL)
     result = Spool(spool_dir).add(server.put("fb.txt", b"fallback"), group="fb").wait(timeout=60)
     assert open(result.files[0], "rb").read() == b"fallback"
+
+
+def test_a_large_cancelled_request_counts_its_failures_and_streams_them(spool_dir, daemon, server) -> None:
+    # 1,001 items waiting for an earliest start an hour away: more than the error file lists.
+    count = 1001
+    urls = [f"{server.base}/later-{i}.bin" for i in range(count)]
+    request = Spool(spool_dir).add(urls, group="big", earliest_start="2099-01-01T00:00:00Z")
+    active = os.path.join(spool_dir, "active")
+    os.makedirs(active, exist_ok=True)  # the daemon makes it too; watched before the claim can land
+    deadline = time.monotonic() + 60
+    with FolderWatch([active]) as watch:
+        # The daemon claims it into active/: the cancel then goes to the daemon.
+        while request.state() != "active":
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "the daemon did not claim the request within 60 s"
+            watch.next(remaining)
+    cancel = cli("cancel", request.name, "--spool", spool_dir)
+    assert f"{count} item(s)" in cancel.stdout + cancel.stderr
+    with pytest.raises(RequestFailed) as failed:
+        request.wait(timeout=60)
+    error = failed.value.result.error
+    assert error is not None and error.get("itemsFile") and not error.get("items")
+    assert failed.value.items == []
+    assert [(e["code"], e["count"]) for e in failed.value.endings] == [("cancelled", count)]
+    assert failed.value.items_file == os.path.join(spool_dir, "failed", error["itemsFile"])
+    each = list(failed.value.each_item())
+    assert [i.index for i in each] == list(range(count))
+    assert {i.code for i in each} == {"cancelled"} and each[7].url == urls[7]
+    assert each[0].cause is not None and each[0].cause["code"] == "waiting-start"
+    assert f"{count} cancelled" in str(failed.value)

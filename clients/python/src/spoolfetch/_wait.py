@@ -52,6 +52,7 @@ class Result:
     marker: Optional[Dict[str, Any]] = None
     items: List[ItemResult] = field(default_factory=list)
     error: Optional[Dict[str, Any]] = None  #: the parsed ``.error`` file (failed or rejected)
+    error_path: Optional[str] = None  #: where ``error`` was read
 
     @property
     def files(self) -> List[str]:
@@ -214,9 +215,10 @@ class Waiter:
         marker = _load(path) if path.endswith(".group.done") else _load(os.path.join(final, request + ".group.done"))
         if marker is not None and marker.get("request") != request:
             marker = None
-        error = None
+        error = error_path = None
         if outcome in ("failed", "rejected"):
-            error = _load(os.path.join(spool, outcome, request + ".error"))
+            error_path = os.path.join(spool, outcome, request + ".error")
+            error = _load(error_path)
         items: List[ItemResult] = []
         for item in (marker or {}).get("items", []):
             name = item.get("marker")
@@ -225,7 +227,8 @@ class Waiter:
             items.append(ItemResult(index=item["index"], url=item["url"], outcome=item["outcome"], file=file,
                                     marker_path=marker_path, marker=_load(marker_path) if marker_path else None,
                                     code=item.get("code"), message=item.get("message")))
-        return Result(request=request, outcome=outcome, path=path, marker=marker, items=items, error=error)
+        return Result(request=request, outcome=outcome, path=path, marker=marker, items=items, error=error,
+                      error_path=error_path if error is not None else None)
 
 
 def raise_for(result: Result) -> Result:
@@ -241,5 +244,12 @@ def raise_for(result: Result) -> Result:
             failures = [ItemFailure(index=i.index, url=i.url, code=i.code or "", message=i.message or "")
                         for i in result.items if i.outcome == "failed"]
         error = result.error or {}
-        raise RequestFailed(result.request, failures, error.get("code", "items-failed"), error.get("message", ""), result)
+        # A large request's error file counts its failed items; they are listed a line each in
+        # the file it names beside it (a name only: never a path out of the folder).
+        items_file = None
+        if isinstance(error.get("itemsFile"), str) and result.error_path:
+            items_file = os.path.join(os.path.dirname(result.error_path), os.path.basename(error["itemsFile"]))
+        endings = error.get("endings") if isinstance(error.get("endings"), list) else None
+        raise RequestFailed(result.request, failures, error.get("code", "items-failed"), error.get("message", ""), result,
+                            endings=endings, items_file=items_file)
     return result
