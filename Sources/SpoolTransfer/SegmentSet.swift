@@ -147,10 +147,10 @@ final class SegmentSet {
     }
 
     /// Learns a piece's size from the responses' pace. A finished piece of `size` bytes took
-    /// `seconds` from its request, `firstByte` of them before its first byte. Some servers (nginx's
-    /// `limit_rate`: `rate × (elapsed + 1 s) − sent`) give each request an allowance at its start
-    /// and throttle it after: there a piece within the allowance comes at the path's speed and a
-    /// larger one at the cap. When a piece larger than every fast one came at under a quarter of
+    /// `seconds` from its request, `firstByte` of them before its first byte. Some servers let a
+    /// short request through at the path's speed and hold longer ones to their rate: nginx's
+    /// `limit_rate` allows `rate × (elapsed + 1 s) − sent` per write (with `sendfile`, up to 2 MiB)
+    /// and waits `written ÷ rate` after each, but not after the write that ends the response. When a piece larger than every fast one came at under a quarter of
     /// the fastest pace, pieces stay at the largest fast size from then on. Otherwise they double,
     /// up to `maximumPiece`, or to 16 turnarounds' worth of bytes where a request's turnaround is
     /// long (a distant server: a piece must be worth its round trip and new connection).
