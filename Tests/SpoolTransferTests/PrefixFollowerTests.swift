@@ -108,8 +108,19 @@ final class PrefixFollowerTests: XCTestCase {
         XCTAssertTrue(set.pending.isEmpty)
     }
 
-    /// A server that gives each request an allowance and throttles past it: once a larger piece
-    /// comes at under a quarter of the fastest pace, pieces stay at the largest fast size. A
+    /// In `B.state` a piece not yet handed out is the missing tail of the range before it: a
+    /// restart reads each range's `done` as a length the part must have, and a pending piece past
+    /// the part's end made it drop every kept range (`SegmentedTransferTests`' kill -9 tests).
+    func testAPendingPieceJoinsTheRangeBeforeItInTheState() throws {
+        let set = SegmentSet(primary: try primaryStub(), total: 10 << 20)
+        set.primaryRunning = false
+        set.doneRanges = [(2 << 20, 4 << 20, 3 << 20)]
+        set.pending = [(1 << 20, 2 << 20), (4 << 20, 10 << 20)]
+        XCTAssertEqual(set.extents.ranges, [[1 << 20, 1 << 20, 2 << 20, 1 << 20], [2 << 20, 4 << 20, 10 << 20, 3 << 20]])
+    }
+
+    /// A server that lets short requests through and holds long ones to its rate: once a larger
+    /// piece comes at under a quarter of the fastest pace, pieces stay at the largest fast size. A
     /// path whose pace does not depend on the size grows them to the maximum.
     func testPiecesStayWithinARequestsAllowanceOnceAPaceDropShowsIt() throws {
         let throttled = SegmentSet(primary: try primaryStub(), total: 64 << 20)
