@@ -18,6 +18,8 @@ SWIFT ?= swift
 # bindfs without lock forwarding. S3Tests make a virtual environment with moto and boto3 from PyPI
 # in .build/moto-venv on first use (python3-venv; see Tests/S3/moto-s3.py).
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
+# What the scripts under Benchmarks/ run beside spoolfetch (the peers and the floors).
+BENCH_PACKAGES := curl nginx-light aria2 wget time openssl coreutils
 TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 python3-venv glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db e2fsprogs lighttpd lighttpd-mod-openssl
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
@@ -44,7 +46,7 @@ RELEASE_FLAGS := -c release --static-swift-stdlib --disable-build-manifest-cachi
 RELEASE_BIN = $(shell $(SWIFT) build -c release --show-bin-path)/spoolfetch
 DIST := .build/dist
 
-.PHONY: run test test-unit test-python test-install test-example test-deb simulate build release dist deb deps test-deps install uninstall clean
+.PHONY: run test test-unit test-python test-install test-example test-deb simulate build release dist deb deps test-deps bench-deps install uninstall clean
 
 run: deps build
 	$(SWIFT) run spoolfetch run --spool $(SPOOL)
@@ -211,6 +213,9 @@ deps:
 
 test-deps:
 	@./scripts/ensure-packages $(TEST_PACKAGES)
+
+bench-deps:
+	@./scripts/ensure-packages $(BENCH_PACKAGES)
 
 clean:
 	rm -rf .build

@@ -14,8 +14,12 @@ import Foundation
 /// 206 of its own range under that validator breaks the set: every segment stops, the primary
 /// (if it still runs) goes on alone to the end, overwriting what segments wrote; if it had
 /// already stopped, the item fails with that reason and is fetched as one stream next time.
-/// When all ranges are in, the bytes after the primary's range are read back and hashed in
-/// order (`HashPass`), so the digest is of the file on disk, whole.
+/// The body is handed out in pieces, in order (`pending`, carved by `takePiece`): the primary
+/// takes the first, each connection that finishes one takes the next. So the contiguous prefix
+/// grows with the body, and `follower` hashes each finished range as soon as all before it are
+/// hashed (read back from the file, so the digest is of the file on disk, whole): at the end
+/// only the last pieces remain to hash. A piece's size is learnt from the responses' pace
+/// (`learn`): see there.
 final class SegmentSet {
     let key: Int
     let total: Int64
@@ -46,6 +50,17 @@ final class SegmentSet {
     var stealing = true
     /// The hash pass is under way.
     var hashing = false
+    /// Hashes the finished ranges past the primary's in order, from when the primary's range is
+    /// in (see `PrefixFollower`).
+    var follower: PrefixFollower?
+    /// Bytes of the next piece `takePiece` hands out.
+    var pieceSize: Int64 = SegmentSet.maximumPiece
+    /// The fastest pace (bytes/s, request to last byte) of a finished piece, the largest piece
+    /// that came at least a quarter as fast, and the size pieces stay at once a larger one came
+    /// much slower (see `learn`).
+    private var fastestPace = 0.0
+    private var largestFast: Int64 = 0
+    private(set) var ceiling: Int64?
 
     init(primary: Transfer, total: Int64) {
         key = primary.key
@@ -55,6 +70,10 @@ final class SegmentSet {
 
     var connections: Int { segments.count + (primaryRunning ? 1 : 0) }
 
+    /// The connections the pieces are shared between: the most in use at once, and one more
+    /// than those running (the one asking).
+    var share: Int { max(peakConnections, connections + 1) }
+
     /// Where the body stands, for `B.state`: the in-order prefix, and `[from, done, to, durable]`
     /// of every range after it, in order (`[from, done)` is in the file, `[from, durable)` of it
     /// synced).
@@ -62,7 +81,13 @@ final class SegmentSet {
         var ranges = doneRanges.map { [$0.from, $0.to, $0.to, $0.durable] } + pending.map { [$0.from, $0.from, $0.to, $0.from] }
         ranges += segments.map { [$0.request.resumeFrom, $0.writtenOnDisk, min($0.stopAt, total), $0.durableOnDisk] }
         ranges = ranges.filter { $0[0] < $0[2] }.sorted { $0[0] < $1[0] }
-        return (primaryRunning ? primary.writtenOnDisk : (prefix?.bytesOnDisk ?? 0), ranges)
+        // A range with nothing written yet (a piece not handed out) joins the one before it, as
+        // its missing tail: a restart reads each range's `done` as a length the part must have.
+        var joined: [[Int64]] = []
+        for r in ranges {
+            if r[1] == r[0], let last = joined.last, last[2] == r[0] { joined[joined.count - 1][2] = r[2] } else { joined.append(r) }
+        }
+        return (primaryRunning ? primary.writtenOnDisk : (prefix?.bytesOnDisk ?? 0), joined)
     }
 
     /// Bytes written so far, over every range.
@@ -89,41 +114,61 @@ final class SegmentSet {
         return (victim, victim.bytesOnDisk + left / 2)
     }
 
+    /// Pieces grow to this at most, unless a request's turnaround is long (`learn`): the hash
+    /// follows the prefix, so what is left at the end is about a piece per connection.
+    static let maximumPiece: Int64 = 8 << 20
+
+    /// The size of the first pieces: a quarter of each connection's share, within 2–8 MiB (at
+    /// least twice the minimum: a piece must be long enough for a checkpoint, `--sync-every`,
+    /// to make part of it durable while it runs).
+    static func firstPieceSize(remaining: Int64, connections: Int, minimum: Int64) -> Int64 {
+        min(maximumPiece, max(2 * minimum, remaining / Int64(4 * max(1, connections))))
+    }
+
+    /// The next piece of the first pending range, and what remains of the range stays first. Up
+    /// to `pieceSize`, and no more than half of what is pending per connection (`share`), so the
+    /// last pieces shrink and the connections end together instead of one carrying a long tail
+    /// alone; a rest under `minimum` goes with it.
+    func takePiece(minimum: Int64, share: Int) -> (from: Int64, to: Int64)? {
+        guard let first = pending.first else { return nil }
+        let left = pending.reduce(0) { $0 + ($1.to - $1.from) }
+        let cut = first.from + min(pieceSize, max(minimum, left / Int64(2 * max(1, share))))
+        if cut + minimum > first.to { pending.removeFirst(); return first }
+        pending[0].from = cut
+        return (first.from, cut)
+    }
+
+    /// A range `[from, to)` is in the file (`durable`: how far of it is synced): kept, and handed
+    /// to the follower.
+    func addDone(from: Int64, to: Int64, durable: Int64) {
+        guard to > from else { return }
+        follower?.add(from: from, to: to)
+        doneRanges.append((from, to, durable))
+    }
+
+    /// Learns a piece's size from the responses' pace. A finished piece of `size` bytes took
+    /// `seconds` from its request, `firstByte` of them before its first byte. Some servers let a
+    /// short request through at the path's speed and hold longer ones to their rate: nginx's
+    /// `limit_rate` allows `rate × (elapsed + 1 s) − sent` per write (with `sendfile`, up to 2 MiB)
+    /// and waits `written ÷ rate` after each, but not after the write that ends the response. When a piece larger than every fast one came at under a quarter of
+    /// the fastest pace, pieces stay at the largest fast size from then on. Otherwise they double,
+    /// up to `maximumPiece`, or to 16 turnarounds' worth of bytes where a request's turnaround is
+    /// long (a distant server: a piece must be worth its round trip and new connection).
+    func learn(size: Int64, seconds: Double, firstByte: Double, minimum: Int64) {
+        let pace = Double(size) / max(seconds, 1e-4)
+        let fast = pace * 4 >= fastestPace
+        fastestPace = max(fastestPace, pace)
+        if fast { largestFast = max(largestFast, size) }
+        if ceiling == nil, !fast, size > largestFast, largestFast > 0 { ceiling = max(minimum, largestFast) }
+        if let ceiling { pieceSize = ceiling; return }
+        guard fast else { return }
+        let worth = Int64(pace * firstByte * 16)
+        pieceSize = max(pieceSize, min(max(Self.maximumPiece, worth), 2 * size))
+    }
+
     /// The validator every segment's `If-Range` carries: a strong ETag, else Last-Modified.
     static func validator(_ facts: ResponseFacts) -> String? {
         if let etag = facts.etag, !etag.hasPrefix("W/") { return etag }
         return facts.lastModified
     }
-}
-
-/// Reads `[from, to)` of a file back and feeds it to a hash, on a thread of its own, then calls
-/// `done` with the digest and the final state (or the errno of a failed read).
-enum HashPass {
-    static func start(fd: Int32, from: Int64, to: Int64, sha: SHA256,
-                      done: @escaping @Sendable (Result<(String, HashState), ReadError>) -> Void) {
-        let own = dup(fd)
-        let start = HashState(sha)
-        let thread = Thread {
-            defer { if own >= 0 { close(own) } }
-            guard own >= 0 else { done(.failure(ReadError(errno: errno))); return }
-            var sha = start.sha
-            let size = 1 << 20
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 4096)
-            defer { buffer.deallocate() }
-            var offset = from
-            while offset < to {
-                let n = pread(own, buffer.baseAddress, min(size, Int(to - offset)), off_t(offset))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { done(.failure(ReadError(errno: n == 0 ? EIO : errno))); return }
-                sha.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                offset += Int64(n)
-            }
-            let state = HashState(sha)
-            done(.success((Hex.encode(sha.finalize()), state)))
-        }
-        thread.name = "spoolfetch-hash"
-        thread.start()
-    }
-
-    struct ReadError: Error { let errno: Int32 }
 }

@@ -43,14 +43,16 @@ extension TransferSession {
             && (t.facts.rangeTotal ?? (t.facts.httpStatus == 200 ? t.facts.contentLength : nil) ?? 0) >= Self.segmentThreshold
     }
 
-    /// Splits what is left of `key`'s body into ranges for up to `connections` more connections.
-    /// Returns how many segments started.
+    /// Splits what is left of `key`'s body into pieces, and starts up to `connections` more
+    /// connections on them (never past the item's `maxSegments`): the primary stops at the end
+    /// of the first, the rest wait in `pending`. Returns how many segments started.
     public func split(_ key: Int, connections: Int) -> Int {
         if let set = segmentSets[key] {
-            // Kept ranges of a restart: what is missing of them, one connection each.
+            // Pieces still pending (or a restart's kept ranges): one more connection each.
             var started = 0
-            while started < connections, set.broken == nil, set.validated, let piece = set.pending.first {
-                set.pending.removeFirst()
+            let room = set.primary.request.maxSegments - set.connections
+            while started < min(connections, room), set.broken == nil, set.validated,
+                  let piece = set.takePiece(minimum: Self.minimumPiece, share: set.share) {
                 guard startSegment(set, from: piece.from, to: piece.to) else { set.pending.insert(piece, at: 0); break }
                 started += 1
             }
@@ -61,16 +63,15 @@ extension TransferSession {
         guard connections > 0, let primary = running[key],
               let total = primary.facts.rangeTotal ?? primary.facts.contentLength else { return 0 }
         let start = primary.bytesOnDisk
-        let pieces = Int(min(Int64(connections + 1), (total - start) / Self.minimumPiece))
-        guard pieces >= 2 else { return 0 }
+        guard total - start >= 2 * Self.minimumPiece else { return 0 }
         let set = SegmentSet(primary: primary, total: total)
-        let size = (total - start) / Int64(pieces)
-        primary.stopAt = start + size
+        set.pieceSize = SegmentSet.firstPieceSize(remaining: total - start, connections: connections + 1, minimum: Self.minimumPiece)
+        primary.stopAt = start + set.pieceSize
+        set.pending = [(primary.stopAt, total)]
         segmentSets[key] = set
         splittable.remove(key)
-        for i in 1..<pieces {
-            let from = start + size * Int64(i)
-            guard startSegment(set, from: from, to: i == pieces - 1 ? total : from + size) else {
+        while set.segments.count < connections, let piece = set.takePiece(minimum: Self.minimumPiece, share: connections + 1) {
+            guard startSegment(set, from: piece.from, to: piece.to) else {
                 fallBack(set, .curl(code: -1, text: "a segment could not be started"))
                 return 0
             }
@@ -99,7 +100,7 @@ extension TransferSession {
         primary.stopAt = first
         for r in ranges where r.count >= 3 {
             // The caller synced the part before starting: what is in it is durable.
-            if r[1] > r[0] { set.doneRanges.append((r[0], r[1], r[1])); set.finishedBytes += r[1] - r[0] }
+            if r[1] > r[0] { set.addDone(from: r[0], to: r[1], durable: r[1]); set.finishedBytes += r[1] - r[0] }
             if r[2] > r[1] { set.pending.append((r[1], r[2])) }
         }
         segmentSets[primary.key] = set
@@ -126,24 +127,6 @@ extension TransferSession {
             set.validated = true
         }
     }
-
-    /// A segmented item's prefix and ranges as far as they are in the file (for `B.state`).
-    public func segmentExtents(of key: Int) -> (prefix: Int64, ranges: [[Int64]])? {
-        segmentSets[key]?.extents
-    }
-
-    /// Connections `key`'s transfer uses now, when it is segmented (for status).
-    public func connections(of key: Int) -> Int? {
-        guard let set = segmentSets[key], set.connections > 1 else { return nil }
-        return set.connections
-    }
-
-    /// Segmented items (for the engine's per-host accounting and `setStealing`).
-    public var segmentedKeys: [Int] { Array(segmentSets.keys) }
-
-    /// Whether `key`'s finished ranges may take over half of a remaining one; false leaves the
-    /// connection free for the host's other items.
-    public func setStealing(_ key: Int, _ allowed: Bool) { segmentSets[key]?.stealing = allowed }
 
     /// Fair shares: `key` keeps at most `keep` segment connections (`Scheduler.segmentConnectionsAllowed`).
     /// The segments with most left are stopped now, their connections closed: what each wrote
@@ -174,19 +157,13 @@ extension TransferSession {
             let written = min(max(s.writtenOnDisk, from), end)
             if written > from {
                 set.finishedBytes += written - from
-                set.doneRanges.append((from, written, min(written, max(from, s.durableOnDisk))))
+                set.addDone(from: from, to: written, durable: min(written, max(from, s.durableOnDisk)))
             }
             if written < end { set.pending.append((written, end)) }
         }
         set.pending.sort { $0.from < $1.from }
         segmentConnectionChanges[key] = set.segments.count
         return leaving.count
-    }
-
-    /// Items whose count of segment connections changed since the last call, with the count.
-    public func takeSegmentConnectionChanges() -> [(key: Int, segments: Int)] {
-        defer { segmentConnectionChanges.removeAll() }
-        return segmentConnectionChanges.map { ($0.key, $0.value) }
     }
 
     private func startSegment(_ set: SegmentSet, from: Int64, to: Int64) -> Bool {
@@ -202,10 +179,13 @@ extension TransferSession {
             t.stopAt = to
             try configure(easy, for: t, maxRecvSpeed: 0)
             // A connection of its own: a throttling server caps each connection, not each stream.
+            // Over HTTP/1.1 a finished piece's connection carries the next one (a warm connection:
+            // no handshake, its window and buffers grown); a piece cut short closes its own.
+            let reuse = primary.easy.long(CURLINFO_HTTP_VERSION) == Int(CURL_HTTP_VERSION_1_1)
             try easy.set(.pipeWait, false)
             try easy.set(.httpVersion, Int(CURL_HTTP_VERSION_1_1))
-            try easy.set(.freshConnect, true)
-            try easy.set(.forbidReuse, true)
+            try easy.set(.freshConnect, !reuse)
+            try easy.set(.forbidReuse, !reuse)
             // A request's own `max-rate:` holds over all of its item's connections.
             gate.join(t, group: primary.request.rateGroup)
             guard curl_multi_add_handle(multi, easy.raw) == CURLM_OK else { gate.forget(t); return false }
@@ -230,6 +210,10 @@ extension TransferSession {
                 return
             } else if outcome.failure == nil, t.reachedStop {
                 set.prefix = outcome
+                // From here the ranges after the primary's are hashed as they come in.
+                let follower = PrefixFollower(fd: t.request.destination, from: outcome.bytesOnDisk, sha: outcome.hashState.sha)
+                for r in set.doneRanges { follower.add(from: r.from, to: r.to) }
+                set.follower = follower
                 steal(set)
             } else {
                 // Done alone after a fallback, or failed: it is the item's outcome either way. A
@@ -249,7 +233,10 @@ extension TransferSession {
             let end = min(t.stopAt, set.total)
             if outcome.failure == nil, t.bytesOnDisk == end {
                 set.finishedBytes += end - t.request.resumeFrom
-                set.doneRanges.append((t.request.resumeFrom, end, min(end, t.durableOnDisk)))
+                set.addDone(from: t.request.resumeFrom, to: end, durable: min(end, t.durableOnDisk))
+                let now = ProcessInfo.processInfo.systemUptime
+                set.learn(size: end - t.request.resumeFrom, seconds: now - t.startedAt,
+                          firstByte: Double(t.easy.offset(CURLINFO_STARTTRANSFER_TIME_T)) / 1e6, minimum: Self.minimumPiece)
                 steal(set)
             } else {
                 fallBack(set, outcome.failure ?? .curl(code: 18, text: "segment ended at \(t.bytesOnDisk), expected \(end)"))
@@ -264,8 +251,7 @@ extension TransferSession {
     private func steal(_ set: SegmentSet) {
         // A kept range still missing comes first; it is the item's own work, so it goes on even
         // when no connection may be taken for more.
-        if set.broken == nil, set.validated, let piece = set.pending.first, set.stealing || set.connections == 0 {
-            set.pending.removeFirst()
+        if set.broken == nil, set.validated, set.stealing || set.connections == 0, let piece = set.takePiece(minimum: Self.minimumPiece, share: set.share) {
             if !startSegment(set, from: piece.from, to: piece.to) { fallBack(set, .curl(code: -1, text: "a segment could not be started")) }
             set.peakConnections = max(set.peakConnections, set.connections)
             return
@@ -330,14 +316,13 @@ extension TransferSession {
         return ranges
     }
 
-    /// Every range is in: hash what follows the primary's range, in order, off this thread.
+    /// Every range is in: the follower hashes what it has not yet, off this thread.
     private func completeIfWhole(_ set: SegmentSet) {
         guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil,
-              let prefix = set.prefix else { return }
+              set.prefix != nil, let follower = set.follower else { return }
         set.hashing = true
         let results = hashResults, waker = waker, key = set.key
-        HashPass.start(fd: set.primary.request.destination, from: prefix.bytesOnDisk, to: set.total,
-                       sha: prefix.hashState.sha) { result in
+        follower.finish(total: set.total) { result in
             results.append(key: key, result)
             waker.wake()
         }
@@ -364,6 +349,7 @@ extension TransferSession {
 
     /// The item's outcome: the set is gone, and the outcome is handed out by `performTransfers`.
     private func finish(_ set: SegmentSet, _ outcome: TransferOutcome) {
+        set.follower?.cancel()
         var outcome = outcome
         outcome.partHasMore = outcome.failure != nil
         outcome.overshootBytes = set.overshoot
@@ -379,6 +365,7 @@ extension TransferSession {
         // Not yet validated: the ranges kept before are still all there is (nothing was added).
         let kept = set.broken != nil ? [] : set.validated ? stopAndKeep(set) : (set.primary.request.keptRanges ?? [])
         stopSegments(set)
+        set.follower?.cancel()
         segmentSets.removeValue(forKey: set.key)
         running.removeValue(forKey: set.key)
         segmentConnectionChanges[set.key] = 0
@@ -397,27 +384,5 @@ extension TransferSession {
         if !kept.isEmpty { outcome.keptRanges = kept }
         outcome.overshootBytes = set.overshoot
         return outcome
-    }
-
-    /// How many of `key`'s first bytes are known durable: its resume's synced prefix or its
-    /// last checkpoint.
-    public func durablePrefix(of key: Int) -> Int64 {
-        guard let t = running[key] else { return 0 }
-        return max(t.restartedFromZero ? 0 : t.request.resumeFrom, t.checkpointReported)
-    }
-}
-
-/// Results of hash passes, handed from their threads to the engine's.
-final class HashResults: @unchecked Sendable {
-    private var results: [(Int, Result<(String, HashState), HashPass.ReadError>)] = []
-    private let lock = NSLock()
-    func append(key: Int, _ result: Result<(String, HashState), HashPass.ReadError>) {
-        lock.lock(); results.append((key, result)); lock.unlock()
-    }
-    func take() -> [(Int, Result<(String, HashState), HashPass.ReadError>)] {
-        lock.lock(); defer { lock.unlock() }
-        let all = results
-        results.removeAll()
-        return all
     }
 }
