@@ -119,69 +119,7 @@ final class Transfer {
     /// One header line of any response, including redirects and interim responses.
     func header(_ line: UnsafeBufferPointer<UInt8>) {
         responseStarted = true
-        var end = line.count
-        while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
-        let bytes = UnsafeBufferPointer(rebasing: line[0..<end])
-        if bytes.starts(with: "HTTP/".utf8) {
-            // A new response starts: forget the headers of the previous (redirect) one.
-            let redirects = facts.redirects
-            let sawResponse = facts.httpStatus != 0
-            facts = ResponseFacts()
-            facts.redirects = redirects + (sawResponse ? 1 : 0)
-            let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ", maxSplits: 2)
-            if parts.count >= 2, let status = Int(parts[1]) { facts.httpStatus = status }
-            facts.multiplexed = !bytes.starts(with: "HTTP/1".utf8)
-            return
-        }
-        guard let colon = bytes.firstIndex(of: 0x3A) else { return }
-        // Only a few headers matter; compare names as bytes before making any String.
-        let name = UnsafeBufferPointer(rebasing: bytes[0..<colon])
-        func named(_ wanted: StaticString) -> Bool {
-            guard name.count == wanted.utf8CodeUnitCount else { return false }
-            let w = UnsafeBufferPointer(start: wanted.utf8Start, count: wanted.utf8CodeUnitCount)
-            for i in 0..<name.count where name[i] | 0x20 != w[i] { return false }
-            return true
-        }
-        var value: String {
-            // Header values are ISO-8859-1 at worst; anything non-ASCII is kept as is. Spaces and
-            // tabs are trimmed as bytes: Foundation's trimmingCharacters goes through NSString and
-            // cost more than the rest of the header callback together.
-            var start = colon + 1, end = bytes.count
-            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
-            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-        }
-        if named("etag") { facts.etag = value }
-        else if named("last-modified") { facts.lastModified = value }
-        else if named("content-type") { facts.contentType = value }
-        else if named("content-length") { facts.contentLength = Int64(value) }
-        else if named("location") { facts.location = value }
-        else if named("accept-ranges") { facts.acceptsRanges = value.lowercased().contains("bytes") }
-        else if name.count >= 9, name[0] | 0x20 == UInt8(ascii: "r") || name[0] | 0x20 == UInt8(ascii: "x"),
-                let header = Self.rateLimitHeader(name) {
-            facts.rateLimitHeaders[header] = value
-        }
-        else if named("retry-after") {
-            let v = value
-            if let seconds = Double(v) { facts.retryAfter = max(0, seconds) }
-            else if let date = HTTPDate.parse(v) { facts.retryAfter = max(0, date.timeIntervalSinceNow) }
-        } else if named("content-range") {
-            // bytes a-b/total  or  bytes */total
-            let v = value
-            let spec = v.hasPrefix("bytes ") ? v.dropFirst(6) : Substring(v)
-            let halves = spec.split(separator: "/", maxSplits: 1)
-            if halves.count == 2 {
-                facts.rangeTotal = Int64(halves[1])
-                if let dash = halves[0].firstIndex(of: "-") { facts.rangeStart = Int64(halves[0][..<dash]) }
-            }
-        }
-    }
-
-    /// The lowercased name of a rate-limit header (`RateLimit`, `RateLimit-Policy`,
-    /// `RateLimit-Remaining`, `X-RateLimit-Reset` …), nil for any other.
-    static func rateLimitHeader(_ name: UnsafeBufferPointer<UInt8>) -> String? {
-        let lower = String(decoding: name, as: UTF8.self).lowercased()
-        return lower.hasPrefix("ratelimit") || lower.hasPrefix("x-ratelimit") ? lower : nil
+        facts.take(headerLine: line)
     }
 
     // MARK: Write callback
@@ -441,26 +379,5 @@ final class Transfer {
                                evidence: ConnectionEvidence(responseStarted: responseStarted,
                                                             osErrno: Int32(truncatingIfNeeded: easy.long(CURLINFO_OS_ERRNO))),
                                unwritten: unwritten)
-    }
-}
-
-/// The C entry points libcurl calls. Each turns `context` back into its `Transfer`.
-enum TransferCallbacks {
-    static let write: spoolfetch_data_callback = { data, size, count, context in
-        let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-        let total = size * count
-        guard let data else { return total }
-        // libcurl keeps a refused chunk and hands it over again after the gate resumes it.
-        if !transfer.gate.admit(transfer, bytes: total) { return spoolfetch_writefunc_pause() }
-        return transfer.write(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
-    }
-
-    static let header: spoolfetch_data_callback = { data, size, count, context in
-        let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-        let total = size * count
-        guard let data else { return total }
-        transfer.header(UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self),
-                                            count: total))
-        return transfer.refusesRedirect() ? 0 : total
     }
 }

@@ -1,0 +1,73 @@
+/// How a response's header lines become its `ResponseFacts`: parsed as bytes in libcurl's header
+/// callback, on the transfers' thread, once per line of every response (redirects and interim
+/// ones too), so names are compared as bytes and a String is made only for a kept value.
+extension ResponseFacts {
+    /// Takes one header line of any response, including redirects and interim responses: a
+    /// status line starts the facts afresh (keeping the count of redirects); of the other
+    /// lines only the few headers the daemon acts on are kept.
+    mutating func take(headerLine line: UnsafeBufferPointer<UInt8>) {
+        var end = line.count
+        while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
+        let bytes = UnsafeBufferPointer(rebasing: line[0..<end])
+        if bytes.starts(with: "HTTP/".utf8) {
+            // A new response starts: forget the headers of the previous (redirect) one.
+            let redirects = self.redirects
+            let sawResponse = httpStatus != 0
+            self = ResponseFacts()
+            self.redirects = redirects + (sawResponse ? 1 : 0)
+            let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ", maxSplits: 2)
+            if parts.count >= 2, let status = Int(parts[1]) { self.httpStatus = status }
+            self.multiplexed = !bytes.starts(with: "HTTP/1".utf8)
+            return
+        }
+        guard let colon = bytes.firstIndex(of: 0x3A) else { return }
+        // Only a few headers matter; compare names as bytes before making any String.
+        let name = UnsafeBufferPointer(rebasing: bytes[0..<colon])
+        func named(_ wanted: StaticString) -> Bool {
+            guard name.count == wanted.utf8CodeUnitCount else { return false }
+            let w = UnsafeBufferPointer(start: wanted.utf8Start, count: wanted.utf8CodeUnitCount)
+            for i in 0..<name.count where name[i] | 0x20 != w[i] { return false }
+            return true
+        }
+        var value: String {
+            // Header values are ISO-8859-1 at worst; anything non-ASCII is kept as is. Spaces and
+            // tabs are trimmed as bytes: Foundation's trimmingCharacters goes through NSString and
+            // cost more than the rest of the header callback together.
+            var start = colon + 1, end = bytes.count
+            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+        }
+        if named("etag") { self.etag = value }
+        else if named("last-modified") { self.lastModified = value }
+        else if named("content-type") { self.contentType = value }
+        else if named("content-length") { self.contentLength = Int64(value) }
+        else if named("location") { self.location = value }
+        else if named("accept-ranges") { self.acceptsRanges = value.lowercased().contains("bytes") }
+        else if name.count >= 9, name[0] | 0x20 == UInt8(ascii: "r") || name[0] | 0x20 == UInt8(ascii: "x"),
+                let header = Self.rateLimitHeader(name) {
+            self.rateLimitHeaders[header] = value
+        }
+        else if named("retry-after") {
+            let v = value
+            if let seconds = Double(v) { self.retryAfter = max(0, seconds) }
+            else if let date = HTTPDate.parse(v) { self.retryAfter = max(0, date.timeIntervalSinceNow) }
+        } else if named("content-range") {
+            // bytes a-b/total  or  bytes */total
+            let v = value
+            let spec = v.hasPrefix("bytes ") ? v.dropFirst(6) : Substring(v)
+            let halves = spec.split(separator: "/", maxSplits: 1)
+            if halves.count == 2 {
+                self.rangeTotal = Int64(halves[1])
+                if let dash = halves[0].firstIndex(of: "-") { self.rangeStart = Int64(halves[0][..<dash]) }
+            }
+        }
+    }
+
+    /// The lowercased name of a rate-limit header (`RateLimit`, `RateLimit-Policy`,
+    /// `RateLimit-Remaining`, `X-RateLimit-Reset` …), nil for any other.
+    static func rateLimitHeader(_ name: UnsafeBufferPointer<UInt8>) -> String? {
+        let lower = String(decoding: name, as: UTF8.self).lowercased()
+        return lower.hasPrefix("ratelimit") || lower.hasPrefix("x-ratelimit") ? lower : nil
+    }
+}
