@@ -579,6 +579,9 @@ public struct ItemMachine<Part, Job> {
     private mutating func fail(_ code: String, _ message: String, _ context: ItemContext) -> [ItemEffect] {
         var failed = ItemFailed(code: code, message: message, attempts: attempts, facts: context.failureFacts())
         if ItemCause.applies(to: code) { failed.cause = cause(facts: failed.facts, shell: failed.facts.cause) }
+        // What a cause is decided from is not kept: a failed phase lives until its group ends,
+        // and 200,000 copies of an item's status facts cost 50 MB.
+        failed.facts.cause = nil
         state = .failed(failed)
         return [.fail(code: code, message: message)]
     }
