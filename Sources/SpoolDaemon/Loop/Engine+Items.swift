@@ -11,9 +11,20 @@ import SpoolTransfer
 /// each action it returns is carried out by the room that owns it (scheduler, transfer driver,
 /// space gate, publishing, item endings). The decisions are all in `ItemLifecycle`.
 extension Engine {
-    /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
+    /// Hands `event` to the item's lifecycle and carries out the actions; returns them. An event
+    /// raised while actions are carried out (by this item's or another's) is queued and handled
+    /// after them (`SerialEvents`): then it returns nil, having decided nothing yet.
     @discardableResult
-    func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
+    func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction]? {
+        items.events.post((event, record)) { handle($0.0, $0.1) }
+    }
+
+    /// The item's lifecycle takes `event`; its actions are carried out. Only `send` calls it,
+    /// through the queue, so no two run nested.
+    private func handle(_ event: ItemEvent, _ record: ItemRecord) -> [ItemAction] {
+        // Ended: nothing changes (the machine says so too); an event queued behind the ending
+        // costs no context.
+        if record.phase.hasEnded { return [] }
         let now = Date()
         let urls = driver.urls
         // The phase it leaves: its actions may still need what it held (the part a stopped
