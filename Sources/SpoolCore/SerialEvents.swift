@@ -25,7 +25,6 @@ public final class SerialEvents<Event> {
             return nil
         }
         isHandling = true
-        defer { isHandling = false }
         let result = handle(event)
         var next = 0
         // Bounded: each event is handled once, and an event raises events only through effects
@@ -36,6 +35,8 @@ public final class SerialEvents<Event> {
             _ = handle(raised)
         }
         pending.removeAll(keepingCapacity: true)
+        // `handle` cannot throw: nothing leaves between the two assignments but this return.
+        isHandling = false
         return result
     }
 }

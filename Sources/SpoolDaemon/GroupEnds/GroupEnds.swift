@@ -67,7 +67,13 @@ final class GroupEnds {
             if case .published = $0.phase { return ownFacts($0) == nil } else { return false }
         }
         var urls: [Int: String] = [:]
-        for (record, item) in zip(published, request.readItems(published)) { urls[record.key] = item?.url.string ?? "" }
+        // The item whose ending ends the group still holds its description (it sheds it after).
+        let unread = published.filter { record in
+            guard let item = record.loaded else { return true }
+            urls[record.key] = item.url.string
+            return false
+        }
+        for (record, item) in zip(unread, request.readItems(unread)) { urls[record.key] = item?.url.string ?? "" }
         for record in request.items {
             switch record.phase {
             case .published(let file, let marker):

@@ -16,7 +16,15 @@ extension Engine {
     /// after them (`SerialEvents`): then it returns nil, having decided nothing yet.
     @discardableResult
     func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction]? {
-        items.events.post((event, record)) { handle($0.0, $0.1) }
+        var changed = false
+        let actions = items.events.post((event, record)) { queued in
+            let actions = handle(queued.0, queued.1)
+            if !actions.isEmpty { changed = true }
+            return actions
+        }
+        // Once for the event and all it raised: the report is written later in the turn.
+        if changed { operators.status.markDirty() }
+        return actions
     }
 
     /// The item's lifecycle takes `event`; its actions are carried out. Only `send` calls it,
@@ -34,13 +42,20 @@ extension Engine {
         // The failure facts are read only if the event fails the item; their closure lives on
         // this call's stack (no allocation per event), the machine being done with it on return.
         let actions = withoutActuallyEscaping({ record.failureFacts(urls: urls, at: now) }) { failureFacts in
-            let context = items.context(for: record, now: now, stopping: runState.stopping, refreshHook: hooks.refreshHook != nil,
-                                        failureFacts: failureFacts, hostDownLong: { hosts.downLong($0, now: now) })
+            // The facts besides the event: whether the daemon stops, a fresh jitter, the failure
+            // facts to read if it fails, whether the refresh hook may be asked (once an attempt,
+            // for the request's own URL), and for an item with mirrors whether another source is
+            // left and its host has been down past `--mirror-after` (asked only then).
+            var context = LifecycleContext(now: now, stopping: runState.stopping, jitter: items.jitter.next(), failureFacts: failureFacts)
+            context.canRefreshURL = hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts && record.sourceIndex == 0
+            if record.summary.hasMirrors {
+                context.nextSource = record.sources?.hasNext ?? true
+                context.hostDownLong = hosts.downLong(record, now: now)
+            }
             return record.lifecycle.handle(event, policy: items.policy, context: context)
         }
         if !actions.isEmpty { items.table.note(record) }
         for action in actions { perform(action, for: record, leaving: leaving) }
-        if !actions.isEmpty { operators.status.markDirty() }
         return actions
     }
 
@@ -175,8 +190,10 @@ extension Engine {
         }
         hooks.itemEnded(record)
         driver.contentStore?.itemEnded(record.key)
-        record.shed()
+        // The group end first: when this item ends it, its marker takes the URL from the
+        // description the item still holds instead of reading the request file again.
         groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: Date()), for: request)
+        record.shed()
     }
 
     // MARK: Hosts
