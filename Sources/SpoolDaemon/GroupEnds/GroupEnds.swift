@@ -68,10 +68,9 @@ final class GroupEnds {
         }
         var urls: [Int: String] = [:]
         // The item whose ending ends the group still holds its description (it sheds it after).
-        let unread = published.filter { record in
-            guard let item = record.loaded else { return true }
-            urls[record.key] = item.url.string
-            return false
+        var unread: [ItemRecord] = []
+        for record in published {
+            if let item = record.loaded { urls[record.key] = item.url.string } else { unread.append(record) }
         }
         for (record, item) in zip(unread, request.readItems(unread)) { urls[record.key] = item?.url.string ?? "" }
         for record in request.items {

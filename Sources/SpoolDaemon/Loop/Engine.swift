@@ -120,7 +120,8 @@ public final class Engine {
             }
             // A body that began and ended within this turn is answered once, at its end (with
             // the facts the beginning had too).
-            let endedWhole = ended.isEmpty ? [] : Set(ended.lazy.filter { $0.failure == nil }.map(\.key))
+            var endedWhole: Set<Int> = []
+            for outcome in ended where outcome.failure == nil { endedWhole.insert(outcome.key) }
             for (record, facts) in driver.bodiesBegan() where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
             driver.checkpointsReached()
             let segments = hosts.tendSegments(driver, now: Date())
