@@ -8,23 +8,27 @@
 /// The queue is also the guard (as async-http-client's `.modifying` state is): `isHandling`
 /// says that an event is being handled, and no path enters `handle` while it is true.
 /// Engine thread only (one per owner: the daemon's executor, the simulator's).
+///
+/// Inlinable: the daemon posts every item event here, and an unspecialised generic call would
+/// copy each event through runtime metadata.
 public final class SerialEvents<Event> {
-    private var pending: [Event] = []
+    @usableFromInline var pending: [Event] = []
+    @usableFromInline var handling = false
     /// True while an event (or one it raised) is being handled: a `post` now only queues.
-    public private(set) var isHandling = false
+    public var isHandling: Bool { handling }
 
-    public init() {}
+    @inlinable public init() {}
 
     /// Handles `event` and then every event raised meanwhile, in order, and returns what
     /// handling `event` itself returned; nil when an event is being handled now, and `event` is
     /// queued behind it (handled before the outer `post` returns).
-    @discardableResult
+    @inlinable @discardableResult
     public func post<Result>(_ event: Event, _ handle: (Event) -> Result) -> Result? {
-        if isHandling {
+        if handling {
             pending.append(event)
             return nil
         }
-        isHandling = true
+        handling = true
         let result = handle(event)
         var next = 0
         // Bounded: each event is handled once, and an event raises events only through effects
@@ -36,7 +40,7 @@ public final class SerialEvents<Event> {
         }
         pending.removeAll(keepingCapacity: true)
         // `handle` cannot throw: nothing leaves between the two assignments but this return.
-        isHandling = false
+        handling = false
         return result
     }
 }
