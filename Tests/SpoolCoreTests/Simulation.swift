@@ -596,8 +596,16 @@ final class SimDaemon {
 
     // MARK: The machine's entry and the effects
 
+    /// Item events, one at a time as in the daemon (`SerialEvents`): one raised by an effect is
+    /// handled after the effects of the event being handled.
+    let events = SerialEvents<(ItemEvent<SimPart, SimJob>, Int)>()
+
     @discardableResult
     func send(_ event: ItemEvent<SimPart, SimJob>, to id: Int) -> [ItemEffect] {
+        events.post((event, id)) { handle($0.0, $0.1) } ?? []
+    }
+
+    private func handle(_ event: ItemEvent<SimPart, SimJob>, _ id: Int) -> [ItemEffect] {
         guard var machine = machines[id] else { return [] }
         let spec = world.spec(id)
         var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),

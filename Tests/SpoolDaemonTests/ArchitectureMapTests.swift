@@ -64,13 +64,6 @@ final class ArchitectureMapTests: XCTestCase {
         XCTAssertEqual(Self.namedSwiftFiles(in: "a swift file, `swift build`, `Swift` and A.swift outside backticks"), [])
     }
 
-    /// Files still over the bound whose split is another branch's part of issue 60 (the item
-    /// machine's, the transfer layer's). Each must still be over it — a file once split fails
-    /// here until it is taken off — so the list only shrinks, and goes when those branches merge.
-    static let splitElsewhere: Set<String> = [
-        "Sources/SpoolCore/ItemMachine.swift",
-    ]
-
     func testNoSourceFileIsOverFourHundredLines() throws {
         var long: Set<String> = []
         var counts: [String: Int] = [:]
@@ -82,10 +75,8 @@ final class ArchitectureMapTests: XCTestCase {
             if lines > Self.mostLines { long.insert(path) }
         }
         XCTAssertGreaterThan(counts.count, 100)
-        XCTAssertEqual(long.subtracting(Self.splitElsewhere).sorted().map { "\($0) (\(counts[$0]!) lines)" }, [],
+        XCTAssertEqual(long.sorted().map { "\($0) (\(counts[$0]!) lines)" }, [],
                        "source files over \(Self.mostLines) lines: split them by what they own")
-        XCTAssertEqual(Self.splitElsewhere.subtracting(long).sorted(), [],
-                       "split already (or gone): take them off ArchitectureMapTests.splitElsewhere")
     }
 
     /// The `.swift` file names in backticked spans of `text` (the last path component of each).

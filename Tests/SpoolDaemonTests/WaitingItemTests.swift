@@ -1,4 +1,5 @@
 import Foundation
+import SpoolCore
 @testable import SpoolDaemon
 import SpoolRequest
 import SpoolStore
@@ -218,6 +219,35 @@ final class WaitingItemTests: XCTestCase {
         table.sleepIfWaiting(started.request)
         XCTAssertEqual(table.dormant.count, 0)
         XCTAssertFalse(table.isEmpty)
+    }
+
+    /// A one-item request is put to sleep at the end of the turn that took it in, not at once
+    /// (`sleepAtTurnEnd`, `sleepWaiting`): one the scheduler starts in that turn keeps the
+    /// records intake made, never put to sleep and woken again; one that still waits sleeps then.
+    func testARequestStartedInItsIntakeTurnNeverSleeps() throws {
+        let table = ItemTable()
+        let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
+        let context = LifecycleContext(now: Date(), stopping: false, jitter: 0.5)
+        let started = try claimAndAdd("w0000001", "https://a.example/1\n", into: table)
+        let waiting = try claimAndAdd("w0000002", "https://a.example/2\n", into: table)
+        for request in [started, waiting] {
+            XCTAssertEqual(request.items[0].lifecycle.handle(.submitted, policy: policy, context: context), [.schedule])
+            table.sleepAtTurnEnd(request)
+        }
+        XCTAssertEqual(table.dormant.count, 0, "nothing sleeps before the turn ends")
+        // The scheduler starts the first in the same turn: the record is the one intake made.
+        let record = try XCTUnwrap(table.wake(started.items[0].key))
+        XCTAssertTrue(record === started.items[0])
+        XCTAssertEqual(record.lifecycle.handle(.slotGranted(space: .fits), policy: policy, context: context), [.prepareStart])
+        table.note(record)
+        table.sleepWaiting()
+        XCTAssertEqual(table.dormant.count, 1)
+        XCTAssertNil(table.item(waiting.items[0].key), "the one that only waits sleeps")
+        XCTAssertTrue(table.item(started.items[0].key) === record, "the started one stays awake")
+        XCTAssertTrue(table.request(named: "w0000001") === started)
+        table.sleepWaiting()
+        XCTAssertEqual(table.dormant.count, 1, "a turn's list is gone through once")
+        XCTAssertEqual(table.itemCount, 2)
     }
 }
 

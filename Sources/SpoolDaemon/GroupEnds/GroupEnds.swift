@@ -78,7 +78,17 @@ final class GroupEnds {
         }
         var urls: [Int: String] = [:]
         var names: [Int: String] = [:]
-        for (record, item) in zip(published, request.readItems(published)) {
+        // The item whose ending ends the group still holds its description (it sheds it after).
+        var unread: [ItemRecord] = []
+        for record in published {
+            if let item = record.loaded {
+                urls[record.key] = item.url.string
+                names[record.key] = item.name ?? ""
+            } else {
+                unread.append(record)
+            }
+        }
+        for (record, item) in zip(unread, request.readItems(unread)) {
             urls[record.key] = item?.url.string ?? ""
             names[record.key] = item?.name ?? ""
         }

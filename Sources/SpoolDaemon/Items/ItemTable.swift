@@ -24,6 +24,10 @@ final class ItemTable {
     /// derived from the phase by `note`. Only these are indexed so, to keep a waiting item small.
     private var publishing: [String: ItemRecord] = [:]
     private var lastKey = 0
+    /// One-item requests taken in during this turn, put to sleep at its end (`sleepWaiting`) if
+    /// their item still only waits: one the scheduler starts in the same turn is never put to
+    /// sleep and woken again.
+    private var drowsy: [RequestRecord] = []
     /// Every `host:port` the items use, once.
     let hosts = HostTable()
 
@@ -88,12 +92,27 @@ final class ItemTable {
         }
     }
 
-    /// A one-item request just queued, with nothing on disk and no attempt yet, is kept in
+    /// A one-item request just queued is put to sleep at the end of this turn (`sleepWaiting`)
+    /// if its item then still only waits.
+    func sleepAtTurnEnd(_ request: RequestRecord) {
+        if request.items.count == 1 { drowsy.append(request) }
+    }
+
+    /// The turn ends: the requests `sleepAtTurnEnd` named whose item was not started meanwhile
+    /// go to sleep.
+    func sleepWaiting() {
+        guard !drowsy.isEmpty else { return }
+        for request in drowsy { sleepIfWaiting(request) }
+        drowsy.removeAll(keepingCapacity: drowsy.count <= 1024)
+    }
+
+    /// A one-item request queued, with nothing on disk and no attempt or start yet, is kept in
     /// `dormant` from now until something needs its records. Its item's key was chosen for it
     /// by `add`.
     func sleepIfWaiting(_ request: RequestRecord) {
-        guard request.items.count == 1, let record = request.items.first, DormantRequests.isDormantKey(record.key),
-              record.phase == .queued, record.attempts == 0, !record.holdsTransferState,
+        guard request.items.count == 1, let record = request.items.first, !record.holdsTransferState,
+              record.phase == .queued, record.attempts == 0, requests[request.name] === request,
+              DormantRequests.isDormantKey(record.key),
               request.journals.isEmpty, request.groupEnd.phase == .open(items: 1) else { return }
         let settings = request.settings
         let sleeper = DormantRequests.Sleeper(

@@ -66,7 +66,7 @@ extension Engine {
                                                          "group": "\(request.group)"])
             if request.groupEnd.openItems > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
             let ending = request.groupEnd.handle(.taken, now: now)
-            if ending.isEmpty { items.table.sleepIfWaiting(request) } else { groupEnds.carryOut(ending, for: request) }
+            if ending.isEmpty { items.table.sleepAtTurnEnd(request) } else { groupEnds.carryOut(ending, for: request) }
         }
     }
 }

@@ -11,25 +11,48 @@ import SpoolTransfer
 /// each action it returns is carried out by the room that owns it (scheduler, transfer driver,
 /// space gate, publishing, item endings). The decisions are all in `ItemLifecycle`.
 extension Engine {
-    /// Hands `event` to the item's lifecycle and carries out the actions; returns them.
+    /// Hands `event` to the item's lifecycle and carries out the actions; returns them. An event
+    /// raised while actions are carried out (by this item's or another's) is queued and handled
+    /// after them (`SerialEvents`): then it returns nil, having decided nothing yet.
     @discardableResult
-    func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction] {
-        let now = Date()
-        let urls = driver.urls
-        // The phase it leaves: its actions may still need what it held (the part a stopped
-        // transfer keeps, the one a verified body is published from). It is let go, and a part
-        // no phase holds any more closed, when this call returns.
-        let leaving = record.lifecycle.state
-        // The failure facts are read only if the event fails the item; their closure lives on
-        // this call's stack (no allocation per event), the machine being done with it on return.
-        let actions = withoutActuallyEscaping({ self.failureFacts(of: record, urls: urls, at: now) }) { failureFacts in
-            let context = items.context(for: record, now: now, stopping: runState.stopping, refreshHook: hooks.refreshHook != nil,
-                                        failureFacts: failureFacts, hostDownLong: { hosts.downLong($0, now: now) })
-            return record.lifecycle.handle(event, policy: items.policy, context: context)
+    func send(_ event: ItemEvent, to record: ItemRecord) -> [ItemAction]? {
+        var changed = false
+        // The handler: the item's lifecycle takes the event and its actions are carried out.
+        // Only the queue calls it, so no two run nested.
+        let actions = items.events.post((event, record)) { (event, record) -> [ItemAction] in
+            // Ended: nothing changes (the machine says so too); an event queued behind the
+            // ending costs no context.
+            if record.phase.hasEnded { return [] }
+            let now = Date()
+            let urls = driver.urls
+            // The phase it leaves: its actions may still need what it held (the part a stopped
+            // transfer keeps, the one a verified body is published from). It is let go, and a part
+            // no phase holds any more closed, when this call returns.
+            let leaving = record.lifecycle.state
+            // The failure facts are read only if the event fails the item; their closure lives on
+            // this call's stack (no allocation per event), the machine being done with it on return.
+            let actions = withoutActuallyEscaping({ self.failureFacts(of: record, urls: urls, at: now) }) { failureFacts in
+                // The facts besides the event: whether the daemon stops, a fresh jitter, the failure
+                // facts to read if it fails, whether the refresh hook may be asked (once an attempt,
+                // for the request's own URL), and for an item with mirrors whether another source is
+                // left and its host has been down past `--mirror-after` (asked only then).
+                var context = LifecycleContext(now: now, stopping: runState.stopping, jitter: items.jitter.next(), failureFacts: failureFacts)
+                context.canRefreshURL = hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts && record.sourceIndex == 0
+                if record.summary.hasMirrors {
+                    context.nextSource = record.sources?.hasNext ?? true
+                    context.hostDownLong = hosts.downLong(record, now: now)
+                }
+                return record.lifecycle.handle(event, policy: items.policy, context: context)
+            }
+            if !actions.isEmpty {
+                items.table.note(record)
+                changed = true
+            }
+            for action in actions { perform(action, for: record, leaving: leaving) }
+            return actions
         }
-        if !actions.isEmpty { items.table.note(record) }
-        for action in actions { perform(action, for: record, leaving: leaving) }
-        if !actions.isEmpty { operators.status.markDirty() }
+        // Once for the event and all it raised: the report is written later in the turn.
+        if changed { operators.status.markDirty() }
         return actions
     }
 
@@ -164,8 +187,10 @@ extension Engine {
         }
         hooks.itemEnded(record)
         driver.contentStore?.itemEnded(record.key)
-        record.shed()
+        // The group end first: when this item ends it, its marker takes the URL from the
+        // description the item still holds instead of reading the request file again.
         groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: Date()), for: request)
+        record.shed()
     }
 
     // MARK: Hosts

@@ -22,7 +22,7 @@ extension Engine {
                                      whole: { self.requestCommand($1, on: $0, caller: $2) }) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
-                return !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty
+                return !(send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
             }
             operators.status.markDirty()
         case .watcher(.rescanned(let names)):

@@ -52,7 +52,7 @@ extension Engine {
             } else {
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
-                changed = !send(.operatorCommand(OperatorVerb(verb)), to: record).isEmpty
+                changed = !(send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
                 after.insert(record.phase.label)
             }
             if changed {

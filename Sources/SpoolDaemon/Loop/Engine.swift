@@ -118,7 +118,11 @@ public final class Engine {
                 beginStop(reason: "libcurl failed")
                 ended = []
             }
-            for (record, facts) in driver.bodiesBegan() { hostAnswered(record, facts) }
+            // A body that began and ended within this turn is answered once, at its end (with
+            // the facts the beginning had too).
+            var endedWhole: Set<Int> = []
+            for outcome in ended where outcome.failure == nil { endedWhole.insert(outcome.key) }
+            for (record, facts) in driver.bodiesBegan() where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
             driver.checkpointsReached()
             let segments = hosts.tendSegments(driver, now: Date())
             operators.status.busyHosts = segments.busy
@@ -126,6 +130,7 @@ public final class Engine {
             for outcome in ended {
                 guard case (let record, var end)? = driver.ended(outcome) else { continue }
                 if let (next, credentials) = driver.contentStore?.fallThrough(record, end) {
+                    if endedWhole.contains(outcome.key) { hostAnswered(record, outcome.facts) }
                     fetchAgain(record, hashedMirror: next, credentials: credentials)
                     continue
                 }
@@ -171,7 +176,10 @@ public final class Engine {
     private func turn(now: Date) {
         if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
         if let at = groupEnds.nextRetry, at <= now { groupEnds.retryDue(now: now) }
-        if runState.stopping { return }
+        if runState.stopping {
+            items.table.sleepWaiting()
+            return
+        }
         if let at = items.deadlines.next, at <= now {
             for due in items.deadlines.takeDue(now: now) {
                 guard let request = items.table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
@@ -187,7 +195,7 @@ public final class Engine {
             storeWaitEnded(record, decision, credentials: credentials)
         }
         if let at = intake.nextAdoptionScan, at <= now { intake.adoptIfDue(now: now, interval: configuration.adoptInterval) }
-        takeInBacklog()
+        if !intake.backlogIsEmpty { takeInBacklog() }
         if let at = driver.rateChangesAt, at <= now {
             driver.applyRateSchedule(now: now)
             operators.status.markDirty()
@@ -199,7 +207,7 @@ public final class Engine {
         for action in actions {
             switch action {
             case .start(let key):
-                if storeSlotGranted(key) { continue }
+                if driver.contentStore != nil, storeSlotGranted(key) { continue }
                 guard let record = items.table.wake(key) else { hosts.scheduler.finished(key); continue }
                 let fits = space.answer(for: record, running: driver.running.values)
                 if hosts.isProbe(key) {
@@ -213,6 +221,9 @@ public final class Engine {
             }
         }
         if !actions.isEmpty { operators.status.markDirty() }
+        // What intake took in this turn and the scheduler did not start stays small until
+        // something needs it.
+        items.table.sleepWaiting()
         // What this turn made ready to publish after the kick above — a hit from the content
         // store starts and is verified within its start, adopted jobs — goes now, not at the
         // next wake-up (which the sleep below does not bring forward: up to a second later).

@@ -122,23 +122,28 @@ final class TransferDriver {
                partOpened: (StagingFile) -> Void) throws(StoreError) {
         let firstStart = record.startedAt == nil
         record.noteStarted(at: Date())
-        if record.part == nil {
+        // The part opened here is used at once; the machine takes it with `partOpened`, an event
+        // handled after the effect that started this transfer (events never nest).
+        let part: StagingFile
+        if let held = record.part {
+            part = held
+        } else {
             // A waiting item holds no part (its phase does not): the same file is reopened when
             // it still holds the bytes counted — cut back to them: a write cut short by a full
             // disk may have left a few more — else the attempt starts from byte 0.
             if record.bytesOnDisk > 0, let kept = try store.openPartIfPresent(record.base), kept.size >= record.bytesOnDisk {
                 if kept.size > record.bytesOnDisk && record.keptRanges == nil { try kept.truncate(to: record.bytesOnDisk) }
-                partOpened(kept)
+                part = kept
             } else {
                 // A small body's first attempt: its part starts unnamed and is published without
                 // ever having a staging name. Not for a later attempt, nor an item with a state
                 // file: a named part of theirs may be on disk, and only a named create replaces it.
                 let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
-                partOpened(try store.openPart(record.base, fresh: true, unnamed: unnamed))
+                part = try store.openPart(record.base, fresh: true, unnamed: unnamed)
                 record.partial.emptied()
             }
+            partOpened(part)
         }
-        guard let part = record.part else { preconditionFailure("the running phase holds the part just opened") }
         // Bytes an earlier attempt left unwritten (its publish failed, or its body was refused)
         // go into the file before it is resumed or cut back.
         try part.writeUnwritten()

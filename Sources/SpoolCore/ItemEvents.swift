@@ -1,0 +1,139 @@
+import Foundation
+import SpoolRequest
+
+/// Where an item is in its life: the in-memory side of the spool's state table.
+public enum ItemPhase: Sendable, Hashable {
+    /// In the scheduler: waiting for a slot, its earliest start or the window.
+    case queued
+    case running
+    /// In the scheduler's timer heap until its back-off has passed.
+    case retrying
+    /// Waiting for free disk space, its partial kept; looked at on a timer.
+    case waitingForSpace
+    /// Paused by the operator (`spoolfetch pause`); the partial is kept until `resume`.
+    case paused
+    /// Verified and with the publisher (queued for a batch, or in one).
+    case publishing
+    /// Verified; its publish hit a full disk: waiting for space on the final folder's filesystem.
+    case waitingToPublish
+    /// Not boxed, unlike `failed`: every ended item's phase is read several times (table, status,
+    /// group end), and two strings cost less to copy than a box to allocate each time.
+    case published(file: String, marker: String)
+    indirect case failed(ItemFailed)
+
+    public var hasEnded: Bool {
+        switch self { case .published, .failed: return true; default: return false }
+    }
+
+    /// The state name `spoolfetch status` shows.
+    public var label: String {
+        switch self {
+        case .queued: return "pending"
+        case .running: return "running"
+        case .retrying: return "retrying"
+        case .waitingForSpace: return "waiting-space"
+        case .paused: return "paused"
+        case .publishing: return "publishing"
+        case .waitingToPublish: return "waiting-space"
+        case .published: return "done"
+        case .failed: return "failed"
+        }
+    }
+}
+
+/// What happened to an item: the inputs of `ItemMachine`. `Part` and `Job` are the shell's
+/// open staging file and publish job, which the machine only holds (in the phase they belong
+/// to) and hands back; it never looks into them. Large payloads are boxed (`indirect`): an event
+/// is copied at each step, and one as large as a publish job would copy it whole every time.
+public enum ItemEvent<Part, Job> {
+    /// Queued for the first time, or again after a recovery that starts it over.
+    case submitted
+    /// The scheduler gave it a slot; `space` is the space gate's answer for its expected size.
+    case slotGranted(space: SpaceAnswer)
+    /// The shell prepared the attempt's start: what it found (see `StartCheck`).
+    indirect case startChecked(StartCheck)
+    /// The shell opened the part the running attempt writes.
+    case partOpened(Part)
+    /// The request file or the staging file could not be opened for the attempt.
+    case couldNotStart(StartProblem, message: String)
+    /// At its turn the upload's file cannot be sent (gone, changed: `upload-changed`): no
+    /// request is sent and no attempt used.
+    case refusedBeforeRequest(code: String, message: String)
+    /// The refresh hook gave a new URL (now the item's).
+    case urlRefreshed
+    /// The refresh hook gave no usable URL.
+    case refreshFailed(message: String)
+    /// Its host, held by an outage, has been unreachable for longer than `--mirror-after`.
+    case sourceUnreachable
+    /// The scheduler took its slot for a higher-priority item.
+    case preempted
+    indirect case transferEnded(TransferEnd)
+    /// The space gate found room for it again.
+    case spaceAvailable
+    /// The shell built the item's publish job and queued it.
+    indirect case publishQueued(Job)
+    case publishSucceeded(file: String, marker: String)
+    /// The batch failed for this item; `job` comes back with what the batch got done.
+    indirect case publishFailed(PublishFault, job: Job?)
+    /// The shell took a cancelled item's job out of its queue before any batch had it.
+    case publishWithdrawn
+    case operatorCommand(OperatorVerb)
+    /// The daemon is stopping (SIGTERM/SIGINT): keep what can be resumed, start nothing.
+    case stop
+    /// Checked while its host is unreachable: the item may have outlived `--resource-timeout`.
+    case deadlineCheck
+    /// Its request's `deadline:` (or `--deadline`) has passed.
+    case deadlinePassed
+}
+
+/// What the shell must do for an item after an event. The machine decides; the shell's parts
+/// (scheduler, transfer driver, space gate, publishing, item endings) carry it out.
+public enum ItemEffect: Sendable, Hashable {
+    /// Submit to the scheduler.
+    case schedule
+    /// Take out of the scheduler (queued or in its timer heap).
+    case unschedule
+    /// The scheduler's running slot is free again.
+    case releaseSlot
+    /// Read the item's description, its URL's expiry and its credentials for this attempt
+    /// (answered by `startChecked`).
+    case prepareStart
+    /// Open the part and start the transfer (resuming when the part and validators allow), with
+    /// the credentials' header lines read for it.
+    case startTransfer(credentials: [RequestHeader])
+    /// Take the transfer out of the session, keeping the partial.
+    case stopTransfer
+    /// Back to the scheduler's timer heap until `at`; `holdHost`: the whole host waits too
+    /// (the server asked for a pause with 429/503).
+    case retry(at: Date, holdHost: Bool)
+    case waitForSpace(reason: String)
+    case leaveSpaceQueue
+    /// Forget the partial: the next attempt starts from byte 0.
+    case discardPartial
+    /// Write `B.state` so a restart resumes the partial.
+    case saveResumeState
+    /// The item fails with its partial and `B.state` kept aside for `spoolfetch retry` to
+    /// resume (a deadline cut its transfer): the failure does not remove them.
+    case keepPartialForRetry
+    /// Build the verified part's publish job and queue it (answered by `publishQueued`).
+    case publish(sha256: String)
+    /// Give the job to the publisher again at `at` (`waitingToPublish` ends then).
+    case retryPublish(at: Date)
+    /// Take a cancelled item's job out of the publisher's queue if no batch has it yet
+    /// (answered by `publishWithdrawn`); a batch that has it reports as usual.
+    case withdrawPublish
+    /// The item failed for good (its phase holds the record): write its state, remove its part.
+    /// The item has ended.
+    case fail(code: String, message: String)
+    /// The item is published. The item has ended.
+    case ended
+    /// Its host could not be reached: hold the whole host (one probe at a time); the item waits
+    /// in the queue without using up an attempt.
+    case hostUnreachable(error: String)
+    /// Run the refresh hook for a new URL; the item keeps its slot meanwhile (`reason`:
+    /// `expired`, `expiring`, `http-403`, …).
+    case refreshURL(reason: String)
+    /// Ask the next source (a mirror, or the first again after all failed once); a partial is
+    /// kept only under a strong ETag, which `If-Range` then checks at the new source.
+    case nextSource
+}
