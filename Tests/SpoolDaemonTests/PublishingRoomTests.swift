@@ -42,7 +42,10 @@ final class PublishingRoomTests: XCTestCase {
     /// allows it, see `UnnamedPartSupport`).
     private func verifiedItem(_ bytes: [UInt8], unnamed: Bool = false) throws -> (ItemRecord, StagingFile) {
         let request = try spool.claimAndAdd("req", "https://example.org/data/report.csv\n", into: table)
-        let record = request.items[0]
+        return try verified(request.items[0], bytes, unnamed: unnamed)
+    }
+
+    private func verified(_ record: ItemRecord, _ bytes: [UInt8], unnamed: Bool = false) throws -> (ItemRecord, StagingFile) {
         _ = try record.load()
         let part = try spool.store.openPart(record.base, fresh: true, unnamed: unnamed)
         try FileIO.writeAll(part.fd, bytes, path: spool.store.partPath(record.base))
@@ -69,8 +72,6 @@ final class PublishingRoomTests: XCTestCase {
         publishing.kick(now: Date())
         XCTAssertTrue(publishing.inFlight)
         XCTAssertEqual(io.waiting, 1, "one batch on the I/O queue")
-        publishing.kick(now: Date())
-        XCTAssertEqual(io.waiting, 1, "a batch in flight: nothing more handed over")
 
         let watch = try NameWatch([spool.layout.staging.path, spool.layout.final.path])
         let answers = io.runAll()
@@ -147,6 +148,31 @@ final class PublishingRoomTests: XCTestCase {
         guard events.count == 1, case .publishSucceeded(let file, _) = events[0].1 else { return XCTFail("\(events)") }
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: spool.layout.final.path(of: file))), Data(body))
         XCTAssertEqual(calls.load(ordering: .relaxed), 2)
+        XCTAssertTrue(publishing.isIdle)
+    }
+
+    func testOneBatchAtATimeAndTheNextCollectsWhatFinishedMeanwhile() throws {
+        let publishing = room()
+        let request = try spool.claimAndAdd("pair", "https://example.org/one.txt\nhttps://example.org/two.txt\n", into: table)
+        let (first, firstPart) = try verified(request.items[0], Array("1\n".utf8))
+        let (second, secondPart) = try verified(request.items[1], Array("2\n".utf8))
+        let item: (String) -> ItemRecord? = { [first, second] base in [first, second].first { $0.base == base } }
+        _ = try XCTUnwrap(publishing.publish(first, digest: Self.digest, part: firstPart))
+        publishing.kick(now: Date())
+        XCTAssertEqual(io.waiting, 1)
+        _ = try XCTUnwrap(publishing.publish(second, digest: Self.digest, part: secondPart))
+        XCTAssertNil(publishing.handOverAt, "a batch in flight: the next waits for its result")
+        publishing.kick(now: Date())
+        XCTAssertEqual(io.waiting, 1, "a batch in flight: nothing more handed over")
+        guard case .published(let one) = io.runAll().first else { return XCTFail("no batch") }
+        XCTAssertEqual(one.map(\.base), [first.base])
+        XCTAssertEqual(publishing.batchEnded(one, item: item).count, 1)
+        XCTAssertEqual(publishing.handOverAt, .distantPast, "the waiting job is due now")
+        publishing.kick(now: Date())
+        guard case .published(let two) = io.runAll().first else { return XCTFail("no second batch") }
+        XCTAssertEqual(two.map(\.base), [second.base])
+        XCTAssertEqual(publishing.batchEnded(two, item: item).map { if case .publishSucceeded = $0.1 { true } else { false } }, [true])
+        XCTAssertEqual(spool.names(in: "final").filter { !$0.hasSuffix(".done") }.sorted(), ["one.txt", "two.txt"])
         XCTAssertTrue(publishing.isIdle)
     }
 
