@@ -9,17 +9,17 @@ import SpoolStore
 /// queue; then the request forgotten and its group hook run; a failed end tried again, or let go.
 final class GroupEnds {
     private let store: SpoolStore
-    private let io: IOQueue
+    private let io: any IOSubmitting
     private let logger: Logger
     private let urls: URLPrivacy
     private let table: ItemTable
     private let ledger: JournalLedger
     private let requestFile: RequestFileSlot
-    private let hooks: HookDispatch
+    private let hooks: any GroupHookStarting
     private var retries = DueTimers<String>()
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
-         requestFile: RequestFileSlot, hooks: HookDispatch) {
+    init(store: SpoolStore, io: any IOSubmitting, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
+         requestFile: RequestFileSlot, hooks: any GroupHookStarting) {
         self.urls = urls
         self.store = store
         self.io = io

@@ -18,7 +18,7 @@ import SpoolWatcher
 /// its first event.
 final class Intake {
     private let store: SpoolStore
-    private let io: IOQueue
+    private let io: any IOSubmitting
     private let logger: Logger
     private let ledger: JournalLedger
     private let table: ItemTable
@@ -33,7 +33,7 @@ final class Intake {
     /// When to look for requests in `active/` whose worker died (nil: never again).
     private(set) var nextAdoptionScan: Date?
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, ledger: JournalLedger, table: ItemTable,
+    init(store: SpoolStore, io: any IOSubmitting, logger: Logger, ledger: JournalLedger, table: ItemTable,
          maxItems: Int, maxRequestBytes: Int) {
         self.store = store
         self.io = io

@@ -19,9 +19,11 @@ import SpoolTransfer
 /// and retries are copies of it on their way to the publisher, dropped with `drop` when the item
 /// ends otherwise.
 final class Publishing {
-    private let publisher: Publisher
+    /// Runs a batch's steps (`Publisher.publish`, on the I/O queue). Given only by a test that
+    /// needs a batch to meet what a real disk seldom shows at will (a full disk).
+    private let publisher: @Sendable ([PublishJob]) -> [PublishResult]
     private let store: SpoolStore
-    private let io: IOQueue
+    private let io: any IOSubmitting
     private let logger: Logger
     private let urls: URLPrivacy
     private let metrics: DaemonMetrics
@@ -36,10 +38,11 @@ final class Publishing {
     /// Upload records waiting to be written (see `UploadRecordQueue`).
     private var uploadRecords = UploadRecordQueue()
 
-    init(store: SpoolStore, io: IOQueue, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics, space: SpaceGate,
-         ledger: JournalLedger) {
+    init(store: SpoolStore, io: any IOSubmitting, logger: Logger, urls: URLPrivacy, metrics: DaemonMetrics, space: SpaceGate,
+         ledger: JournalLedger, publisher: (@Sendable ([PublishJob]) -> [PublishResult])? = nil) {
         self.ledger = ledger
-        publisher = Publisher(store: store)
+        let real = Publisher(store: store)
+        self.publisher = publisher ?? { real.publish($0) }
         self.space = space
         self.store = store
         self.io = io
@@ -121,7 +124,7 @@ final class Publishing {
         queue.removeAll(keepingCapacity: true)
         inFlight = true
         let publisher = self.publisher
-        io.submit { .published(publisher.publish(jobs)) }
+        io.submit { .published(publisher(jobs)) }
     }
 
     // MARK: Results
