@@ -199,7 +199,22 @@ public struct ItemFailureFacts: Sendable, Hashable {
     public var finalURL: String?
     public var outageSeconds: Int?
     /// What the shell knows for the cause of a deadline or cancel ending (see `ItemCause`).
-    public var cause: ItemCauseFacts?
+    /// Held by reference: the facts (a status look, some 250 bytes) are read once, when the
+    /// item fails, and every failed phase carries this struct; inline, their room was taken by
+    /// each of 200,000 cancelled items even after it was let go.
+    public var cause: ItemCauseFacts? {
+        get { causeStorage?.facts }
+        set { causeStorage = newValue.map(CauseFactsStorage.init) }
+    }
+    private var causeStorage: CauseFactsStorage?
+
+    /// The cause facts' one heap copy (immutable, so it is Sendable and compared by value).
+    private final class CauseFactsStorage: Sendable, Hashable {
+        let facts: ItemCauseFacts
+        init(_ facts: ItemCauseFacts) { self.facts = facts }
+        static func == (a: CauseFactsStorage, b: CauseFactsStorage) -> Bool { a.facts == b.facts }
+        func hash(into hasher: inout Hasher) { hasher.combine(facts) }
+    }
 
     public init(index: Int, url: String, name: String, httpStatus: Int? = nil, curlCode: Int? = nil,
                 curlError: String? = nil, finalURL: String? = nil, outageSeconds: Int? = nil) {
