@@ -59,7 +59,10 @@ extension ItemMachine {
     /// used, and the facts the shell gives about its URL and last response.
     mutating func fail(_ code: String, _ message: String, _ context: ItemContext) -> [ItemEffect] {
         var failed = ItemFailed(code: code, message: message, attempts: attempts, facts: context.failureFacts())
-        if ItemCause.applies(to: code) { failed.cause = cause(facts: failed.facts, shell: failed.facts.cause) }
+        if ItemCause.applies(to: code) {
+            let decided = cause(facts: failed.facts, shell: failed.facts.cause)
+            failed.causeStorage = context.causeSharing?.shared(decided) ?? SharedCause(decided)
+        }
         // What a cause is decided from is not kept: a failed phase lives until its group ends,
         // and 200,000 copies of an item's status facts cost 50 MB.
         failed.facts.cause = nil

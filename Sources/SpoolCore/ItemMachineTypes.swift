@@ -229,11 +229,38 @@ public struct ItemFailed: Sendable, Hashable {
     public var message: String
     public var attempts: Int
     public var facts: ItemFailureFacts
-    /// A deadline's or a cancel's ending: what the item waited on or last failed with.
-    public var cause: ItemCause?
+    /// A deadline's or a cancel's ending: what the item waited on or last failed with. Held by
+    /// reference, and one copy for the items a `CauseSharing` saw end with equal causes.
+    public var cause: ItemCause? {
+        get { causeStorage?.cause }
+        set { causeStorage = newValue.map(SharedCause.init) }
+    }
+    var causeStorage: SharedCause?
 
     public init(code: String, message: String, attempts: Int, facts: ItemFailureFacts) {
         self.code = code; self.message = message; self.attempts = attempts; self.facts = facts
+    }
+}
+
+/// One cause's heap copy (immutable: Sendable, compared by value).
+final class SharedCause: Sendable, Hashable {
+    let cause: ItemCause
+    init(_ cause: ItemCause) { self.cause = cause }
+    static func == (a: SharedCause, b: SharedCause) -> Bool { a === b || a.cause == b.cause }
+    func hash(into hasher: inout Hasher) { hasher.combine(cause) }
+}
+
+/// Equal causes kept once, for the items one command ends together: a request's cancel ends
+/// 200,000 waiting items whose causes are one ("it waited for its earliest start (…)"), and a
+/// copy each was 20 MB held until their group ended.
+public final class CauseSharing {
+    private var known: [ItemCause: SharedCause] = [:]
+    public init() {}
+    func shared(_ cause: ItemCause) -> SharedCause {
+        if let copy = known[cause] { return copy }
+        let copy = SharedCause(cause)
+        known[cause] = copy
+        return copy
     }
 }
 
@@ -253,6 +280,8 @@ public struct ItemContext {
     /// The item's URL, name and last response, for its failure record: asked for only when the
     /// event fails the item (reading them may re-read the request file).
     public var failureFacts: () -> ItemFailureFacts
+    /// Given for items ended together (a request's cancel): their equal causes kept once.
+    public var causeSharing: CauseSharing?
 
     public init(now: Date, stopping: Bool, jitter: Double,
                 failureFacts: @escaping () -> ItemFailureFacts = { ItemFailureFacts(index: 0, url: "", name: "") }) {

@@ -36,6 +36,7 @@ extension Engine {
         var after: Set<String> = []
         var endedUnstarted = 0
         let policy = items.policy
+        let causes = CauseSharing()
         for record in request.items {
             let before = record.phase.label
             let changed: Bool
@@ -46,7 +47,7 @@ extension Engine {
                     operators.metrics.metrics.itemsEnded(outcome: "failed", code: "cancelled",
                                                          count: request.items.lazy.filter(Self.endsUnstarted).count)
                 }
-                endUnstarted(record, policy: policy, now: now)
+                endUnstarted(record, policy: policy, now: now, causes: causes)
                 after.insert("failed")
                 changed = true
             } else {
@@ -86,13 +87,14 @@ extension Engine {
     /// failure), the rest is an item ending without its log line or state file (the request's
     /// cancel record stands for it), its URL not read (the group end reads it) unless its item
     /// hook runs.
-    private func endUnstarted(_ record: ItemRecord, policy: RetryPolicy, now: Date) {
+    private func endUnstarted(_ record: ItemRecord, policy: RetryPolicy, now: Date, causes: CauseSharing) {
         let index = record.index
-        let context = LifecycleContext(now: now, stopping: runState.stopping, jitter: 0, failureFacts: {
+        var context = LifecycleContext(now: now, stopping: runState.stopping, jitter: 0, failureFacts: {
             var facts = ItemFailureFacts(index: index, url: "", name: "")
             facts.cause = self.causeFacts(of: record, at: now)
             return facts
         })
+        context.causeSharing = causes
         for action in record.lifecycle.handle(.operatorCommand(.cancel), policy: policy, context: context) {
             switch action {
             case .unschedule: hosts.scheduler.remove(record.key)
