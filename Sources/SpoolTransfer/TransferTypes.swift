@@ -37,6 +37,9 @@ public struct TransferRequest: Sendable {
     /// Segments at most (this transfer's connection included) when the body is large and the
     /// server answers ranges (see `SegmentSet`); 1: one stream.
     public var maxSegments = 1
+    /// A segment that only checks bytes already written (see `SegmentSet.primaryWeak`): it
+    /// hashes its range into a scratch file instead of leaving it unhashed.
+    var verifying = false
     /// Ranges of a segmented body kept from before a restart or a stop, `[from, done, to]`
     /// each (`[from, done)` is in the file, durable: the caller syncs the part before it
     /// starts): the session fetches only what is missing.
@@ -147,6 +150,8 @@ public struct ResponseFacts: Sendable, Hashable {
     public var finalURL: String?
     public var etag: String?
     public var lastModified: String?
+    /// The response's `Date`: tells whether `lastModified` is a strong validator yet.
+    public var date: String?
     public var contentType: String?
     /// Content-Length of the final response, if sent.
     public var contentLength: Int64?
