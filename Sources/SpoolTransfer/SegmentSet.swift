@@ -57,10 +57,14 @@ final class SegmentSet {
     var verified = false
     /// The segment that fetches the primary's range again into `verifyFD`, to compare hashes.
     var verifier: Transfer?
+    /// Where the primary ended: the verifier's range is `0..<verifyEnd`.
+    var verifyEnd: Int64?
     var verifyFD: Int32 = -1
     /// Segments answered 200 (validator not strong yet): their ranges wait until this uptime.
     var notBefore = 0.0
     var weakRetries = 0
+    /// When the weak set was split (uptime): its asks again end `weakWaitAllowed` later.
+    var weakSince = 0.0
     /// What a weak set's segments send in `If-Range`: its weak ETag's opaque tag, made strong.
     var askWith: String?
     /// The hash pass is under way.

@@ -16,8 +16,11 @@ import Foundation
 /// and its SHA-256 must equal the primary's, or the item fails `resource-changed` and starts
 /// over from byte 0. Nothing is published that a strong validator did not vouch for.
 extension TransferSession {
-    /// Times a range is asked again after a `200` before the set gives up (one stream, as before).
-    static let weakRetriesAllowed = 12
+    /// How long after the split ranges are asked again after a `200` before the set gives up
+    /// (one stream, as before): Apache's tag is strong a second after the file's mtime.
+    static let weakWaitAllowed = 3.0
+    /// And at most this many such asks in all (bounded however fast the `200`s come).
+    static let weakRetriesAllowed = 100
     /// Pause between such asks: the date turns strong at most a second (and a tick) after `Date`.
     static let weakRetryPause = 0.25
 
@@ -32,17 +35,23 @@ extension TransferSession {
         return date.timeIntervalSince(modified) < 1
     }
 
-    /// Called for every set each turn: the first `206` of a weak set shows the validator strong,
-    /// and the primary (whose bytes all need checking) is cut a piece later. Always true.
+    /// Called for every set each turn: the first `206` of a weak set shows the tag strong, and
+    /// the primary (whose bytes all need checking) is cut a piece later; once it has ended and
+    /// the tag is strong, its range is fetched again (`verifier`). Always true.
     func watchWeak(_ set: SegmentSet) -> Bool {
-        guard set.primaryWeak, !set.strongSeen, set.segments.contains(where: { $0.facts.httpStatus == 206 }) else { return true }
-        set.strongSeen = true
-        let primary = set.primary
-        let cut = primary.bytesOnDisk + Self.minimumPiece
-        if set.primaryRunning, set.prefix == nil, cut < primary.stopAt {
-            set.pending.append((cut, primary.stopAt))
-            set.pending.sort { $0.from < $1.from }
-            primary.stopAt = cut
+        guard set.primaryWeak, set.broken == nil else { return true }
+        if !set.strongSeen, set.segments.contains(where: { $0.facts.httpStatus == 206 }) {
+            set.strongSeen = true
+            let primary = set.primary
+            let cut = primary.bytesOnDisk + Self.minimumPiece
+            if set.primaryRunning, set.prefix == nil, cut < primary.stopAt {
+                set.pending.append((cut, primary.stopAt))
+                set.pending.sort { $0.from < $1.from }
+                primary.stopAt = cut
+            }
+        }
+        if set.strongSeen, set.verifier == nil, !set.verified, let end = set.verifyEnd, set.mayAsk {
+            startVerifier(set, upTo: end)
         }
         return true
     }
@@ -52,28 +61,39 @@ extension TransferSession {
     func notStrongYet(_ set: SegmentSet, _ t: Transfer) -> Bool {
         guard set.primaryWeak, t.facts.httpStatus == 200, case .rangeMismatch = t.abortReason,
               t.facts.lastModified == set.primary.facts.lastModified, t.facts.contentLength == set.total,
-              set.weakRetries < Self.weakRetriesAllowed else { return false }
+              set.weakRetries < Self.weakRetriesAllowed,
+              ProcessInfo.processInfo.systemUptime < set.weakSince + Self.weakWaitAllowed else { return false }
         set.weakRetries += 1
+        set.notBefore = ProcessInfo.processInfo.systemUptime + Self.weakRetryPause
+        if t === set.verifier {
+            // Asked again by `watchWeak` (`verifierEnded` calls it: at once when nothing else runs).
+            set.verifier = nil
+            return true
+        }
         set.pending.append((t.request.resumeFrom, min(t.stopAt, set.total)))
         set.pending.sort { $0.from < $1.from }
-        set.notBefore = ProcessInfo.processInfo.systemUptime + Self.weakRetryPause
         return true
     }
 
-    /// The primary of a weak set ended at `end`: its bytes `0..<end` are fetched again into a
-    /// scratch file under the strong validator. False when the set failed instead.
-    func startVerifier(_ set: SegmentSet, upTo end: Int64) -> Bool {
-        var name = Array((NSTemporaryDirectory() + "/spoolfetch-verify-XXXXXX").utf8CString)
-        let fd = mkstemp(&name)
-        if fd >= 0 { unlink(name) }
-        guard fd >= 0 else { fallBack(set, .write(errno: errno)); return false }
-        set.verifyFD = fd
-        guard startSegment(set, from: 0, to: end, verifyInto: fd) else {
-            fallBack(set, .curl(code: -1, text: "a segment could not be started"))
-            return false
+    /// The primary of a weak set ended at `end`: its bytes `0..<end` are to be fetched again into
+    /// a scratch file under the strong tag, now if a `206` showed it strong, else by `watchWeak`.
+    func primaryOfWeakSetEnded(_ set: SegmentSet, at end: Int64) {
+        set.verifyEnd = end
+        _ = watchWeak(set)
+    }
+
+    private func startVerifier(_ set: SegmentSet, upTo end: Int64) {
+        if set.verifyFD < 0 {
+            var name = Array((NSTemporaryDirectory() + "/spoolfetch-verify-XXXXXX").utf8CString)
+            let fd = mkstemp(&name)
+            guard fd >= 0 else { return fallBack(set, .write(errno: errno)) }
+            unlink(name)
+            set.verifyFD = fd
+        }
+        guard startSegment(set, from: 0, to: end, verifyInto: set.verifyFD) else {
+            return fallBack(set, .curl(code: -1, text: "a segment could not be started"))
         }
         set.peakConnections = max(set.peakConnections, set.connections)
-        return true
     }
 
     /// The verifier ended (or a `200` was put back by `notStrongYet`): equal hashes let the set
@@ -92,6 +112,7 @@ extension TransferSession {
             set.verified = true
         }
         segmentConnectionChanges[set.key] = set.segments.count
+        _ = watchWeak(set)
         completeIfWhole(set)
     }
 

@@ -66,9 +66,11 @@ extension TransferSession {
         guard total - start >= 2 * Self.minimumPiece else { return 0 }
         let set = SegmentSet(primary: primary, total: total)
         set.primaryWeak = Self.answeredWeak(primary)
+        set.weakSince = ProcessInfo.processInfo.systemUptime
         if set.primaryWeak, let etag = primary.facts.etag, etag.hasPrefix("W/") { set.askWith = String(etag.dropFirst(2)) }
         set.pieceSize = SegmentSet.firstPieceSize(remaining: total - start, connections: connections + 1, minimum: Self.minimumPiece)
-        primary.stopAt = start + set.pieceSize
+        // A weak set's primary keeps half (`SegmentedTransfers+Weak.swift`) until the tag is strong.
+        primary.stopAt = start + (set.primaryWeak ? max(set.pieceSize, (total - start) / 2) : set.pieceSize)
         set.pending = [(primary.stopAt, total)]
         segmentSets[key] = set
         splittable.remove(key)
@@ -220,7 +222,7 @@ extension TransferSession {
                 for r in set.doneRanges { follower.add(from: r.from, to: r.to) }
                 set.follower = follower
                 steal(set)
-                if set.primaryWeak, !startVerifier(set, upTo: outcome.bytesOnDisk) { return }
+                if set.primaryWeak { primaryOfWeakSetEnded(set, at: outcome.bytesOnDisk) }
             } else {
                 // Done alone after a fallback, or failed: it is the item's outcome either way. A
                 // failure that broke no promise (a cut connection, an expired URL) keeps the ranges
@@ -237,7 +239,7 @@ extension TransferSession {
         } else {
             set.segments.removeAll { $0 === t }
             let end = min(t.stopAt, set.total)
-            if t === set.verifier || notStrongYet(set, t) { return verifierEnded(set, t, outcome) }
+            if notStrongYet(set, t) || t === set.verifier { return verifierEnded(set, t, outcome) }
             if outcome.failure == nil, t.bytesOnDisk == end {
                 set.finishedBytes += end - t.request.resumeFrom
                 set.addDone(from: t.request.resumeFrom, to: end, durable: min(end, t.durableOnDisk))
@@ -325,7 +327,7 @@ extension TransferSession {
 
     /// Every range is in: the follower hashes what it has not yet, off this thread.
     func completeIfWhole(_ set: SegmentSet) {
-        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil,
+        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil, set.verified || !set.primaryWeak,
               set.prefix != nil, let follower = set.follower else { return }
         set.hashing = true
         let results = hashResults, waker = waker, key = set.key
