@@ -59,6 +59,8 @@ final class SegmentSet {
     var verifier: Transfer?
     /// Where the primary ended: the verifier's range is `0..<verifyEnd`.
     var verifyEnd: Int64?
+    /// Set while the primary's connection is being handed to the verifier.
+    var connectionFree = false
     var verifyFD: Int32 = -1
     /// Segments answered 200 (validator not strong yet): their ranges wait until this uptime.
     var notBefore = 0.0

@@ -50,7 +50,9 @@ extension TransferSession {
                 primary.stopAt = cut
             }
         }
-        if set.strongSeen, set.verifier == nil, !set.verified, let end = set.verifyEnd, set.mayAsk {
+        // Within the item's connections: in the primary's place, or one another range gave up.
+        if set.strongSeen, set.verifier == nil, !set.verified, let end = set.verifyEnd, set.mayAsk,
+           set.connectionFree || set.connections < set.peakConnections {
             startVerifier(set, upTo: end)
         }
         return true
@@ -79,7 +81,9 @@ extension TransferSession {
     /// a scratch file under the strong tag, now if a `206` showed it strong, else by `watchWeak`.
     func primaryOfWeakSetEnded(_ set: SegmentSet, at end: Int64) {
         set.verifyEnd = end
+        set.connectionFree = true
         _ = watchWeak(set)
+        set.connectionFree = false
     }
 
     private func startVerifier(_ set: SegmentSet, upTo end: Int64) {

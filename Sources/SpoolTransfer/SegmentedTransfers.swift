@@ -221,8 +221,9 @@ extension TransferSession {
                 let follower = PrefixFollower(fd: t.request.destination, from: outcome.bytesOnDisk, sha: outcome.hashState.sha)
                 for r in set.doneRanges { follower.add(from: r.from, to: r.to) }
                 set.follower = follower
-                steal(set)
+                // A weak set's check of these bytes takes this connection, if it may start now.
                 if set.primaryWeak { primaryOfWeakSetEnded(set, at: outcome.bytesOnDisk) }
+                if set.verifier == nil { steal(set) }
             } else {
                 // Done alone after a fallback, or failed: it is the item's outcome either way. A
                 // failure that broke no promise (a cut connection, an expired URL) keeps the ranges

@@ -36,6 +36,7 @@ final class WeakValidatorTests: SpoolTestCase {
         let done = try marker("fresh.bin")
         XCTAssertEqual(done["sha256"] as? String, TestBody.sha256Hex(published), "the marker's sha256 is of the published bytes")
         XCTAssertGreaterThan(done["connections"] as? Int ?? 1, 1, "segmented, not one stream")
+        XCTAssertLessThanOrEqual(done["connections"] as? Int ?? 99, 6, "the check of the first bytes is one of the host's six connections")
         let log = apache.requestLog()
         let ranged = log.filter { $0.range != "-" }
         XCTAssertTrue(ranged.contains { $0.status == 200 }, "a range was asked while the tag was weak: \(log)")
