@@ -234,6 +234,9 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .tooLarge(let limit): return "response larger than the limit of \(limit) bytes"
         case .rangeMismatch(let asked, let got):
             return "asked to resume at byte \(asked), server sent a range starting at \(got.map(String.init) ?? "?")"
+        case .resourceChanged(let sent, let got) where sent == got:
+            // `SegmentedTransfers+Weak.swift`: the first answer's bytes, fetched again, differed.
+            return "the first answer came under a weak validator and its bytes differ from the same range under If-Range: \(sent): the resource changed; starting over from byte 0"
         case .resourceChanged(let sent, let got):
             return "resumed with If-Range: \(sent), but the server sent part of another version (\(got)): it ignored If-Range; starting over"
         case .cancelled: return "cancelled"
