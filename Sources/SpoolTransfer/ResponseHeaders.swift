@@ -40,6 +40,7 @@ extension ResponseFacts {
         }
         if named("etag") { self.etag = value }
         else if named("last-modified") { self.lastModified = value }
+        else if named("date") { self.date = value }
         else if named("content-type") { self.contentType = value }
         else if named("content-length") { self.contentLength = Int64(value) }
         else if named("location") { self.location = value }

@@ -48,6 +48,27 @@ final class SegmentSet {
     /// Whether a finished range may take over half of the largest remaining one (false while
     /// other items of the host wait for a connection).
     var stealing = true
+    /// The primary's 200 came while its Last-Modified was not yet a strong validator (see
+    /// `SegmentedTransfers+Weak.swift`): its bytes are checked by `verifier` before the end.
+    var primaryWeak = false
+    /// A segment's 206 showed the validator strong; the primary was cut soon after.
+    var strongSeen = false
+    /// The primary's bytes hashed again under the strong validator matched (or needed no check).
+    var verified = false
+    /// The segment that fetches the primary's range again into `verifyFD`, to compare hashes.
+    var verifier: Transfer?
+    /// Where the primary ended: the verifier's range is `0..<verifyEnd`.
+    var verifyEnd: Int64?
+    /// Set while the primary's connection is being handed to the verifier.
+    var connectionFree = false
+    var verifyFD: Int32 = -1
+    /// Segments answered 200 (validator not strong yet): their ranges wait until this uptime.
+    var notBefore = 0.0
+    var weakRetries = 0
+    /// When the weak set was split (uptime): its asks again end `weakWaitAllowed` later.
+    var weakSince = 0.0
+    /// What a weak set's segments send in `If-Range`: its weak ETag's opaque tag, made strong.
+    var askWith: String?
     /// The hash pass is under way.
     var hashing = false
     /// Hashes the finished ranges past the primary's in order, from when the primary's range is
@@ -61,6 +82,8 @@ final class SegmentSet {
     private var fastestPace = 0.0
     private var largestFast: Int64 = 0
     private(set) var ceiling: Int64?
+
+    deinit { if verifyFD >= 0 { close(verifyFD) } }
 
     init(primary: Transfer, total: Int64) {
         key = primary.key
@@ -104,7 +127,7 @@ final class SegmentSet {
     /// is left to it. A throttled connection (4 MB/s) has little in flight and long tails: those
     /// are split.
     func largestRemaining(minimumPiece: Int64, minimumSeconds: Double, now: Double) -> (Transfer, at: Int64)? {
-        let candidates = segments + (primaryRunning && prefix == nil ? [primary] : [])
+        let candidates = segments.filter { $0 !== verifier } + (primaryRunning && prefix == nil ? [primary] : [])
         guard let victim = candidates.max(by: { ($0.stopAt - $0.bytesOnDisk) < ($1.stopAt - $1.bytesOnDisk) }) else { return nil }
         let left = victim.stopAt - victim.bytesOnDisk
         guard victim.stopAt != .max, left >= 2 * minimumPiece else { return nil }

@@ -20,7 +20,7 @@ extension TransferSession {
     /// (`Accept-Ranges: bytes`), under a strong validator. With the most segments each may use.
     public func splitCandidates() -> [(key: Int, maxSegments: Int)] {
         var found: [(key: Int, maxSegments: Int)] = []
-        for (key, set) in segmentSets where !set.pending.isEmpty && set.broken == nil && set.validated {
+        for (key, set) in segmentSets where watchWeak(set) && !set.pending.isEmpty && set.broken == nil && set.validated {
             found.append((key, set.primary.request.maxSegments))
         }
         for key in splittable {
@@ -51,7 +51,7 @@ extension TransferSession {
             // Pieces still pending (or a restart's kept ranges): one more connection each.
             var started = 0
             let room = set.primary.request.maxSegments - set.connections
-            while started < min(connections, room), set.broken == nil, set.validated,
+            while started < min(connections, room), set.broken == nil, set.validated, set.mayAsk,
                   let piece = set.takePiece(minimum: Self.minimumPiece, share: set.share) {
                 guard startSegment(set, from: piece.from, to: piece.to) else { set.pending.insert(piece, at: 0); break }
                 started += 1
@@ -65,8 +65,12 @@ extension TransferSession {
         let start = primary.bytesOnDisk
         guard total - start >= 2 * Self.minimumPiece else { return 0 }
         let set = SegmentSet(primary: primary, total: total)
+        set.primaryWeak = Self.answeredWeak(primary)
+        set.weakSince = ProcessInfo.processInfo.systemUptime
+        if set.primaryWeak, let etag = primary.facts.etag, etag.hasPrefix("W/") { set.askWith = String(etag.dropFirst(2)) }
         set.pieceSize = SegmentSet.firstPieceSize(remaining: total - start, connections: connections + 1, minimum: Self.minimumPiece)
-        primary.stopAt = start + set.pieceSize
+        // A weak set's primary keeps half (`SegmentedTransfers+Weak.swift`) until the tag is strong.
+        primary.stopAt = start + (set.primaryWeak ? max(set.pieceSize, (total - start) / 2) : set.pieceSize)
         set.pending = [(primary.stopAt, total)]
         segmentSets[key] = set
         splittable.remove(key)
@@ -137,7 +141,7 @@ extension TransferSession {
     public func yieldSegments(_ key: Int, keep: Int) -> Int {
         guard let set = segmentSets[key], set.broken == nil, set.segments.count > max(0, keep) else { return 0 }
         set.stealing = false
-        let leaving = set.segments.sorted { ($0.stopAt - $0.bytesOnDisk) > ($1.stopAt - $1.bytesOnDisk) }
+        let leaving = set.segments.filter { $0 !== set.verifier }.sorted { ($0.stopAt - $0.bytesOnDisk) > ($1.stopAt - $1.bytesOnDisk) }
             .prefix(set.segments.count - max(0, keep))
         for s in leaving {
             gate.forget(s)
@@ -166,16 +170,18 @@ extension TransferSession {
         return leaving.count
     }
 
-    private func startSegment(_ set: SegmentSet, from: Int64, to: Int64) -> Bool {
+    func startSegment(_ set: SegmentSet, from: Int64, to: Int64, verifyInto: Int32? = nil) -> Bool {
         let primary = set.primary
-        guard let validator = SegmentSet.validator(primary.facts) ?? primary.request.ifRange else { return false }
+        guard let validator = set.askWith ?? SegmentSet.validator(primary.facts) ?? primary.request.ifRange else { return false }
         // A closed range: the server sends exactly it (the body's end included, where an open
         // range would do the same: then the connection ends by itself, not cut).
-        let request = primary.request.segment(from: from, to: min(to, set.total), validator: validator)
+        var request = primary.request.segment(from: from, to: min(to, set.total), validator: validator)
+        if let verifyInto { request.destination = verifyInto; request.verifying = true }
         do {
             let easy = try EasyHandle()
             // Checkpoints as the primary's: each range's durable extent goes into `B.state`.
-            let t = Transfer(key: set.key, easy: easy, request: request, proxies: proxies, gate: gate, checkpoints: checkpoints)
+            let t = Transfer(key: set.key, easy: easy, request: request, proxies: proxies, gate: gate,
+                             checkpoints: verifyInto == nil ? checkpoints : nil)
             t.stopAt = to
             try configure(easy, for: t, maxRecvSpeed: 0)
             // A connection of its own: a throttling server caps each connection, not each stream.
@@ -190,6 +196,7 @@ extension TransferSession {
             gate.join(t, group: primary.request.rateGroup)
             guard curl_multi_add_handle(multi, easy.raw) == CURLM_OK else { gate.forget(t); return false }
             set.segments.append(t)
+            if verifyInto != nil { set.verifier = t }
             return true
         } catch {
             return false
@@ -214,7 +221,9 @@ extension TransferSession {
                 let follower = PrefixFollower(fd: t.request.destination, from: outcome.bytesOnDisk, sha: outcome.hashState.sha)
                 for r in set.doneRanges { follower.add(from: r.from, to: r.to) }
                 set.follower = follower
-                steal(set)
+                // A weak set's check of these bytes takes this connection, if it may start now.
+                if set.primaryWeak { primaryOfWeakSetEnded(set, at: outcome.bytesOnDisk) }
+                if set.verifier == nil { steal(set) }
             } else {
                 // Done alone after a fallback, or failed: it is the item's outcome either way. A
                 // failure that broke no promise (a cut connection, an expired URL) keeps the ranges
@@ -231,6 +240,7 @@ extension TransferSession {
         } else {
             set.segments.removeAll { $0 === t }
             let end = min(t.stopAt, set.total)
+            if notStrongYet(set, t) || t === set.verifier { return verifierEnded(set, t, outcome) }
             if outcome.failure == nil, t.bytesOnDisk == end {
                 set.finishedBytes += end - t.request.resumeFrom
                 set.addDone(from: t.request.resumeFrom, to: end, durable: min(end, t.durableOnDisk))
@@ -251,7 +261,7 @@ extension TransferSession {
     private func steal(_ set: SegmentSet) {
         // A kept range still missing comes first; it is the item's own work, so it goes on even
         // when no connection may be taken for more.
-        if set.broken == nil, set.validated, set.stealing || set.connections == 0, let piece = set.takePiece(minimum: Self.minimumPiece, share: set.share) {
+        if set.broken == nil, set.validated, set.mayAsk, set.stealing || set.connections == 0, let piece = set.takePiece(minimum: Self.minimumPiece, share: set.share) {
             if !startSegment(set, from: piece.from, to: piece.to) { fallBack(set, .curl(code: -1, text: "a segment could not be started")) }
             set.peakConnections = max(set.peakConnections, set.connections)
             return
@@ -267,7 +277,7 @@ extension TransferSession {
 
     /// A promise broke (or a segment failed): stop every segment; the primary, if it still runs,
     /// carries the rest alone; else the item fails with `failure` and is not split again.
-    private func fallBack(_ set: SegmentSet, _ failure: TransferFailure) {
+    func fallBack(_ set: SegmentSet, _ failure: TransferFailure) {
         set.broken = set.broken ?? failure
         set.pending.removeAll()
         segmentsRefused.insert(set.key)
@@ -317,8 +327,8 @@ extension TransferSession {
     }
 
     /// Every range is in: the follower hashes what it has not yet, off this thread.
-    private func completeIfWhole(_ set: SegmentSet) {
-        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil,
+    func completeIfWhole(_ set: SegmentSet) {
+        guard !set.hashing, !set.primaryRunning, set.segments.isEmpty, set.pending.isEmpty, set.broken == nil, set.verified || !set.primaryWeak,
               set.prefix != nil, let follower = set.follower else { return }
         set.hashing = true
         let results = hashResults, waker = waker, key = set.key
@@ -350,7 +360,7 @@ extension TransferSession {
     /// The item's outcome: the set is gone, and the outcome is handed out by `performTransfers`.
     private func finish(_ set: SegmentSet, _ outcome: TransferOutcome) {
         set.follower?.cancel()
-        var outcome = outcome
+        var outcome = forgetUnverified(set, outcome)
         outcome.partHasMore = outcome.failure != nil
         outcome.overshootBytes = set.overshoot
         segmentSets.removeValue(forKey: set.key)
@@ -382,6 +392,7 @@ extension TransferSession {
         outcome.partHasMore = true
         // What the ranges hold stays for the next start (a pause, a stop): it fetches the rest.
         if !kept.isEmpty { outcome.keptRanges = kept }
+        outcome = forgetUnverified(set, outcome)
         outcome.overshootBytes = set.overshoot
         return outcome
     }

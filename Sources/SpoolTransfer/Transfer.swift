@@ -179,13 +179,13 @@ final class Transfer {
         }
         let error = writeAll(request.destination, bytes, at: bytesOnDisk)
         if error != 0 { abortReason = .write(errno: error); return false }
-        if !request.segment { hasher.update(bufferPointer: bytes) }
+        if !request.segment || request.verifying { hasher.update(bufferPointer: bytes) }
         bytesOnDisk += Int64(bytes.count)
         if bytesReceived >= Self.backgroundThreshold {
             // Everything up to here is written and hashed; from now on the writer thread does both.
             background = BodyWriter(fd: request.destination, sha: hasher, from: bytesOnDisk, writebackFrom: writebackStart,
                                     durableFrom: restartedFromZero ? 0 : request.resumeFrom, syncEvery: request.syncEvery,
-                                    announce: checkpoints, hashing: !request.segment)
+                                    announce: checkpoints, hashing: !request.segment || request.verifying)
         }
         return !reachedStop || naturalEnd
     }

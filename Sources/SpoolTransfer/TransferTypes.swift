@@ -37,6 +37,9 @@ public struct TransferRequest: Sendable {
     /// Segments at most (this transfer's connection included) when the body is large and the
     /// server answers ranges (see `SegmentSet`); 1: one stream.
     public var maxSegments = 1
+    /// A segment that only checks bytes already written (see `SegmentSet.primaryWeak`): it
+    /// hashes its range into a scratch file instead of leaving it unhashed.
+    var verifying = false
     /// Ranges of a segmented body kept from before a restart or a stop, `[from, done, to]`
     /// each (`[from, done)` is in the file, durable: the caller syncs the part before it
     /// starts): the session fetches only what is missing.
@@ -147,6 +150,8 @@ public struct ResponseFacts: Sendable, Hashable {
     public var finalURL: String?
     public var etag: String?
     public var lastModified: String?
+    /// The response's `Date`: tells whether `lastModified` is a strong validator yet.
+    public var date: String?
     public var contentType: String?
     /// Content-Length of the final response, if sent.
     public var contentLength: Int64?
@@ -229,6 +234,9 @@ public enum TransferFailure: Error, Sendable, Hashable, CustomStringConvertible 
         case .tooLarge(let limit): return "response larger than the limit of \(limit) bytes"
         case .rangeMismatch(let asked, let got):
             return "asked to resume at byte \(asked), server sent a range starting at \(got.map(String.init) ?? "?")"
+        case .resourceChanged(let sent, let got) where sent == got:
+            // `SegmentedTransfers+Weak.swift`: the first answer's bytes, fetched again, differed.
+            return "the first answer came under a weak validator and its bytes differ from the same range under If-Range: \(sent): the resource changed; starting over from byte 0"
         case .resourceChanged(let sent, let got):
             return "resumed with If-Range: \(sent), but the server sent part of another version (\(got)): it ignored If-Range; starting over"
         case .cancelled: return "cancelled"
