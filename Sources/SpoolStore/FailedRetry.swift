@@ -42,6 +42,33 @@ public enum FailedRetry {
         return nil
     }
 
+    /// The indices of a large request's failed items, from the items file its `.error` names in
+    /// place of `items` (one JSON object a line, each with its `index`; an item's `cause` has
+    /// none), read a line at a time: 200,000 lines are not loaded whole.
+    static func listedIndices(atPath path: String) throws(Failure) -> Set<Int> {
+        guard let stream = fopen(path, "re") else {
+            throw .io("cannot read \(path): \(String(cString: strerror(errno))) (errno \(errno))")
+        }
+        defer { fclose(stream) }
+        var indices = Set<Int>()
+        var line: UnsafeMutablePointer<CChar>? = nil
+        var capacity = 0
+        defer { free(line) }
+        let key = Array("\"index\":".utf8)
+        while true {
+            let length = getline(&line, &capacity, stream)
+            guard length > 0, let line else { break }
+            let bytes = UnsafeRawBufferPointer(start: line, count: length).bindMemory(to: UInt8.self)
+            guard let at = bytes.indices.first(where: { i in
+                i + key.count <= bytes.count && zip(key, bytes[i..<i + key.count]).allSatisfy { $0 == $1 }
+            }) else { continue }
+            var value = 0, i = at + key.count, digits = 0
+            while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 { value = value * 10 + Int(bytes[i] - 0x30); i += 1; digits += 1 }
+            if digits > 0 { indices.insert(value) }
+        }
+        return indices
+    }
+
     /// Queues the failed items of `failed/REQUEST` (or only item `index`) again. `id` is the
     /// caller's id, for messages; `deadline` (`retry --deadline`) replaces the items' deadlines.
     public static func retry(request: String, index one: Int?, id: String,
@@ -56,6 +83,9 @@ public enum FailedRetry {
         let file: RequestFile
         do { file = try RequestParser.parse(fileName: request, bytes: [UInt8](bytes)) } catch { throw .io("\(error)") }
         var indices = Set((record.items ?? []).map(\.index))
+        if let listed = record.itemsFile {
+            indices.formUnion(try listedIndices(atPath: failedDir + (listed as NSString).lastPathComponent))
+        }
         if let one {
             guard indices.contains(one) else { throw .refused("item \(id) did not fail; nothing to retry") }
             indices = [one]

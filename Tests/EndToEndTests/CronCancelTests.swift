@@ -105,5 +105,18 @@ final class CronCancelTests: SpoolTestCase {
         let marker = try json("final", "many.group.done")
         XCTAssertEqual(marker["failed"] as? Int, count)
         XCTAssertEqual(marker["itemsFile"] as? String, "many.group.done.items.jsonl")
+        // Its retry reads the items file: every cancelled item is queued again, and one by its id.
+        let one = try cli(["retry", "many#7", "--spool", spool.root])
+        XCTAssertEqual(one.status, 0, one.out + one.err)
+        let retried = try cli(["retry", "many", "--spool", spool.root])
+        XCTAssertEqual(retried.status, 0, retried.out + retried.err)
+        XCTAssertTrue(retried.out.contains("queued \(count - 1) failed item(s) of many again"), retried.out)
+        let queued = spool.files(in: "incoming").filter { $0.hasPrefix("many-retry") }
+        XCTAssertEqual(queued.count, 2, "\(queued)")
+        let urls = try queued.flatMap { name in
+            try String(decoding: spool.read("incoming", name), as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("http") }
+        }
+        XCTAssertEqual(urls.count, count, "every item queued once: the one retried by its id, the others with the request")
+        XCTAssertEqual(Set(urls).count, count)
     }
 }
