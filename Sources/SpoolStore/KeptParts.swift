@@ -58,6 +58,11 @@ public enum KeptParts {
         return true
     }
 
+    /// The name in `staging/` of item `index`'s kept partial, if it has one (see `hand`).
+    public static func keptPartName(of request: String, index: Int) -> String {
+        keptBase(SpoolStore.stagingBase(request, index: index)) + ".part"
+    }
+
     /// Marks `request` as having kept partials handed to it (see `hand`).
     public static func markRequest(_ request: String, in layout: SpoolLayout) throws(StoreError) {
         try layout.staging.writeAtomically(mark(request), [], sync: true)
