@@ -110,7 +110,7 @@ public enum OperatorError: Error, CustomStringConvertible {
 /// report, drops a command file for it into `control/`, and waits for its answer.
 public enum ControlClient {
     /// `retryDeadline`: for a retry of a failed request, the deadline its new request gets
-    /// (`retry --deadline`), in place of every one it had (see `FailedRetry.retryText`).
+    /// (`retry --deadline`), in place of every one it had (see `FailedRetry.retryBytes`).
     public static func send(_ verb: ControlCommand.Verb, id: String, spool: String,
                             timeout: Double = 10, retryDeadline: String? = nil) throws(OperatorError) -> ControlResult {
         let parsed = try ControlID(parsing: id)

@@ -75,13 +75,16 @@ public enum FailedRetry {
                              layout: SpoolLayout, deadline: String? = nil) throws(Failure) -> ControlResult {
         if let deadline, let problem = deadlineProblem(deadline) { throw .refused(problem) }
         let failedDir = layout.root + "/failed/"
-        guard let bytes = FileManager.default.contents(atPath: failedDir + request),
+        // The file once, read whole and indexed (each item's byte range, not its parsed fields):
+        // a 200,000-item request is retried from its bytes, never split into strings.
+        let limits = ParseLimits()
+        guard let bytes = try? layout.failed.read(request, limit: limits.maxBytes),
               let errorData = FileManager.default.contents(atPath: failedDir + request + ".error"),
               let record = try? JSONDecoder().decode(ErrorRecord.self, from: errorData) else {
             throw .io("cannot read failed/\(request) and its .error")
         }
-        let file: RequestFile
-        do { file = try RequestParser.parse(fileName: request, bytes: [UInt8](bytes)) } catch { throw .io("\(error)") }
+        let file: RequestIndex
+        do { file = try RequestParser.index(fileName: request, bytes: bytes, limits: limits) } catch { throw .io("\(error)") }
         var indices = Set((record.items ?? []).map(\.index))
         if let listed = record.itemsFile {
             indices.formUnion(try listedIndices(atPath: failedDir + (listed as NSString).lastPathComponent))
@@ -102,14 +105,17 @@ public enum FailedRetry {
         if FileManager.default.fileExists(atPath: whole) { return already(whole) }
         let itemNote = { (index: Int) in failedDir + request + ".retried-\(index)" }
         // The folder listed once: 200,000 failed items were 200,000 lookups.
-        let failedNames = Set(layout.failed.list())
-        let queuedBefore = indices.filter { failedNames.contains(request + ".retried-\($0)") }
+        let notePrefix = request + ".retried-"
+        let queuedBefore = Set(layout.failed.list().compactMap { name in
+            name.hasPrefix(notePrefix) ? Int(name.dropFirst(notePrefix.count)) : nil
+        }).intersection(indices)
         indices.subtract(queuedBefore)
         guard !indices.isEmpty else {
             if let first = queuedBefore.min() { return already(itemNote(first)) }
             throw .refused("\(request) has no failed item to retry")
         }
-        let items = file.items.filter { indices.contains($0.index) }
+        // In file order (the order `retryBytes` writes them).
+        let items = file.items.filter { indices.contains(Int($0.index)) }.sorted { $0.offset < $1.offset }
         guard !items.isEmpty else { throw .refused("\(request) has no failed item to retry") }
         let note = one.map(itemNote) ?? whole
         let noteFD = open(note, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
@@ -120,14 +126,14 @@ public enum FailedRetry {
             }
             return already(note)
         }
-        let retried = retryText(of: [UInt8](bytes), file: file, request: request, keeping: indices,
-                                deadline: deadline, now: Date())
-        let text = retried.text
+        let retried = retryBytes(of: bytes, itemsFrom: Int(file.items.first?.offset ?? Int64(bytes.count)),
+                                 kept: items.map { (Int($0.offset), Int($0.length)) }, group: file.group,
+                                 request: request, deadline: deadline, now: Date())
         let stamp = RFC3339.format(Date()).filter { $0.isNumber }
         let name = "\(request)-retry-\(stamp)"
         var handed = 0
         do {
-            try layout.tmp.writeAtomically(name, Array(text.utf8), sync: true)
+            try layout.tmp.writeAtomically(name, retried.bytes, sync: true)
             // The retry stays the failed request's owner's (its owner is its file's): root can
             // give it to them; the daemon's user cannot, and its note says whose it is
             // (`originalOwner`).
@@ -136,11 +142,11 @@ public enum FailedRetry {
                 _ = fchownat(layout.tmp.fd, name, failedStat.st_uid, gid_t.max, AT_SYMLINK_NOFOLLOW)
             }
             // Partials a deadline cut short go to the new request's items (in file order, as
-            // `retryText` writes them), which resume them.
+            // `retryBytes` writes them), which resume them.
             let staged = Set(layout.staging.list())
-            for (newIndex, item) in items.sorted(by: { $0.line < $1.line }).enumerated()
-            where staged.contains(KeptParts.keptPartName(of: request, index: item.index)) {
-                if try KeptParts.hand(from: request, index: item.index, to: name, index: newIndex, in: layout) { handed += 1 }
+            for (newIndex, item) in items.enumerated()
+            where staged.contains(KeptParts.keptPartName(of: request, index: Int(item.index))) {
+                if try KeptParts.hand(from: request, index: Int(item.index), to: name, index: newIndex, in: layout) { handed += 1 }
             }
             if handed > 0 { try KeptParts.markRequest(name, in: layout) }
             // The note first, then the request: a daemon that claims the request at once finds
@@ -166,7 +172,9 @@ public enum FailedRetry {
         if !queuedBefore.isEmpty {
             message += "; item(s) \(queuedBefore.sorted().map { "#\($0)" }.joined(separator: ", ")) were already queued again"
         }
-        return ControlResult(ok: true, message: message, items: items.map { "\(request)#\($0.index)" })
+        // The ids as a cancel lists them: the first `listedFailuresLimit` (the message counts all).
+        return ControlResult(ok: true, message: message,
+                             items: items.prefix(SpoolStore.listedFailuresLimit).map { "\(request)#\($0.index)" })
     }
 
     /// The owner of a claimed request: its file's — unless the file is the daemon user's own (not
@@ -207,45 +215,89 @@ public enum FailedRetry {
     }
 
     /// The retry's request file: the failed request's own text before its first item (its
-    /// file-level keys, comments included), then the lines of each item kept, as written. The
-    /// group stays the failed request's (its name, when it named none).
+    /// file-level keys, comments included; `itemsFrom` is the first item's offset), then the lines
+    /// of each item kept (`kept`: byte ranges in file order, each up to the next item), as written
+    /// with CRLF made LF. The group stays the failed request's (`group`, written when the file
+    /// named none).
     ///
     /// Deadlines: one counted from the claim (`6h`) is kept, and counts again from the retry's
     /// claim; an RFC 3339 one that has passed by `now` is dropped (kept, it would fail the
     /// retried items at once and their kept partials would never be used), and listed in
     /// `droppedDeadlines`. `deadline` (`retry --deadline`) replaces every `deadline:` line with
     /// one file-level line.
-    public static func retryText(of bytes: [UInt8], file: RequestFile, request: String, keeping indices: Set<Int>,
-                          deadline: String? = nil, now: Date = Date()) -> (text: String, droppedDeadlines: [String]) {
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
-        let starts = file.items.map { $0.line - 1 }
-        let firstItem = starts.min() ?? lines.count
-        var out = ["# retry of failed/\(request)"]
-        let header = Array(lines[0 ..< firstItem])
-        let namesGroup = header.contains { line in
-            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
-            return key.lowercased().trimmingCharacters(in: .whitespaces) == "group"
+    ///
+    /// Bytes, not strings: only a `deadline:` line becomes a `String`; every other line is copied
+    /// as it is (200,000 items were 1.7 s of `String`s; this is a copy).
+    public static func retryBytes(of bytes: [UInt8], itemsFrom: Int, kept: [(offset: Int, length: Int)], group: String,
+                                  request: String, deadline: String? = nil,
+                                  now: Date = Date()) -> (bytes: [UInt8], droppedDeadlines: [String]) {
+        var out: [UInt8] = []
+        out.reserveCapacity(itemsFrom + kept.reduce(0) { $0 + $1.length } + 256)
+        func append(_ text: String) { out.append(contentsOf: text.utf8); out.append(0x0A) }
+        append("# retry of failed/\(request)")
+        let headerEnd = min(max(itemsFrom, 0), bytes.count)
+        var namesGroup = false
+        RetryLines.each(in: bytes, from: 0, to: headerEnd) { s, e in
+            if RetryLines.key(bytes, s, e, is: "group") { namesGroup = true }
         }
-        if !namesGroup { out.append("group: \(file.group)") }
+        if !namesGroup { append("group: \(group)") }
+        if let deadline { append("deadline: \(deadline)") }
         var dropped: [String] = []
-        func keep(_ line: String) -> String? {
-            let key = line.drop { $0 == " " || $0 == "\t" }.prefix { $0 != ":" }
-            guard key.lowercased().trimmingCharacters(in: .whitespaces) == "deadline",
-                  let colon = line.firstIndex(of: ":") else { return line }
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            if deadline != nil { return "# \(line.trimmingCharacters(in: .whitespaces)) (replaced by retry --deadline)" }
-            guard case .at(let date)? = RequestDeadline(parsing: value), date <= now else { return line }
-            if !dropped.contains(value) { dropped.append(value) }
-            return "# deadline: \(value) had passed (dropped by retry)"
+        func copy(from start: Int, to end: Int) {
+            RetryLines.each(in: bytes, from: start, to: end) { s, e in
+                guard RetryLines.key(bytes, s, e, is: "deadline") else {
+                    out.append(contentsOf: bytes[s ..< e]); out.append(0x0A); return
+                }
+                let line = String(decoding: bytes[s ..< e], as: UTF8.self)
+                let colon = line.firstIndex(of: ":")!
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                if deadline != nil { append("# \(line.trimmingCharacters(in: .whitespaces)) (replaced by retry --deadline)"); return }
+                guard case .at(let date)? = RequestDeadline(parsing: value), date <= now else {
+                    out.append(contentsOf: bytes[s ..< e]); out.append(0x0A); return
+                }
+                if !dropped.contains(value) { dropped.append(value) }
+                append("# deadline: \(value) had passed (dropped by retry)")
+            }
         }
-        if let deadline { out.append("deadline: \(deadline)") }
-        out += header.compactMap(keep)
-        let sorted = file.items.sorted { $0.line < $1.line }
-        for (n, item) in sorted.enumerated() where indices.contains(item.index) {
-            let end = n + 1 < sorted.count ? sorted[n + 1].line - 1 : lines.count
-            out += lines[(item.line - 1) ..< end].compactMap(keep)
+        copy(from: 0, to: headerEnd)
+        for range in kept {
+            let start = min(max(range.offset, 0), bytes.count)
+            copy(from: start, to: min(start + range.length, bytes.count))
         }
-        return (out.joined(separator: "\n") + "\n", dropped)
+        return (out, dropped)
+    }
+}
+
+/// The lines of a request file's bytes, for `FailedRetry.retryBytes`: found with `memchr`, and a
+/// line's key compared in place.
+enum RetryLines {
+    /// Calls `body` with each line of `bytes[from..<to]` (its end before the newline and a CR).
+    static func each(in bytes: [UInt8], from: Int, to: Int, _ body: (Int, Int) -> Void) {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var s = from
+            while s < to {
+                let found = memchr(base + s, 0x0A, to - s)
+                let nl = found.map { UnsafePointer<UInt8>($0.assumingMemoryBound(to: UInt8.self)) - base } ?? to
+                var e = nl
+                if e > s, buffer[e - 1] == 0x0D { e -= 1 }
+                body(s, e)
+                s = nl + 1
+            }
+        }
+    }
+
+    /// Whether the line `bytes[s..<e]` is `KEY:` (`key` lowercase ASCII), the key matched without
+    /// regard to case and with blanks around it, as the parser reads keys.
+    static func key(_ bytes: [UInt8], _ s: Int, _ e: Int, is key: StaticString) -> Bool {
+        var i = s
+        while i < e, bytes[i] == 0x20 || bytes[i] == 0x09 { i += 1 }
+        let count = key.utf8CodeUnitCount
+        guard e - i > count else { return false }
+        let k = key.utf8Start
+        for j in 0 ..< count where bytes[i + j] | 0x20 != k[j] { return false }
+        i += count
+        while i < e, bytes[i] == 0x20 || bytes[i] == 0x09 { i += 1 }
+        return i < e && bytes[i] == 0x3A
     }
 }
