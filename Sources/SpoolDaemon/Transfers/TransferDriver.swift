@@ -73,15 +73,20 @@ final class TransferDriver {
         mirrors = MirrorMoves(states: states, urls: urls, logger: logger)
         refresh = URLRefresh(states: states, urls: urls, logger: logger)
         uploads = UploadTransfers(session: session, store: store, states: states, urls: urls, logger: logger)
+        requests = TransferRequests(configuration: configuration, store: store)
+        startChecks = StartChecks(configuration: configuration, logger: logger)
         applyRateSchedule(now: Date())
     }
 
-    /// The request builder for the configuration in force.
-    var requests: TransferRequests { TransferRequests(configuration: configuration, store: store) }
+    /// The request builder for the configuration in force, and what an attempt's start checks:
+    /// made once, and again at a reload (`update`), not at every start (each took a copy of the
+    /// configuration).
+    private(set) var requests: TransferRequests
+    private var startChecks: StartChecks
 
     /// What an attempt's start depends on, read at the item's turn (`StartChecks`).
     func startCheck(_ record: ItemRecord, requestFile: RequestFileSlot) -> StartCheck {
-        StartChecks(configuration: configuration, logger: logger).check(record, requestFile: requestFile)
+        startChecks.check(record, requestFile: requestFile)
     }
 
     /// The item moves on to its next source (`MirrorMoves`).
@@ -201,7 +206,7 @@ final class TransferDriver {
             writer.writeSoon(part)
         }
         record.noteResponse(outcome.facts)
-        if let unchanged = ConditionalFetch(store: store).notModified(record, outcome) {
+        if let unchanged = requests.conditional.notModified(record, outcome) {
             return (record, TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false, notModified: unchanged))
         }
         if outcome.failure == nil, let digest = outcome.sha256 {
@@ -269,6 +274,8 @@ final class TransferDriver {
     /// A reload: new limits for what starts next, and the new `--max-rate` at once.
     func update(_ configuration: DaemonConfiguration) {
         self.configuration = configuration
+        requests = TransferRequests(configuration: configuration, store: store)
+        startChecks = StartChecks(configuration: configuration, logger: logger)
         applyRateSchedule(now: Date())
         do { try session.setConnectionLimits(perHost: max(configuration.perHost, configuration.perHostMax), streams: configuration.maxStreams,
                                              total: configuration.concurrency) } catch {

@@ -6,11 +6,20 @@ import SpoolTransfer
 
 /// The one place an item's transfer request is made (downloads, uploads, hashed mirrors; a
 /// segment is made from its primary's by `TransferRequest.segment`), so a new request field is
-/// set once for all of them. A value `TransferDriver` makes when asked, from the configuration in
-/// force (a reload changes the limits of what starts next): it keeps no state between requests.
+/// set once for all of them. A value `TransferDriver` keeps, made again from the configuration
+/// in force at a reload (which changes the limits of what starts next): it keeps no state
+/// between requests.
 struct TransferRequests {
     let configuration: DaemonConfiguration
     let store: SpoolStore
+    /// The conditional headers of `skip-unchanged`, and what a `304` means (`ConditionalFetch`).
+    let conditional: ConditionalFetch
+
+    init(configuration: DaemonConfiguration, store: SpoolStore) {
+        self.configuration = configuration
+        self.store = store
+        conditional = ConditionalFetch(store: store)
+    }
 
     /// What a transfer carries: a download's part and where it resumes, or an upload's file.
     enum Body {
@@ -39,7 +48,7 @@ struct TransferRequests {
             return request
         case .download(let part, let resumeFrom, let hashedMirror):
             var request = TransferRequest(
-                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + ConditionalFetch(store: store).headers(record, item, resumeFrom: resumeFrom),
+                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + conditional.headers(record, item, resumeFrom: resumeFrom),
                 destination: part.fd,
                 resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
                 ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),
