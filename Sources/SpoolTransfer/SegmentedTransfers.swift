@@ -184,14 +184,9 @@ extension TransferSession {
                              checkpoints: verifyInto == nil ? checkpoints : nil)
             t.stopAt = to
             try configure(easy, for: t, maxRecvSpeed: 0)
-            // A connection of its own: a throttling server caps each connection, not each stream.
-            // Over HTTP/1.1 a finished piece's connection carries the next one (a warm connection:
-            // no handshake, its window and buffers grown); a piece cut short closes its own.
-            let reuse = primary.easy.long(CURLINFO_HTTP_VERSION) == Int(CURL_HTTP_VERSION_1_1)
-            try easy.set(.pipeWait, false)
-            try easy.set(.httpVersion, Int(CURL_HTTP_VERSION_1_1))
-            try easy.set(.freshConnect, !reuse)
-            try easy.set(.forbidReuse, !reuse)
+            // A connection of its own: a throttling server caps each connection, not each stream;
+            // a finished piece's connection carries the next one (`configurePieceConnection`).
+            try configurePieceConnection(easy, behind: primary)
             // A request's own `max-rate:` holds over all of its item's connections.
             gate.join(t, group: primary.request.rateGroup)
             guard curl_multi_add_handle(multi, easy.raw) == CURLM_OK else { gate.forget(t); return false }

@@ -43,4 +43,46 @@ final class SegmentPieceTests: SpoolTestCase {
         XCTAssertEqual(end, size - 1, "the last piece ends with the body")
         XCTAssertEqual(spool.leftovers(in: "staging"), [])
     }
+
+    /// Behind an HTTP/2 primary (nginx, TLS) a finished piece's HTTP/1.1 connection carries the
+    /// next piece instead of a new TCP and TLS handshake; and those connections stay the pieces'
+    /// own (`configurePieceConnection`): libcurl gives an idle connection of the host to the next
+    /// transfer that asks, and once the host's HTTP/2 connection is gone the next item would run
+    /// over HTTP/1.1 on one of them. nginx ends each connection after 20 requests: 19 small items
+    /// and the body's own request fill the HTTP/2 one, so it is gone when the next item starts,
+    /// while the pieces' connections (a few pieces each) are idle in the pool.
+    func testPiecesBehindAnHTTP2PrimaryReuseTheirConnectionsAndItemsDoNot() throws {
+        let certDir = spool.path("tmp", "certs")
+        try FileManager.default.createDirectory(atPath: certDir, withIntermediateDirectories: true)
+        let certs = try TestCertificates(in: certDir)
+        let www = spool.path("tmp", "www")
+        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+        let body = TestBody.random(count: size, seed: 6302)
+        try Data(body).write(to: URL(fileURLWithPath: www + "/h2.bin"))
+        let small = TestBody.random(count: 16 << 10, seed: 6303)
+        for i in 0..<20 { try Data(small).write(to: URL(fileURLWithPath: www + "/s\(i).bin")) }
+        // 4 MiB/s per connection: the body is split, and its pieces outnumber its connections.
+        let nginx = try NginxServer(root: www, certificate: certs.serverCertificate, key: certs.serverKey, http2: true,
+                                    rateLimit: "4m", serverDirectives: "keepalive_requests 20;")
+        let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--ca-file", certs.caCertificate])
+        defer { daemon.terminate() }
+        try spool.drop("warm", (0..<19).map { nginx.url("/s\($0).bin", scheme: "https") }.joined(separator: "\n") + "\n")
+        try DirectoryWaiter.waitForFile("s18.bin.done", in: spool.path("final"), timeout: 60)
+        try spool.drop("h2", nginx.url("/h2.bin", scheme: "https") + "\n")
+        try DirectoryWaiter.waitForFile("h2.bin.done", in: spool.path("final"), timeout: 120)
+        let pieces = nginx.requestLog().filter { $0.proto == "HTTP/1.1" }
+        let pieceConnections = Set(pieces.map(\.connection))
+        try spool.drop("next", nginx.url("/s19.bin", scheme: "https") + "\n")
+        try DirectoryWaiter.waitForFile("s19.bin.done", in: spool.path("final"), timeout: 60)
+
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "h2.bin")), TestBody.sha256Hex(body))
+        XCTAssertEqual(try marker("h2.bin")["sha256"] as? String, TestBody.sha256Hex(body))
+        XCTAssertEqual(try marker("h2.bin")["connections"] as? Int, 6)
+        XCTAssertGreaterThan(pieces.count, pieceConnections.count,
+                             "a finished piece's connection carried the next piece: \(pieces)")
+        let next = try XCTUnwrap(nginx.requestLog().last)
+        XCTAssertEqual(next.proto, "HTTP/2.0", "the host's next item is a stream: \(nginx.requestLog())")
+        XCTAssertFalse(pieceConnections.contains(next.connection), "not a request on a piece's connection")
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "s19.bin")), TestBody.sha256Hex(small))
+    }
 }
