@@ -39,6 +39,7 @@ extension CurlOption where Kind == CurlLong {
     static var forbidReuse: Self { .init(CURLOPT_FORBID_REUSE, "CURLOPT_FORBID_REUSE") }
     static var httpVersion: Self { .init(CURLOPT_HTTP_VERSION, "CURLOPT_HTTP_VERSION") }
     static var sslVersion: Self { .init(CURLOPT_SSLVERSION, "CURLOPT_SSLVERSION") }
+    static var caCacheTimeout: Self { .init(CURLOPT_CA_CACHE_TIMEOUT, "CURLOPT_CA_CACHE_TIMEOUT") }
     static var netrc: Self { .init(CURLOPT_NETRC, "CURLOPT_NETRC") }
     static var upload: Self { .init(CURLOPT_UPLOAD, "CURLOPT_UPLOAD") }
     static var post: Self { .init(CURLOPT_POST, "CURLOPT_POST") }

@@ -44,6 +44,10 @@ final class EasyHandle {
         let code = value.withCString { spoolfetch_easy_setopt_string(raw, option.option, $0) }
         try check(code, option.name)
     }
+    /// Sets a string option to none (NULL), undoing a default libcurl was built with.
+    func unset(_ option: CurlOption<CurlString>) throws(TransferSetupError) {
+        try check(spoolfetch_easy_setopt_string(raw, option.option, nil), option.name)
+    }
     func set(_ option: CurlOption<CurlPointer>, _ value: UnsafeMutableRawPointer?) throws(TransferSetupError) {
         try check(spoolfetch_easy_setopt_pointer(raw, option.option, value), option.name)
     }

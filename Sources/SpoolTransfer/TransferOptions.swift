@@ -24,6 +24,11 @@ extension TransferSession {
             try easy.set(.caPath, configuration.caPath ?? "/etc/ssl/certs")
         } else if let path = configuration.caPath {
             try easy.set(.caPath, path)
+        } else if let bundle = SystemTrust.bundleInPlaceOfDirectory {
+            // The system's store as its bundle alone, parsed once for the session (`SystemTrust`).
+            try easy.set(.caInfo, bundle)
+            try easy.unset(.caPath)
+            try easy.set(.caCacheTimeout, SystemTrust.cacheSeconds)
         }
         if let netrc = configuration.netrcFile {
             try easy.set(.netrc, 1)     // CURL_NETRC_OPTIONAL: a URL's own user wins (spoolfetch refuses those anyway)

@@ -128,6 +128,15 @@ public final class DaemonProcess: @unchecked Sendable {
         return daemon
     }
 
+    /// The daemon in a mount namespace of its own where `certificates` is mounted over
+    /// `/etc/ssl/certs`: the system's trust store as the test made it, the machine's untouched
+    /// (`unshare --mount`, private propagation; the shell execs the daemon).
+    public static func launch(trustStore certificates: String, _ arguments: [String]) throws -> DaemonProcess {
+        try launch(["--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                    "mount --bind \"$0\" /etc/ssl/certs && exec \"$@\"", certificates, executablePath] + arguments,
+                   executable: "/usr/bin/unshare")
+    }
+
     public static func launch(openFiles: Int, _ arguments: [String]) throws -> DaemonProcess {
         try launch(["--nofile=\(openFiles):\(openFiles)", "--", executablePath] + arguments, executable: "/usr/bin/prlimit")
     }
