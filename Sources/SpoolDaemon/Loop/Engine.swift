@@ -45,6 +45,8 @@ public final class Engine {
     let operators: Operators
     /// Whether the run stops, its tally, its drain, and what the process holds while it runs.
     let runState: RunState
+    /// Carries out the items' actions through the rooms (`ItemShell`); every item event goes in here.
+    lazy var executor = ItemExecutor(ports: ItemShell(engine: self))
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }

@@ -12,7 +12,7 @@ import SpoolTransfer
 /// An item's machine over the shell's staging file and publish job.
 typealias ItemLifecycle = ItemMachine<StagingFile, PublishJob>
 typealias ItemEvent = SpoolCore.ItemEvent<StagingFile, PublishJob>
-typealias ItemAction = ItemEffect
+typealias ItemAction = ItemEffect<StagingFile, PublishJob>
 typealias LifecycleContext = ItemContext
 
 extension TransferFault {

@@ -1,0 +1,74 @@
+import Foundation
+
+/// The one owner that carries out the item machine's effects and tells the machine what
+/// happened: the daemon and the simulator both run items through it, each giving it its own
+/// ports (`ItemPorts`), so the seeds check the code the daemon runs rather than a copy of it.
+///
+/// One entry, `send`: the item's machine takes the event (`ItemMachine.handle`, with the facts
+/// the machine port gives), and each effect it returns goes to the port that owns it, with what
+/// the effect carries (the part, the job, the failure record; the executor reads no state back).
+/// An answer to an effect (a start checked, a job queued, a job withdrawn, a refresh hook's
+/// word) and any event a port raises meanwhile go through `send` too, and so through one
+/// `SerialEvents` queue: handled after the effects of the event being handled, never inside
+/// them. Engine thread only (the simulator's thread in tests).
+public final class ItemExecutor<Ports: ItemPorts> {
+    public typealias Event = ItemEvent<Ports.Part, Ports.Job>
+    public typealias Effect = ItemEffect<Ports.Part, Ports.Job>
+
+    /// The world, as ports. Held strongly: a shell's ports are a small adapter that holds the
+    /// shell itself without owning it (the shell owns the executor).
+    public let ports: Ports
+    @usableFromInline let events = SerialEvents<(Event, Ports.Key)>()
+
+    public init(ports: Ports) { self.ports = ports }
+
+    /// True while an event is being handled: a `send` now only queues.
+    public var isHandling: Bool { events.isHandling }
+
+    /// Hands `event` to the item's machine and carries out its effects; returns them. An event
+    /// sent while another is handled (by an effect's port, for this item or another) is queued
+    /// and handled after it: then this returns nil, having decided nothing yet.
+    @discardableResult
+    public func send(_ event: Event, to key: Ports.Key) -> [Effect]? {
+        events.post((event, key)) { self.handle($0.0, $0.1) }
+    }
+
+    /// The handler the queue calls, one event at a time.
+    func handle(_ event: Event, _ key: Ports.Key) -> [Effect] {
+        let policy = ports.policy
+        let effects = ports.decide(key, event) { machine, context in machine.handle(event, policy: policy, context: context) }
+        for effect in effects { perform(effect, for: key) }
+        return effects
+    }
+
+    /// Carries out one effect through its port; an answer goes back through `send` (queued).
+    func perform(_ effect: Effect, for key: Ports.Key) {
+        switch effect {
+        case .schedule: ports.schedule(key)
+        case .unschedule: ports.unschedule(key)
+        case .releaseSlot: ports.releaseSlot(key)
+        case .retry(let at, let holdHost): ports.retry(key, at: at, holdHost: holdHost)
+        case .hostUnreachable(let error): ports.hostUnreachable(key, error: error)
+        case .prepareStart: send(.startChecked(ports.checkStart(key)), to: key)
+        case .startTransfer(let credentials): ports.startTransfer(key, credentials: credentials)
+        case .stopTransfer(let part): ports.stopTransfer(key, part: part)
+        case .nextSource(let part): ports.nextSource(key, part: part)
+        case .saveResumeState(let part): ports.saveResumeState(key, part: part)
+        case .refreshURL(let reason):
+            if let answer = ports.refreshURL(key, reason: reason) { send(answer, to: key) }
+        case .waitForSpace(let reason): ports.waitForSpace(key, reason: reason)
+        case .leaveSpaceQueue: ports.leaveSpaceQueue(key)
+        case .publish(let digest, let part):
+            if let job = ports.publish(key, sha256: digest, part: part) { send(.publishQueued(job), to: key) }
+        case .retryPublish(let at, let job): ports.retryPublish(key, job: job, at: at)
+        case .withdrawPublish:
+            if ports.withdrawPublish(key) { send(.publishWithdrawn, to: key) }
+        case .discardPartial: ports.discardPartial(key)
+        case .keepPartialForRetry: ports.keepPartialForRetry(key)
+        case .fail(let failure, let wasPublishing):
+            ports.failed(key, failure, wasPublishing: wasPublishing)
+            ports.ended(key)
+        case .ended: ports.ended(key)
+        }
+    }
+}
