@@ -15,15 +15,14 @@ public protocol ItemMachinePort: AnyObject {
     associatedtype Key
     associatedtype Part
     associatedtype Job
-    /// The retry policy the machines decide with now (a reload changes it).
-    var policy: RetryPolicy { get }
-    /// Calls `decide` with the machine of `key`, to change in place, and the facts besides
-    /// `event` (clock, stop flag, jitter, failure facts); returns its effects. When they are not
-    /// empty the item changed: the port notes it (its table, the status report, a trace).
-    /// Returns no effect, without calling `decide`, when there is nothing to decide: the item
-    /// is not known, or has ended (the machine would change nothing either).
-    func decide(_ key: Key, _ event: ItemEvent<Part, Job>,
-                _ decide: (inout ItemMachine<Part, Job>, ItemContext) -> [ItemEffect<Part, Job>]) -> [ItemEffect<Part, Job>]
+    /// Hands `event` to the machine of `key` through its one entry, `handle`, with the retry
+    /// policy and the facts besides the event (clock, stop flag, jitter, the failure facts, read
+    /// only if the item fails); returns the effects. The machine lives with the port (the
+    /// daemon's item record, the simulator's table), and so does the context: its failure facts
+    /// are a closure on the port's stack, which costs no allocation per event. When the effects
+    /// are not empty the item changed: the port notes it (its table, the status report, a
+    /// trace). No effect when there is nothing to decide: the item is unknown, or has ended.
+    func decide(_ key: Key, _ event: ItemEvent<Part, Job>) -> [ItemEffect<Part, Job>]
 }
 
 /// The scheduler: slots, timers, and the hold of a host that cannot be reached.

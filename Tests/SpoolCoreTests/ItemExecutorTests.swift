@@ -43,15 +43,14 @@ final class ItemExecutorTests: XCTestCase {
             depth -= 1
         }
 
-        func decide(_ key: Int, _ event: ItemEvent<Int, Int>,
-                    _ decide: (inout ItemMachine<Int, Int>, ItemContext) -> [ItemEffect<Int, Int>]) -> [ItemEffect<Int, Int>] {
+        func decide(_ key: Int, _ event: ItemEvent<Int, Int>) -> [ItemEffect<Int, Int>] {
             if depth != 0 { nestedDecides += 1 }
             guard var machine = machines[key], !machine.phase.hasEnded else { return [] }
             var context = ItemContext(now: now, stopping: false, jitter: 0,
                                       failureFacts: { ItemFailureFacts(index: key, url: "http://h/\(key)", name: "f\(key)") })
             context.canRefreshURL = canRefreshURL
             context.nextSource = nextSourceLeft
-            let effects = decide(&machine, context)
+            let effects = machine.handle(event, policy: policy, context: context)
             machines[key] = machine
             calls.append("decided \(key) -> \(machine.phase.label)")
             return effects

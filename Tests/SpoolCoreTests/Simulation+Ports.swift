@@ -21,18 +21,15 @@ final class SimItemPorts: ItemPorts {
 
     // MARK: The machines
 
-    var policy: RetryPolicy { daemon.policy }
-
     /// The context is drawn from the seed (jitter, whether a refresh hook may be asked), as
     /// the daemon reads it from its clock, stop flag and hooks.
-    func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob>,
-                _ decide: (inout Machine, ItemContext) -> [ItemEffect<SimPart, SimJob>]) -> [ItemEffect<SimPart, SimJob>] {
+    func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob>) -> [ItemEffect<SimPart, SimJob>] {
         guard var machine = daemon.machines[id] else { return [] }
         let spec = world.spec(id)
         var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),
                                   failureFacts: { ItemFailureFacts(index: spec.index, url: "http://\(spec.host)/\(spec.id)", name: "f\(spec.id)") })
         context.canRefreshURL = world.random.chanceMut(0.3)
-        let effects = decide(&machine, context)
+        let effects = machine.handle(event, policy: daemon.policy, context: context)
         daemon.machines[id] = machine
         if !effects.isEmpty { world.log("item \(id): \(eventName(event)) -> \(machine.phase.label) \(effects.map(effectName))") }
         return effects

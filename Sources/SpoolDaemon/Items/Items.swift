@@ -13,7 +13,7 @@ final class Items {
     /// When requests' `deadline:` passes (see `RequestDeadlines`).
     let deadlines: RequestDeadlines
     private(set) var policy: RetryPolicy
-    /// The jitter of the contexts the executor gives item events (`Engine.send`).
+    /// The jitter of the contexts the executor gives item events (`ItemShell.decide`).
     var jitter = JitterSource()
 
     init(configuration: DaemonConfiguration) {

@@ -82,23 +82,6 @@ extension OperatorVerb {
     }
 }
 
-/// The jitter of the engine's item contexts: SplitMix64, seeded once from the system
-/// generator. A back-off jitter needs spread, not secrecy, and every item event asks for one;
-/// the system generator costs a `getrandom` call each time. Engine thread only.
-struct JitterSource {
-    private var state = UInt64.random(in: 0 ... .max)
-
-    /// The next number in 0..<1.
-    mutating func next() -> Double {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        return Double(z >> 11) / Double(UInt64(1) << 53)
-    }
-}
-
 // What the configuration says for the core's and the scheduler's decisions: one mapping each,
 // for the start and for every reload.
 
