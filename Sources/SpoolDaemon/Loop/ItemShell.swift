@@ -97,10 +97,8 @@ final class ItemShell: ItemPorts {
 
     // MARK: The transfer
 
-    /// What an attempt's start depends on, read at the item's turn (`StartChecks`).
     func checkStart(_ record: ItemRecord) -> StartCheck {
-        StartChecks(configuration: engine.driver.configuration, logger: engine.logger)
-            .check(record, requestFile: engine.items.requestFile)
+        engine.driver.startCheck(record, requestFile: engine.items.requestFile)
     }
 
     func startTransfer(_ record: ItemRecord, credentials: [RequestHeader]) {
