@@ -22,18 +22,23 @@ public final class ItemExecutor<Ports: ItemPorts> {
 
     public init(ports: Ports) { self.ports = ports }
 
+    // Inlinable, as `SerialEvents` is: the daemon sends every item event here, and an
+    // unspecialised generic call would reach each port through runtime metadata and witness
+    // tables; SpoolDaemon specialises these for its `ItemShell`.
+
     /// True while an event is being handled: a `send` now only queues.
     public var isHandling: Bool { events.isHandling }
 
     /// Hands `event` to the item's machine and carries out its effects; returns them. An event
     /// sent while another is handled (by an effect's port, for this item or another) is queued
     /// and handled after it: then this returns nil, having decided nothing yet.
-    @discardableResult
+    @inlinable @discardableResult
     public func send(_ event: Event, to key: Ports.Key) -> [Effect]? {
         events.post((event, key), handle)
     }
 
     /// The handler the queue calls, one event at a time.
+    @inlinable
     func handle(_ posted: (event: Event, key: Ports.Key)) -> [Effect] {
         let key = posted.key
         let effects = ports.decide(key, posted.event)
@@ -43,6 +48,7 @@ public final class ItemExecutor<Ports: ItemPorts> {
 
     /// Carries out one effect through its port; an answer goes to the queue, handled after
     /// this event's effects.
+    @inlinable
     func perform(_ effect: Effect, for key: Ports.Key) {
         switch effect {
         case .schedule: ports.schedule(key)
