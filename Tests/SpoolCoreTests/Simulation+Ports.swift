@@ -151,16 +151,16 @@ final class SimItemPorts: ItemPorts {
         }
     }
 
+    /// An effect as the trace names it: words only (carrying effects out is `ItemExecutor`'s);
+    /// times relative to now, the part and job an effect carries left out.
     private func effectName(_ e: ItemEffect<SimPart, SimJob>) -> String {
-        switch e {
-        case .retry(let at, let hold): return "retry(+\(Int(at.timeIntervalSince(world.now)))s\(hold ? ", hold" : ""))"
-        case .retryPublish(let at, _): return "retryPublish(+\(Int(at.timeIntervalSince(world.now)))s)"
-        case .fail(let failed, _): return "fail(\(failed.code))"
-        case .stopTransfer: return "stopTransfer"
-        case .saveResumeState: return "saveResumeState"
-        case .nextSource: return "nextSource"
-        case .publish(let digest, _): return "publish(sha256: \"\(digest)\")"
-        default: return "\(e)"
-        }
+        if case .retry(let at, let hold) = e { return "retry(+\(Int(at.timeIntervalSince(world.now)))s\(hold ? ", hold" : ""))" }
+        if case .retryPublish(let at, _) = e { return "retryPublish(+\(Int(at.timeIntervalSince(world.now)))s)" }
+        if let code = e.failCode { return "fail(\(code))" }
+        if case .publish(let digest, _) = e { return "publish(sha256: \"\(digest)\")" }
+        if case .stopTransfer = e { return "stopTransfer" }
+        if case .saveResumeState = e { return "saveResumeState" }
+        if case .nextSource = e { return "nextSource" }
+        return "\(e)"
     }
 }
