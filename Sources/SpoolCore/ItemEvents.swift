@@ -87,8 +87,11 @@ public enum ItemEvent<Part, Job> {
 }
 
 /// What the shell must do for an item after an event. The machine decides; the shell's parts
-/// (scheduler, transfer driver, space gate, publishing, item endings) carry it out.
-public enum ItemEffect: Sendable, Hashable {
+/// (scheduler, transfer driver, space gate, publishing, item endings) carry it out through
+/// `ItemExecutor`'s ports. Each effect carries what carrying it out needs (the part a running
+/// phase held, the job a publishing phase holds, the failure record): the executor never reads
+/// the machine's state back, so what an effect acts on is what the machine decided with.
+public enum ItemEffect<Part, Job> {
     /// Submit to the scheduler.
     case schedule
     /// Take out of the scheduler (queued or in its timer heap).
@@ -101,8 +104,9 @@ public enum ItemEffect: Sendable, Hashable {
     /// Open the part and start the transfer (resuming when the part and validators allow), with
     /// the credentials' header lines read for it.
     case startTransfer(credentials: [RequestHeader])
-    /// Take the transfer out of the session, keeping the partial.
-    case stopTransfer
+    /// Take the transfer out of the session, keeping the partial; `part`: the one the running
+    /// phase held (none before `partOpened`, none for an upload).
+    case stopTransfer(part: Part? = nil)
     /// Back to the scheduler's timer heap until `at`; `holdHost`: the whole host waits too
     /// (the server asked for a pause with 429/503).
     case retry(at: Date, holdHost: Bool)
@@ -110,21 +114,24 @@ public enum ItemEffect: Sendable, Hashable {
     case leaveSpaceQueue
     /// Forget the partial: the next attempt starts from byte 0.
     case discardPartial
-    /// Write `B.state` so a restart resumes the partial.
-    case saveResumeState
+    /// Write `B.state` so a restart resumes the partial; `part`: the one the running phase held.
+    case saveResumeState(part: Part? = nil)
     /// The item fails with its partial and `B.state` kept aside for `spoolfetch retry` to
     /// resume (a deadline cut its transfer): the failure does not remove them.
     case keepPartialForRetry
-    /// Build the verified part's publish job and queue it (answered by `publishQueued`).
-    case publish(sha256: String)
-    /// Give the job to the publisher again at `at` (`waitingToPublish` ends then).
-    case retryPublish(at: Date)
+    /// Build the verified part's publish job and queue it (answered by `publishQueued`); `part`:
+    /// the verified one the running phase held.
+    case publish(sha256: String, part: Part? = nil)
+    /// Give the job to the publisher again at `at` (`waitingToPublish` ends then); `job`: the
+    /// one the publishing phase holds (none for an upload).
+    case retryPublish(at: Date, job: Job? = nil)
     /// Take a cancelled item's job out of the publisher's queue if no batch has it yet
     /// (answered by `publishWithdrawn`); a batch that has it reports as usual.
     case withdrawPublish
-    /// The item failed for good (its phase holds the record): write its state, remove its part.
-    /// The item has ended.
-    case fail(code: String, message: String)
+    /// The item failed for good: write `failure` (what its failed phase holds), remove its part;
+    /// `wasPublishing`: it left `publishing` or `waitingToPublish`, whose job the publisher
+    /// drops. The item has ended.
+    indirect case fail(ItemFailed, wasPublishing: Bool)
     /// The item is published. The item has ended.
     case ended
     /// Its host could not be reached: hold the whole host (one probe at a time); the item waits
@@ -134,6 +141,19 @@ public enum ItemEffect: Sendable, Hashable {
     /// `expired`, `expiring`, `http-403`, …).
     case refreshURL(reason: String)
     /// Ask the next source (a mirror, or the first again after all failed once); a partial is
-    /// kept only under a strong ETag, which `If-Range` then checks at the new source.
-    case nextSource
+    /// kept only under a strong ETag, which `If-Range` then checks at the new source. `part`:
+    /// the one the running phase held (none from a queue).
+    case nextSource(part: Part? = nil)
+}
+
+extension ItemEffect: Equatable where Part: Equatable, Job: Equatable {}
+extension ItemEffect: Hashable where Part: Hashable, Job: Hashable {}
+extension ItemEffect: Sendable where Part: Sendable, Job: Sendable {}
+
+extension ItemEffect {
+    /// The failure's code, for a `fail` effect.
+    public var failCode: String? {
+        if case .fail(let failed, _) = self { return failed.code }
+        return nil
+    }
 }

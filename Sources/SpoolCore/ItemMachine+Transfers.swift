@@ -5,7 +5,7 @@ import SpoolRequest
 /// (`couldNotStart`, `transferEnded`). Called from `handle` only: the table stays one.
 extension ItemMachine {
     mutating func couldNotStart(_ problem: StartProblem, _ message: String, policy: RetryPolicy,
-                                context: ItemContext) -> [ItemEffect] {
+                                context: ItemContext) -> [Effect] {
         switch problem {
         case .diskFull:
             attempts -= 1
@@ -19,7 +19,7 @@ extension ItemMachine {
         }
     }
 
-    mutating func transferEnded(_ end: TransferEnd, policy: RetryPolicy, context: ItemContext) -> [ItemEffect] {
+    mutating func transferEnded(_ end: TransferEnd, part: Part?, policy: RetryPolicy, context: ItemContext) -> [Effect] {
         if let unchanged = end.notModified {
             state = .published(file: unchanged.file, marker: unchanged.marker)
             return [.releaseSlot, .ended]
@@ -37,13 +37,13 @@ extension ItemMachine {
                                              "sha256 of the body is \(digest), the request expects \(wanted)", context)
             }
             state = .publishing(job: nil, tries: 0, cancelAsked: nil)
-            return [.releaseSlot, .publish(sha256: digest)]
+            return [.releaseSlot, .publish(sha256: digest, part: part)]
         }
         // A 416 to a resume: either the partial already is the whole file, or start over.
         if failure.httpStatus == 416, end.hasPartial {
             if let digest = end.wholePartialSHA256 {
                 state = .publishing(job: nil, tries: 0, cancelAsked: nil)
-                return [.releaseSlot, .publish(sha256: digest)]
+                return [.releaseSlot, .publish(sha256: digest, part: part)]
             }
             return [.discardPartial] + retry(at: context.now, holdHost: false)
         }
@@ -54,15 +54,15 @@ extension ItemMachine {
             // A full disk is not the item's fault: keep the partial, wait, do not count the attempt.
             attempts -= 1
             state = .waitingForSpace(reason: "\(failure)")
-            return [.releaseSlot, .saveResumeState, .waitForSpace(reason: "\(failure)")]
+            return [.releaseSlot, .saveResumeState(part: part), .waitForSpace(reason: "\(failure)")]
         }
         // This source cannot serve it (gone, unresolvable, untrusted, or down too long): the next.
         if context.nextSource && !context.stopping && (failure.movesToNextSource || (end.outage && context.hostDownLong)) {
             if end.outage { attempts -= 1 }
             state = .queued
-            return [.releaseSlot, .nextSource, .schedule]
+            return [.releaseSlot, .nextSource(part: part), .schedule]
         }
-        var actions: [ItemEffect] = []
+        var actions: [Effect] = []
         if failure.discardsPartial { actions.append(.discardPartial) }
 
         let withinDeadlineForOutage = context.now.timeIntervalSince(firstQueued) < policy.resourceTimeout
@@ -71,7 +71,7 @@ extension ItemMachine {
             // whole host waits for its probe (the scheduler puts the item back in its queue).
             attempts -= 1
             state = .queued
-            return actions + [.hostUnreachable(error: "\(failure)"), .saveResumeState]
+            return actions + [.hostUnreachable(error: "\(failure)"), .saveResumeState(part: part)]
         }
 
         let withinAttempts = policy.maxAttempts == 0 || attempts < policy.maxAttempts
@@ -79,16 +79,16 @@ extension ItemMachine {
         // A host that paces its clients (429/503, see `HostPace`): not the item's fault either.
         if end.pacedRefusal && withinDeadline && !context.stopping {
             attempts -= 1
-            return actions + retry(at: context.now, holdHost: false) + [.saveResumeState]
+            return actions + retry(at: context.now, holdHost: false) + [.saveResumeState(part: part)]
         }
         if failure.isTransient && withinAttempts && withinDeadline && !context.stopping {
             let delay = policy.backoff.delay(afterAttempt: attempts, jitter: context.jitter, retryAfter: end.retryAfter)
             let holdHost = failure.httpStatus == 429 || failure.httpStatus == 503
-            return actions + retry(at: context.now.addingTimeInterval(delay), holdHost: holdHost) + [.saveResumeState]
+            return actions + retry(at: context.now.addingTimeInterval(delay), holdHost: holdHost) + [.saveResumeState(part: part)]
         }
         if context.stopping && (failure.isTransient || failure.cancelled) {
             state = .queued      // picked up by the next run
-            return actions + [.releaseSlot, .saveResumeState]
+            return actions + [.releaseSlot, .saveResumeState(part: part)]
         }
         var message = "\(failure)"
         if failure.isTransient && !withinAttempts { message += " (gave up after \(attempts) attempts)" }

@@ -71,6 +71,7 @@ import SpoolRequest
 /// Anything not in the table changes nothing and returns no effect (a control command then
 /// answers that the item's state does not allow it).
 public struct ItemMachine<Part, Job> {
+    public typealias Effect = ItemEffect<Part, Job>
     /// The phase with the data that belongs to it, so that the data ends with the phase: a
     /// running item's open part, a publishing item's job. Nothing is cleared by hand when a
     /// phase ends; the next phase simply does not hold it (a part's descriptor closes with it).
@@ -163,7 +164,7 @@ public struct ItemMachine<Part, Job> {
     }
 
     /// Applies `event`; returns what the shell must do (empty: nothing changed).
-    public mutating func handle(_ event: ItemEvent<Part, Job>, policy: RetryPolicy, context: ItemContext) -> [ItemEffect] {
+    public mutating func handle(_ event: ItemEvent<Part, Job>, policy: RetryPolicy, context: ItemContext) -> [Effect] {
         if phase.hasEnded { return [] }
         switch (state, event) {
         case (_, .submitted):
@@ -216,12 +217,12 @@ public struct ItemMachine<Part, Job> {
         case (.running, .refreshFailed(let message)):
             return [.releaseSlot] + fail("refresh-failed", message, context)
 
-        case (.running, .preempted):
+        case (.running(let part), .preempted):
             state = .queued
-            return [.stopTransfer, .saveResumeState]
+            return [.stopTransfer(part: part), .saveResumeState(part: part)]
 
-        case (.running, .transferEnded(let end)):
-            return transferEnded(end, policy: policy, context: context)
+        case (.running(let part), .transferEnded(let end)):
+            return transferEnded(end, part: part, policy: policy, context: context)
 
         case (.waitingForSpace, .spaceAvailable):
             state = .queued
@@ -254,11 +255,11 @@ public struct ItemMachine<Part, Job> {
                 return fail("publish", "publishing failed \(tries + 1) times: \(fault.message)", context)
             }
             state = .publishing(job: job, tries: tries + 1, cancelAsked: nil)
-            return [.retryPublish(at: context.now.addingTimeInterval(policy.publishRetryDelay))]
+            return [.retryPublish(at: context.now.addingTimeInterval(policy.publishRetryDelay), job: job)]
 
         case (.waitingToPublish(let job, let tries, _), .spaceAvailable):
             state = .publishing(job: job, tries: tries, cancelAsked: nil)
-            return [.retryPublish(at: context.now)]
+            return [.retryPublish(at: context.now, job: job)]
 
         case (.publishing(_, _, let cancelAsked?), .publishWithdrawn):
             return fail(cancelAsked, cancelAsked == "cancelled" ? "cancelled by the operator" : Self.deadlineMessage, context)
@@ -266,22 +267,22 @@ public struct ItemMachine<Part, Job> {
         case (_, .operatorCommand(let verb)):
             return operatorCommand(verb, code: "cancelled", message: "cancelled by the operator", context: context)
 
-        case (.running, .deadlinePassed):
+        case (.running(let part), .deadlinePassed):
             // Cut, with what it fetched kept for a retry: a deadline says "not now", not "never".
-            return [.stopTransfer, .saveResumeState, .keepPartialForRetry, .releaseSlot]
+            return [.stopTransfer(part: part), .saveResumeState(part: part), .keepPartialForRetry, .releaseSlot]
                 + fail("deadline", Self.deadlineMessage, context)
 
         case (_, .deadlinePassed):
             return operatorCommand(.cancel, code: "deadline", message: Self.deadlineMessage, context: context)
 
-        case (.running, .stop):
+        case (.running(let part), .stop):
             state = .queued
-            return [.stopTransfer, .saveResumeState]
+            return [.stopTransfer(part: part), .saveResumeState(part: part)]
 
         case (.queued, .sourceUnreachable), (.retrying, .sourceUnreachable):
             guard context.nextSource else { return [] }
             state = .queued
-            return [.unschedule, .nextSource, .schedule]
+            return [.unschedule, .nextSource(part: nil), .schedule]
 
         case (.queued, .deadlineCheck), (.retrying, .deadlineCheck):
             guard context.now.timeIntervalSince(firstQueued) >= policy.resourceTimeout else { return [] }

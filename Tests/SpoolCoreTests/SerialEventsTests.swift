@@ -53,7 +53,7 @@ final class SerialEventsTests: XCTestCase {
         var machine = Machine(firstQueued: t0)
         var carriedOut: [String] = []
         var inside = false
-        func handle(_ event: ItemEvent<Int, Int>) -> [ItemEffect] {
+        func handle(_ event: ItemEvent<Int, Int>) -> [ItemEffect<Int, Int>] {
             XCTAssertFalse(inside)
             inside = true
             defer { inside = false }

@@ -57,7 +57,7 @@ extension SimDaemon {
     }
 
     /// After an operator command: one that changed an item once the watcher was let go.
-    func drainSawCommand(_ effects: [ItemEffect], item id: Int) {
+    func drainSawCommand(_ effects: [ItemEffect<SimPart, SimJob>], item id: Int) {
         guard world.drainOn, drain.watch.phase != .watching || drain.stopPending, !effects.isEmpty else { return }
         drain.lateCommandsThatActed += 1
         world.log("\(name): a command acted on item \(id) after the drain let its watcher go (\(drain.watch.phase))")

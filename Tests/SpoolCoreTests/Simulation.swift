@@ -421,8 +421,9 @@ final class Simulation {
     }
 }
 
-/// The part of the simulation that a kill loses: the daemon's memory. Its effects stand for the
-/// shell's rooms (scheduler, transfer driver, space gate, publishing, item endings, group ends).
+/// The part of the simulation that a kill loses: the daemon's memory. Its items' events go
+/// through the daemon's own `ItemExecutor`; its simulated rooms (scheduler, transfers in flight,
+/// space queue, publishing, group ends) are the executor's ports (`SimItemPorts`).
 final class SimDaemon {
     typealias Machine = ItemMachine<SimPart, SimJob>
 
@@ -437,30 +438,30 @@ final class SimDaemon {
     var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
                                                                             probeBackoff: Backoff(base: 2, cap: 120)),
                                       timeZone: TimeZone(identifier: "UTC")!)
-    private var policy: RetryPolicy = {
+    var policy: RetryPolicy = {
         var p = RetryPolicy(maxAttempts: 6, resourceTimeout: 86_400, backoff: Backoff(base: 1, cap: 60))
         p.maxPublishTries = 8
         return p
     }()
-    private(set) var machines: [Int: Machine] = [:]
+    var machines: [Int: Machine] = [:]
     /// Each claimed request's group: the core's machine, as the shell's group-end room keeps it.
     private var groups: [String: GroupMachine] = [:]
     /// Group ends whose write failed: when each is tried again.
     private var groupRetries: [String: Date] = [:]
     private var groupEndTries: [String: Int] = [:]
     /// Transfers in flight: when each reports.
-    private(set) var transfers: [Int: Date] = [:]
+    var transfers: [Int: Date] = [:]
     /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
-    private(set) var spaceQueue = SpaceQueue<Int>()
-    private var publishQueue: [SimJob] = []
-    private var publishRetries: [(at: Date, job: SimJob)] = []
+    var spaceQueue = SpaceQueue<Int>()
+    var publishQueue: [SimJob] = []
+    var publishRetries: [(at: Date, job: SimJob)] = []
     private var batch: (at: Date, jobs: [SimJob])?
     /// Items told to cancel while a batch held their job: they must end when it reports.
     private var cancelledInBatch: Set<Int> = []
     /// Deadlines not yet passed, per request.
     private var deadlines: [String: Date] = [:]
     var violation: String?
-    private var refreshes: [Int: Date] = [:]
+    var refreshes: [Int: Date] = [:]
     /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
     private var noRoom: Set<Int> = []
 
@@ -594,105 +595,16 @@ final class SimDaemon {
         return all.min()
     }
 
-    // MARK: The machine's entry and the effects
+    // MARK: The machine's entry
 
-    /// Item events, one at a time as in the daemon (`SerialEvents`): one raised by an effect is
-    /// handled after the effects of the event being handled.
-    let events = SerialEvents<(ItemEvent<SimPart, SimJob>, Int)>()
+    /// The daemon's own executor (`ItemExecutor`), given this worker's simulated rooms as its
+    /// ports (Simulation+Ports.swift): item events one at a time, effects carried out by the
+    /// code the daemon runs.
+    lazy var executor = ItemExecutor(ports: SimItemPorts(daemon: self))
 
     @discardableResult
-    func send(_ event: ItemEvent<SimPart, SimJob>, to id: Int) -> [ItemEffect] {
-        events.post((event, id)) { handle($0.0, $0.1) } ?? []
-    }
-
-    private func handle(_ event: ItemEvent<SimPart, SimJob>, _ id: Int) -> [ItemEffect] {
-        guard var machine = machines[id] else { return [] }
-        let spec = world.spec(id)
-        var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),
-                                  failureFacts: { ItemFailureFacts(index: spec.index, url: "http://\(spec.host)/\(spec.id)", name: "f\(spec.id)") })
-        context.canRefreshURL = world.random.chanceMut(0.3)
-        let wasEnded = machine.phase.hasEnded
-        let leaving = machine.state
-        let effects = machine.handle(event, policy: policy, context: context)
-        machines[id] = machine
-        if !effects.isEmpty { world.log("item \(id): \(eventName(event)) -> \(machine.phase.label) \(effects.map(effectName))") }
-        for effect in effects { perform(effect, id, leaving: leaving) }
-        if !wasEnded && machine.phase.hasEnded { itemEnded(id) }
-        return effects
-    }
-
-    private func perform(_ effect: ItemEffect, _ id: Int, leaving: Machine.State) {
-        let spec = world.spec(id)
-        switch effect {
-        case .schedule:
-            scheduler.submit(ScheduledItem(key: id, hostKey: spec.host))
-        case .unschedule:
-            scheduler.remove(id)
-        case .releaseSlot:
-            scheduler.finished(id)
-        case .prepareStart:
-            var check = StartCheck()
-            if world.faultsOn {
-                switch world.random.belowMut(50) {
-                case 0: check.expiresAt = world.now.addingTimeInterval(-10); check.expirySource = "expires-key"
-                case 1: check.expiresAt = world.now.addingTimeInterval(10); check.expirySource = "s3-sigv4"
-                case 2: check.credentialsRefused = "credentials file readable by others"
-                case 3: check.loadProblem = .shortOfResources; check.loadMessage = "EMFILE"
-                case 4: check.loadProblem = .diskFull; check.loadMessage = "ENOSPC"
-                default: break
-                }
-            }
-            send(.startChecked(check), to: id)
-        case .startTransfer:
-            if world.store != nil, storeStart(id) {
-                // A waiter for another item's fetch holds no connection meanwhile.
-                if room.waiting[id] != nil { scheduler.park(id) }
-                return
-            }
-            startFetch(id)
-        case .stopTransfer:
-            storeForget(id)
-            transfers.removeValue(forKey: id)
-            refreshes.removeValue(forKey: id)
-        case .retry(let at, let holdHost):
-            if holdHost { scheduler.holdHost(spec.host, until: at) }
-            scheduler.retry(id, notBefore: at)
-        case .waitForSpace:
-            spaceQueue.wait(id, now: world.now)
-        case .leaveSpaceQueue:
-            spaceQueue.leave(id)
-        case .discardPartial, .saveResumeState, .keepPartialForRetry, .nextSource:
-            break
-        case .publish:
-            world.stage(id)
-            let job = SimJob(item: id)
-            publishQueue.append(job)
-            send(.publishQueued(job), to: id)
-        case .retryPublish(let at):
-            publishRetries.append((at, SimJob(item: id)))
-        case .withdrawPublish:
-            let queued = publishQueue.contains { $0.item == id } || publishRetries.contains { $0.job.item == id }
-            if queued {
-                publishQueue.removeAll { $0.item == id }
-                publishRetries.removeAll { $0.job.item == id }
-                send(.publishWithdrawn, to: id)
-            }
-        case .fail:
-            transfers.removeValue(forKey: id)
-            refreshes.removeValue(forKey: id)
-            world.releaseStaging(id)
-            guard case .failed(let failed) = machines[id]!.phase else {
-                violation = "item \(id): fail effect without a failed phase"
-                return
-            }
-            world.recordFailure(id, failed)
-        case .ended:
-            world.releaseStaging(id)
-        case .hostUnreachable(let error):
-            scheduler.hostUnreachable(spec.host, failedItem: id, now: world.now, error: error, jitter: world.random.unitMut())
-        case .refreshURL:
-            refreshes[id] = world.now.addingTimeInterval(1)
-        }
+    func send(_ event: ItemEvent<SimPart, SimJob>, to id: Int) -> [ItemEffect<SimPart, SimJob>] {
+        executor.send(event, to: id) ?? []
     }
 
     /// The item's transfer starts from its source.
@@ -706,7 +618,7 @@ final class SimDaemon {
 
     func isTransferring(_ id: Int) -> Bool { transfers[id] != nil }
 
-    private func itemEnded(_ id: Int) {
+    func itemEnded(_ id: Int) {
         storeItemEnded(id)
         spaceQueue.leave(id)
         cancelledInBatch.remove(id)
@@ -850,25 +762,6 @@ final class SimDaemon {
     func describeOpen() -> String {
         machines.filter { !$0.value.phase.hasEnded }.sorted { $0.key < $1.key }
             .map { "\($0.key):\($0.value.phase.label)" }.joined(separator: " ")
-    }
-
-    private func eventName(_ e: ItemEvent<SimPart, SimJob>) -> String {
-        switch e {
-        case .transferEnded(let end): return "transferEnded(\(end.fault?.description ?? "complete")\(end.outage ? ", outage" : ""))"
-        case .publishFailed(let f, _): return "publishFailed(\(f.message))"
-        case .partOpened: return "partOpened"
-        case .publishQueued: return "publishQueued"
-        default: return "\(e)"
-        }
-    }
-
-    private func effectName(_ e: ItemEffect) -> String {
-        switch e {
-        case .retry(let at, let hold): return "retry(+\(Int(at.timeIntervalSince(world.now)))s\(hold ? ", hold" : ""))"
-        case .retryPublish(let at): return "retryPublish(+\(Int(at.timeIntervalSince(world.now)))s)"
-        case .fail(let code, _): return "fail(\(code))"
-        default: return "\(e)"
-        }
     }
 }
 

@@ -6,6 +6,12 @@ import SpoolTransfer
 import XCTest
 @testable import SpoolDaemon
 
+// The table is the core's machine, whatever the shell's part and job: these tests drive it over
+// plain numbers for them, so that its effects (which carry the part and the job) compare as values.
+private typealias ItemLifecycle = ItemMachine<Int, Int>
+private typealias LifecycleEvent = SpoolCore.ItemEvent<Int, Int>
+private typealias ItemAction = ItemEffect<Int, Int>
+
 /// One test per row of `ItemLifecycle`'s transition table (and of its copy in docs/ARCHITECTURE.md).
 final class ItemLifecycleTests: XCTestCase {
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
@@ -26,14 +32,20 @@ final class ItemLifecycleTests: XCTestCase {
     }
 
     private func end(_ failure: TransferFailure?, sha256: String? = nil, retryAfter: Double? = nil,
-                     partial: Bool = false, whole: String? = nil, wanted: String? = nil, hint: String? = nil) -> SpoolDaemon.ItemEvent {
+                     partial: Bool = false, whole: String? = nil, wanted: String? = nil, hint: String? = nil) -> LifecycleEvent {
         .transferEnded(TransferEnd(failure: failure, sha256: sha256, retryAfter: retryAfter, hasPartial: partial,
                                    wholePartialSHA256: whole, wantedSHA256: wanted, tooLargeHint: hint))
     }
 
     private func failCode(_ actions: [ItemAction]) -> String? {
-        for a in actions { if case .fail(let code, _) = a { return code } }
+        for a in actions { if let code = a.failCode { return code } }
         return nil
+    }
+
+    /// A `fail` action's code and message, as "code: message".
+    private func failText(_ action: ItemAction?) -> String? {
+        guard case .fail(let failed, _)? = action else { return nil }
+        return "\(failed.code): \(failed.message)"
     }
 
     func testSubmittedIsQueued() {
@@ -186,7 +198,7 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testPreemptedGoesBackToTheQueueKeepingItsPartial() {
         var l = running()
-        XCTAssertEqual(l.handle(.preempted, policy: policy, context: context), [.stopTransfer, .saveResumeState])
+        XCTAssertEqual(l.handle(.preempted, policy: policy, context: context), [.stopTransfer(), .saveResumeState()])
         XCTAssertEqual(l.phase, .queued)
     }
 
@@ -200,7 +212,7 @@ final class ItemLifecycleTests: XCTestCase {
     func testNotModifiedEndsPublishedWithTheExistingFileAndPublishesNothing() {
         var l = running()
         let unchanged = UnchangedFile(file: "f.csv", marker: "/spool/final/f.csv.done")
-        let event = ItemEvent.transferEnded(TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false,
+        let event = LifecycleEvent.transferEnded(TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false,
                                                         notModified: unchanged))
         XCTAssertEqual(l.handle(event, policy: policy, context: context), [.releaseSlot, .ended])
         XCTAssertEqual(l.phase, .published(file: "f.csv", marker: "/spool/final/f.csv.done"))
@@ -232,7 +244,7 @@ final class ItemLifecycleTests: XCTestCase {
     func testFullDiskDuringTheBodyWaitsForSpaceWithoutUsingTheAttempt() {
         var l = running()
         let actions = l.handle(end(.write(errno: ENOSPC), partial: true), policy: policy, context: context)
-        XCTAssertEqual(Array(actions.prefix(2)), [.releaseSlot, .saveResumeState])
+        XCTAssertEqual(Array(actions.prefix(2)), [.releaseSlot, .saveResumeState()])
         XCTAssertEqual(l.phase, .waitingForSpace)
         XCTAssertEqual(l.attempts, 0)
     }
@@ -240,14 +252,14 @@ final class ItemLifecycleTests: XCTestCase {
     func testTransientFailureRetriesWithBackoff() {
         var l = running()
         let actions = l.handle(end(.curl(code: 56, text: "reset")), policy: policy, context: context)
-        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(1), holdHost: false), .saveResumeState])
+        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(1), holdHost: false), .saveResumeState()])
         XCTAssertEqual(l.phase, .retrying)
     }
 
     func testServerAskingForAPauseHoldsTheHostAndRetryAfterWins() {
         var l = running()
         let actions = l.handle(end(.httpStatus(503), retryAfter: 30), policy: policy, context: context)
-        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(30), holdHost: true), .saveResumeState])
+        XCTAssertEqual(actions, [.retry(at: t0.addingTimeInterval(30), holdHost: true), .saveResumeState()])
     }
 
     func testRangeMismatchDiscardsThePartialBeforeRetrying() {
@@ -273,7 +285,8 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(l.attempts, 3)
         let actions = l.handle(end(.httpStatus(500)), policy: policy, context: context)
         XCTAssertEqual(failCode(actions), "http-status")
-        guard case .fail(_, let message) = actions.last else { return XCTFail() }
+        guard case .fail(let failed, _)? = actions.last else { return XCTFail() }
+        let message = failed.message
         XCTAssertTrue(message.contains("gave up after 3 attempts"), message)
     }
 
@@ -281,7 +294,8 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         let late = LifecycleContext(now: t0.addingTimeInterval(3601), stopping: false, jitter: 1)
         let actions = l.handle(end(.httpStatus(500)), policy: policy, context: late)
-        guard case .fail(_, let message) = actions.last else { return XCTFail("\(actions)") }
+        guard case .fail(let failed, _)? = actions.last else { return XCTFail("\(actions)") }
+        let message = failed.message
         XCTAssertTrue(message.contains("resource timeout"), message)
     }
 
@@ -289,7 +303,7 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         let stopping = LifecycleContext(now: t0, stopping: true, jitter: 1)
         XCTAssertEqual(l.handle(end(.curl(code: 56, text: "reset"), partial: true), policy: policy, context: stopping),
-                       [.releaseSlot, .saveResumeState])
+                       [.releaseSlot, .saveResumeState()])
         XCTAssertEqual(l.phase, .queued)
         XCTAssertFalse(l.phase.hasEnded)
     }
@@ -297,7 +311,8 @@ final class ItemLifecycleTests: XCTestCase {
     func testPermanentFailureFailsAtOnceWithTheSizeHint() {
         var l = running()
         let actions = l.handle(end(.tooLarge(limit: 10), hint: " (expected-bytes × 2)"), policy: policy, context: context)
-        guard case .fail(let code, let message) = actions.last else { return XCTFail("\(actions)") }
+        guard case .fail(let failed, _)? = actions.last else { return XCTFail("\(actions)") }
+        let (code, message) = (failed.code, failed.message)
         XCTAssertEqual(code, "too-large")
         XCTAssertTrue(message.hasSuffix("(expected-bytes × 2)"), message)
         XCTAssertEqual(l.attempts, 1)
@@ -322,7 +337,7 @@ final class ItemLifecycleTests: XCTestCase {
         var refused = TransferEnd(failure: .httpStatus(429), sha256: nil, retryAfter: 30, hasPartial: false)
         refused.pacedRefusal = true
         XCTAssertEqual(l.handle(.transferEnded(refused), policy: policy, context: context),
-                       [.retry(at: t0, holdHost: false), .saveResumeState])
+                       [.retry(at: t0, holdHost: false), .saveResumeState()])
         XCTAssertEqual(l.phase, .retrying)
         XCTAssertEqual(l.attempts, 0)
     }
@@ -370,7 +385,7 @@ final class ItemLifecycleTests: XCTestCase {
     func testCancelOfARunningItemStopsItsTransfer() {
         var l = running()
         let actions = l.handle(.operatorCommand(.cancel), policy: policy, context: context)
-        XCTAssertEqual(Array(actions.prefix(2)), [.stopTransfer, .releaseSlot])
+        XCTAssertEqual(Array(actions.prefix(2)), [.stopTransfer(), .releaseSlot])
         XCTAssertEqual(failCode(actions), "cancelled")
     }
 
@@ -461,13 +476,14 @@ final class ItemLifecycleTests: XCTestCase {
     func testDeadlineEndsAnItemInEveryStateAsCancelDoes() {
         var queued = lifecycle()
         _ = queued.handle(.submitted, policy: policy, context: context)
-        XCTAssertEqual(queued.handle(.deadlinePassed, policy: policy, context: context),
-                       [.unschedule, .fail(code: "deadline", message: "its deadline passed before it ended")])
+        let queuedActions = queued.handle(.deadlinePassed, policy: policy, context: context)
+        XCTAssertEqual(Array(queuedActions.dropLast()), [.unschedule])
+        XCTAssertEqual(failText(queuedActions.last), "deadline: its deadline passed before it ended")
         var run = running()
-        XCTAssertEqual(run.handle(.deadlinePassed, policy: policy, context: context),
-                       [.stopTransfer, .saveResumeState, .keepPartialForRetry, .releaseSlot,
-                        .fail(code: "deadline", message: "its deadline passed before it ended")],
+        let runActions = run.handle(.deadlinePassed, policy: policy, context: context)
+        XCTAssertEqual(Array(runActions.dropLast()), [.stopTransfer(), .saveResumeState(), .keepPartialForRetry, .releaseSlot],
                        "a transfer cut by its deadline keeps its partial for a retry")
+        XCTAssertEqual(failText(runActions.last), "deadline: its deadline passed before it ended")
         var pub = publishing()
         XCTAssertEqual(pub.handle(.deadlinePassed, policy: policy, context: context), [.withdrawPublish])
         XCTAssertEqual(failCode(pub.handle(.publishWithdrawn, policy: policy, context: context)), "deadline")
@@ -510,7 +526,7 @@ final class ItemLifecycleTests: XCTestCase {
 
         var run = running()
         XCTAssertEqual(run.handle(.operatorCommand(.pause), policy: policy, context: context),
-                       [.stopTransfer, .saveResumeState, .releaseSlot])
+                       [.stopTransfer(), .saveResumeState(), .releaseSlot])
         XCTAssertEqual(run.phase, .paused)
         XCTAssertEqual(run.handle(.operatorCommand(.pause), policy: policy, context: context), [], "paused twice")
     }
@@ -522,7 +538,7 @@ final class ItemLifecycleTests: XCTestCase {
         XCTAssertEqual(l.attempts, 1)
         for round in 1...3 {
             XCTAssertEqual(l.handle(.operatorCommand(.pause), policy: policy, context: context),
-                           [.stopTransfer, .saveResumeState, .releaseSlot])
+                           [.stopTransfer(), .saveResumeState(), .releaseSlot])
             XCTAssertEqual(l.attempts, 0, "paused, round \(round)")
             XCTAssertEqual(l.handle(.operatorCommand(.resume), policy: policy, context: context), [.schedule])
             XCTAssertEqual(l.handle(.slotGranted(space: .fits), policy: policy, context: context), [.prepareStart])
@@ -556,7 +572,7 @@ final class ItemLifecycleTests: XCTestCase {
 
     func testStopOfARunningItemKeepsItsPartial() {
         var l = running()
-        XCTAssertEqual(l.handle(.stop, policy: policy, context: context), [.stopTransfer, .saveResumeState])
+        XCTAssertEqual(l.handle(.stop, policy: policy, context: context), [.stopTransfer(), .saveResumeState()])
         XCTAssertEqual(l.phase, .queued)
     }
 
@@ -570,21 +586,21 @@ final class ItemLifecycleTests: XCTestCase {
     func testEndedItemsIgnoreEverything() {
         var l = publishing()
         _ = l.handle(.publishSucceeded(file: "f", marker: "m"), policy: policy, context: context)
-        for event: SpoolDaemon.ItemEvent in [.submitted, .slotGranted(space: .fits), .operatorCommand(.cancel), .stop,
+        for event: LifecycleEvent in [.submitted, .slotGranted(space: .fits), .operatorCommand(.cancel), .stop,
                                  .operatorCommand(.retry), .spaceAvailable] {
             XCTAssertEqual(l.handle(event, policy: policy, context: context), [], "\(event)")
         }
         XCTAssertEqual(l.phase, .published(file: "f", marker: "m"))
     }
 
-    private func outage(_ failure: TransferFailure) -> SpoolDaemon.ItemEvent {
+    private func outage(_ failure: TransferFailure) -> LifecycleEvent {
         .transferEnded(TransferEnd(failure: failure, sha256: nil, retryAfter: nil, hasPartial: false, outage: true))
     }
 
     func testOutageUsesNoAttemptAndHoldsTheHost() {
         var l = running()
         let actions = l.handle(outage(.curl(code: 7, text: "Couldn't connect to server")), policy: policy, context: context)
-        XCTAssertEqual(actions, [.hostUnreachable(error: "curl error 7: Couldn't connect to server"), .saveResumeState])
+        XCTAssertEqual(actions, [.hostUnreachable(error: "curl error 7: Couldn't connect to server"), .saveResumeState()])
         XCTAssertEqual(l.phase, .queued)
         XCTAssertEqual(l.attempts, 0, "an outage uses up no attempt")
         // However many outages: never fails for running out of attempts.
@@ -600,7 +616,8 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         let late = LifecycleContext(now: t0.addingTimeInterval(3601), stopping: false, jitter: 1)
         let actions = l.handle(outage(.curl(code: 7, text: "x")), policy: policy, context: late)
-        guard case .fail(_, let message) = actions.last else { return XCTFail("\(actions)") }
+        guard case .fail(let failed, _)? = actions.last else { return XCTFail("\(actions)") }
+        let message = failed.message
         XCTAssertTrue(message.contains("resource timeout"), message)
     }
 
@@ -608,7 +625,7 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         let stopping = LifecycleContext(now: t0, stopping: true, jitter: 1)
         XCTAssertEqual(l.handle(outage(.curl(code: 7, text: "x")), policy: policy, context: stopping),
-                       [.releaseSlot, .saveResumeState])
+                       [.releaseSlot, .saveResumeState()])
         XCTAssertFalse(l.phase.hasEnded)
     }
 
@@ -672,24 +689,24 @@ final class SourceRotationTests: XCTestCase {
             _ = l.handle(.slotGranted(space: .fits), policy: policy, context: context)
             return l
         }
-        let gone = ItemEvent.transferEnded(TransferEnd(failure: .httpStatus(404), sha256: nil, retryAfter: nil, hasPartial: false))
+        let gone = LifecycleEvent.transferEnded(TransferEnd(failure: .httpStatus(404), sha256: nil, retryAfter: nil, hasPartial: false))
         var l = running()
-        XCTAssertFalse(l.handle(gone, policy: policy, context: context).contains(.nextSource), "no mirror: fails as before")
+        XCTAssertFalse(l.handle(gone, policy: policy, context: context).contains(.nextSource()), "no mirror: fails as before")
         context.nextSource = true
         l = running()
-        XCTAssertEqual(l.handle(gone, policy: policy, context: context), [.releaseSlot, .nextSource, .schedule])
+        XCTAssertEqual(l.handle(gone, policy: policy, context: context), [.releaseSlot, .nextSource(), .schedule])
         XCTAssertEqual(l.phase, .queued)
         XCTAssertEqual(l.attempts, 1)
-        let down = ItemEvent.transferEnded(TransferEnd(failure: .curl(code: 7, text: "refused"), sha256: nil, retryAfter: nil,
+        let down = LifecycleEvent.transferEnded(TransferEnd(failure: .curl(code: 7, text: "refused"), sha256: nil, retryAfter: nil,
                                                        hasPartial: false, outage: true))
         l = running()
-        XCTAssertFalse(l.handle(down, policy: policy, context: context).contains(.nextSource), "a short outage waits")
+        XCTAssertFalse(l.handle(down, policy: policy, context: context).contains(.nextSource()), "a short outage waits")
         context.hostDownLong = true
         l = running()
-        XCTAssertEqual(l.handle(down, policy: policy, context: context), [.releaseSlot, .nextSource, .schedule])
+        XCTAssertEqual(l.handle(down, policy: policy, context: context), [.releaseSlot, .nextSource(), .schedule])
         XCTAssertEqual(l.attempts, 0, "an outage uses no attempt")
         var held = ItemLifecycle(firstQueued: t0)
         _ = held.handle(.submitted, policy: policy, context: context)
-        XCTAssertEqual(held.handle(.sourceUnreachable, policy: policy, context: context), [.unschedule, .nextSource, .schedule])
+        XCTAssertEqual(held.handle(.sourceUnreachable, policy: policy, context: context), [.unschedule, .nextSource(), .schedule])
     }
 }

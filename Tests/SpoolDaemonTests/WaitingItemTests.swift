@@ -231,14 +231,14 @@ final class WaitingItemTests: XCTestCase {
         let started = try claimAndAdd("w0000001", "https://a.example/1\n", into: table)
         let waiting = try claimAndAdd("w0000002", "https://a.example/2\n", into: table)
         for request in [started, waiting] {
-            XCTAssertEqual(request.items[0].lifecycle.handle(.submitted, policy: policy, context: context), [.schedule])
+            XCTAssertEqual(request.items[0].lifecycle.handle(.submitted, policy: policy, context: context).map { "\($0)" }, ["schedule"])
             table.sleepAtTurnEnd(request)
         }
         XCTAssertEqual(table.dormant.count, 0, "nothing sleeps before the turn ends")
         // The scheduler starts the first in the same turn: the record is the one intake made.
         let record = try XCTUnwrap(table.wake(started.items[0].key))
         XCTAssertTrue(record === started.items[0])
-        XCTAssertEqual(record.lifecycle.handle(.slotGranted(space: .fits), policy: policy, context: context), [.prepareStart])
+        XCTAssertEqual(record.lifecycle.handle(.slotGranted(space: .fits), policy: policy, context: context).map { "\($0)" }, ["prepareStart"])
         table.note(record)
         table.sleepWaiting()
         XCTAssertEqual(table.dormant.count, 1)

@@ -10,13 +10,10 @@ final class Items {
     let table = ItemTable()
     /// The claimed file the last item start read, kept open for the next (see `RequestFileSlot`).
     let requestFile = RequestFileSlot()
-    /// Item events, handled one at a time: one raised while another's actions are carried out
-    /// waits for them (`SerialEvents`).
-    let events = SerialEvents<(ItemEvent, ItemRecord)>()
     /// When requests' `deadline:` passes (see `RequestDeadlines`).
     let deadlines: RequestDeadlines
     private(set) var policy: RetryPolicy
-    /// The jitter of the contexts the executor gives item events (`Engine.send`).
+    /// The jitter of the contexts the executor gives item events (`ItemShell.decide`).
     var jitter = JitterSource()
 
     init(configuration: DaemonConfiguration) {

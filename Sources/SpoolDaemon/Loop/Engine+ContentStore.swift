@@ -13,7 +13,7 @@ extension Engine {
     func startFetch(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) {
         let mirror = driver.contentStore?.firstSource(record, item, credentials: credentials)
         do {
-            try driver.start(record, item, credentials: credentials, hashedMirror: mirror) { part in send(.partOpened(part), to: record) }
+            try driver.start(record, item, credentials: credentials, hashedMirror: mirror) { part in executor.send(.partOpened(part), to: record) }
         } catch {
             couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
         }
@@ -25,7 +25,7 @@ extension Engine {
         guard let item = record.loaded else { return }
         record.partial.discard()
         do {
-            try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror) { part in send(.partOpened(part), to: record) }
+            try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror) { part in executor.send(.partOpened(part), to: record) }
         } catch {
             couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
         }
@@ -44,10 +44,10 @@ extension Engine {
     func storeCopied(key: Int, digest: String, read: ContentStoreRoom.HitRead) {
         let record = items.table.item(key)
         guard let contentStore = driver.contentStore,
-              let credentials = contentStore.copied(record, key: key, digest: digest, read: read, send: { if let record { send($0, to: record) } }),
+              let credentials = contentStore.copied(record, key: key, digest: digest, read: read, send: { if let record { executor.send($0, to: record) } }),
               let record, let item = record.loaded else { return }
         if hosts.scheduler.isParked(record.key) { return askForSlot(record, credentials: credentials) }
-        if contentStore.start(record, item, credentials: credentials, send: { send($0, to: record) },
+        if contentStore.start(record, item, credentials: credentials, send: { executor.send($0, to: record) },
                               openPart: { () throws(StoreError) in try openFreshPart(record) }) {
             if contentStore.isWaiting(record.key) { hosts.scheduler.park(record.key) }
             return
@@ -63,7 +63,7 @@ extension Engine {
         let parked = hosts.scheduler.isParked(record.key)
         switch decision {
         case .hit:
-            if contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
+            if contentStore.publishFromStore(record, digest: digest, send: { executor.send($0, to: record) },
                                              openPart: { () throws(StoreError) in try openFreshPart(record) },
                                              credentials: credentials) { return }
             if parked { return askForSlot(record, credentials: credentials) }
@@ -74,7 +74,7 @@ extension Engine {
             case .fetch:
                 startFetch(record, item, credentials: credentials)
             case .inStore:
-                if !contentStore.publishFromStore(record, digest: digest, send: { send($0, to: record) },
+                if !contentStore.publishFromStore(record, digest: digest, send: { executor.send($0, to: record) },
                                                   openPart: { () throws(StoreError) in try openFreshPart(record) },
                                                   credentials: credentials) {
                     startFetch(record, item, credentials: credentials)

@@ -52,15 +52,15 @@ extension Engine {
             if let recovered = accepted.recovered {
                 for (record, first) in recovered {
                     switch first {
-                    case .submit: send(.submitted, to: record)
-                    case .ended: itemEnded(record)
+                    case .submit: executor.send(.submitted, to: record)
+                    case .ended: executor.ports.ended(record)
                     case .publish:
                         items.table.note(record)
                         if let job = record.lifecycle.state.job { publishing.enqueue(job) }
                     }
                 }
             } else {
-                for record in request.items { send(.submitted, to: record) }
+                for record in request.items { executor.send(.submitted, to: record) }
             }
             logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                          "group": "\(request.group)"])

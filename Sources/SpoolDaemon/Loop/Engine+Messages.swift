@@ -22,7 +22,7 @@ extension Engine {
                                      whole: { self.requestCommand($1, on: $0, caller: $2) }) { record, verb in
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
-                return !(send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
+                return !(executor.send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
             }
             operators.status.markDirty()
         case .watcher(.rescanned(let names)):
@@ -44,7 +44,7 @@ extension Engine {
             beginStop(reason: "watcher failed")
         case .published(let results):
             driver.contentStore?.published(results, item: items.table.item(forBase:), io: io)
-            for (record, event) in publishing.batchEnded(results, item: items.table.item(forBase:)) { send(event, to: record) }
+            for (record, event) in publishing.batchEnded(results, item: items.table.item(forBase:)) { executor.send(event, to: record) }
         case .groupEnded(let name, let markerPath, let journal, let error):
             let drains = configuration.once || configuration.due
             if groupEnds.ended(name, markerPath: markerPath, journal: journal, error: error, drain: drains) {
@@ -53,7 +53,7 @@ extension Engine {
         case .rejected(let request, let error):
             intake.rejectionFiled(request, error: error)
         case .uploadsRecorded(let results):
-            for (record, event) in publishing.uploadsRecorded(results, item: items.table.item) { send(event, to: record) }
+            for (record, event) in publishing.uploadsRecorded(results, item: items.table.item) { executor.send(event, to: record) }
         case .outgoingFiled(let name, let error):
             if let error { logger.warning("could not move a failed upload's file into failed/: \(error)", metadata: ["file": "\(name)"]) }
         case .groupHookFinished(let journal):
@@ -62,7 +62,7 @@ extension Engine {
             operators.status.markDirty()
             if let record = items.table.item(key),
                let event = driver.refreshEnded(record, attempt: attempt, outcome: outcome, line: line) {
-                send(event, to: record)
+                executor.send(event, to: record)
             }
         case .itemHookFinished:
             break
@@ -92,7 +92,7 @@ extension Engine {
         runState.stopping = true
         logger.notice("stopping: no new claims; partial downloads are kept", metadata: ["reason": "\(reason)"])
         ServiceNotifier.notify("STOPPING=1")
-        for record in Array(driver.running.values) { send(.stop, to: record) }
-        for key in driver.contentStore?.waitingKeys ?? [] { if let record = items.table.item(key) { send(.stop, to: record) } }
+        for record in Array(driver.running.values) { executor.send(.stop, to: record) }
+        for key in driver.contentStore?.waitingKeys ?? [] { if let record = items.table.item(key) { executor.send(.stop, to: record) } }
     }
 }

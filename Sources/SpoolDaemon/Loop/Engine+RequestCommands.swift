@@ -13,7 +13,7 @@ import SpoolStore
 /// failure record that names only their index — their URL is read again when the group end
 /// writes them — and with no state file each: one cancel record for the request
 /// (`SpoolStore.recordCancel`), written and synced before anything changes, is what a restart
-/// honours instead. Items that ran go through the machine's ordinary path (`send`).
+/// honours instead. Items that ran go through the machine's ordinary path (`executor.send`).
 extension Engine {
     /// Carries out `verb` for every item of `request` and answers; nil to leave the command to
     /// the item-by-item path (a `retry` of a request of no more than `listedFailuresLimit` items,
@@ -53,7 +53,7 @@ extension Engine {
             } else {
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
-                changed = !(send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
+                changed = !(executor.send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
                 after.insert(record.phase.label)
             }
             if changed {

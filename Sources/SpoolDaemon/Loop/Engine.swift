@@ -16,7 +16,7 @@ import SpoolNetwork
 /// The daemon: one engine thread that owns the transfer session, the scheduler and every
 /// in-memory record, and sleeps in `curl_multi_poll` until a socket, a timer or the inbox needs
 /// it. Each turn of the loop routes the messages that arrived, hands each item's events to its
-/// lifecycle, has the rooms carry out the actions that come back (`Engine.send`), and sleeps
+/// lifecycle, has the rooms carry out the actions that come back (`executor`, `ItemShell`), and sleeps
 /// until the earliest deadline. docs/ARCHITECTURE.md draws the rooms and their threads.
 ///
 /// Other threads — the watcher, the I/O queue (publishing, group ends, rejections), the hook
@@ -45,6 +45,10 @@ public final class Engine {
     let operators: Operators
     /// Whether the run stops, its tally, its drain, and what the process holds while it runs.
     let runState: RunState
+    /// Every item event goes in here (`executor.send(event, to: record)`): the item's lifecycle
+    /// decides, and the actions are carried out through the rooms (`ItemShell`). Set last in
+    /// `init`, as its ports hold the engine.
+    private(set) var executor: ItemExecutor<ItemShell>!
 
     public init(configuration: DaemonConfiguration, logger: Logger) throws(DaemonError) {
         do { try configuration.validate() } catch { throw .configuration(error) }
@@ -102,6 +106,7 @@ public final class Engine {
         let inbox = self.inbox
         driver.contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts,
                                                  post: { inbox.post($0) }, logger: logger)
+        executor = ItemExecutor(ports: ItemShell(engine: self))
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -138,7 +143,7 @@ public final class Engine {
                     end.neverFits = end.neverFits ?? space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
                 }
                 if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
-                send(.transferEnded(end), to: record)
+                executor.send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { operators.status.markDirty() }
             turn(now: Date())
@@ -185,11 +190,11 @@ public final class Engine {
                 guard let request = items.table.wakeRequest(named: due.request), request.inode == due.inode else { continue }
                 logger.warning("deadline passed; items not ended fail", metadata: ["request": "\(request.name)",
                                                                                   "deadline": "\(RFC3339.format(due.at))"])
-                for record in request.items where due.covers(record.index) { send(.deadlinePassed, to: record) }
+                for record in request.items where due.covers(record.index) { executor.send(.deadlinePassed, to: record) }
             }
         }
         if let at = space.checkAt, at <= now {
-            for record in space.release(now: now, running: Array(driver.running.values)) { send(.spaceAvailable, to: record) }
+            for record in space.release(now: now, running: Array(driver.running.values)) { executor.send(.spaceAvailable, to: record) }
         }
         for (record, decision, credentials) in driver.contentStore?.check(now: now, record: items.table.item) ?? [] {
             storeWaitEnded(record, decision, credentials: credentials)
@@ -213,10 +218,10 @@ public final class Engine {
                 if hosts.isProbe(key) {
                     logger.info("probing an unreachable host", metadata: ["host": "\(record.hostKey)", "item": "\(record.id)"])
                 }
-                send(.slotGranted(space: fits), to: record)
+                executor.send(.slotGranted(space: fits), to: record)
             case .pause(let key):
                 guard let record = items.table.item(key) else { continue }
-                send(.preempted, to: record)
+                executor.send(.preempted, to: record)
                 logger.info("transfer paused; partial kept", metadata: ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)"])
             }
         }

@@ -12,7 +12,7 @@ import SpoolTransfer
 /// An item's machine over the shell's staging file and publish job.
 typealias ItemLifecycle = ItemMachine<StagingFile, PublishJob>
 typealias ItemEvent = SpoolCore.ItemEvent<StagingFile, PublishJob>
-typealias ItemAction = ItemEffect
+typealias ItemAction = ItemEffect<StagingFile, PublishJob>
 typealias LifecycleContext = ItemContext
 
 extension TransferFault {
@@ -79,23 +79,6 @@ extension OperatorVerb {
         // `ControlHandler` answers a probe itself: it names a host, and no item is told.
         case .probe: preconditionFailure("probe is a host's verb, never an item's")
         }
-    }
-}
-
-/// The jitter of the engine's item contexts: SplitMix64, seeded once from the system
-/// generator. A back-off jitter needs spread, not secrecy, and every item event asks for one;
-/// the system generator costs a `getrandom` call each time. Engine thread only.
-struct JitterSource {
-    private var state = UInt64.random(in: 0 ... .max)
-
-    /// The next number in 0..<1.
-    mutating func next() -> Double {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        return Double(z >> 11) / Double(UInt64(1) << 53)
     }
 }
 

@@ -16,7 +16,8 @@ final class StatusReporter {
     /// `HOST-PID`: the report's name, and the metrics' `worker` label.
     let workerName = "\(ProcessInfo.processInfo.hostName)-\(getpid())"
     var fileName: String { workerName + ".json" }
-    private var dirty = true
+    /// Something changed since the last report was written.
+    private(set) var dirty = true
     private var lastWrite: Date?
     /// Items that ended recently, newest last: the last `recentLimit` are reported (the list
     /// holds up to twice as many between trims).

@@ -1,0 +1,166 @@
+import Foundation
+import SpoolCore
+import SpoolRequest
+import SpoolScheduler
+
+/// A simulated worker's ports for the daemon's `ItemExecutor`: the rooms the effects reach are
+/// the worker's simulated ones (its scheduler, transfers in flight, space queue, publish queue)
+/// and the world's spool. Here is no executor: which port an effect goes to, with what, and
+/// which answer goes back to the machine, is decided by `ItemExecutor`, as in the daemon.
+final class SimItemPorts: ItemPorts {
+    typealias Key = Int
+    typealias Part = SimPart
+    typealias Job = SimJob
+    typealias Machine = ItemMachine<SimPart, SimJob>
+
+    /// Not owned: the worker owns the executor, which owns this.
+    unowned let daemon: SimDaemon
+    init(daemon: SimDaemon) { self.daemon = daemon }
+
+    private var world: Simulation { daemon.world }
+
+    // MARK: The machines
+
+    /// The context is drawn from the seed (jitter, whether a refresh hook may be asked), as
+    /// the daemon reads it from its clock, stop flag and hooks.
+    func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob>) -> [ItemEffect<SimPart, SimJob>] {
+        guard var machine = daemon.machines[id] else { return [] }
+        let spec = world.spec(id)
+        var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),
+                                  failureFacts: { ItemFailureFacts(index: spec.index, url: "http://\(spec.host)/\(spec.id)", name: "f\(spec.id)") })
+        context.canRefreshURL = world.random.chanceMut(0.3)
+        let effects = machine.handle(event, policy: daemon.policy, context: context)
+        daemon.machines[id] = machine
+        if !effects.isEmpty { world.log("item \(id): \(eventName(event)) -> \(machine.phase.label) \(effects.map(effectName))") }
+        return effects
+    }
+
+    // MARK: The scheduler
+
+    func schedule(_ id: Int) { daemon.scheduler.submit(ScheduledItem(key: id, hostKey: world.spec(id).host)) }
+    func unschedule(_ id: Int) { daemon.scheduler.remove(id) }
+    func releaseSlot(_ id: Int) { daemon.scheduler.finished(id) }
+
+    func retry(_ id: Int, at: Date, holdHost: Bool) {
+        if holdHost { daemon.scheduler.holdHost(world.spec(id).host, until: at) }
+        daemon.scheduler.retry(id, notBefore: at)
+    }
+
+    func hostUnreachable(_ id: Int, error: String) {
+        daemon.scheduler.hostUnreachable(world.spec(id).host, failedItem: id, now: world.now, error: error,
+                                         jitter: world.random.unitMut())
+    }
+
+    // MARK: The transfer
+
+    /// What a start finds, drawn from the seed while faults are on: an expired or expiring URL,
+    /// refused credentials, a shortage of descriptors, a full disk.
+    func checkStart(_ id: Int) -> StartCheck {
+        var check = StartCheck()
+        if world.faultsOn {
+            switch world.random.belowMut(50) {
+            case 0: check.expiresAt = world.now.addingTimeInterval(-10); check.expirySource = "expires-key"
+            case 1: check.expiresAt = world.now.addingTimeInterval(10); check.expirySource = "s3-sigv4"
+            case 2: check.credentialsRefused = "credentials file readable by others"
+            case 3: check.loadProblem = .shortOfResources; check.loadMessage = "EMFILE"
+            case 4: check.loadProblem = .diskFull; check.loadMessage = "ENOSPC"
+            default: break
+            }
+        }
+        return check
+    }
+
+    func startTransfer(_ id: Int, credentials: [RequestHeader]) {
+        if world.store != nil, daemon.storeStart(id) {
+            // A waiter for another item's fetch holds no connection meanwhile.
+            if daemon.room.waiting[id] != nil { daemon.scheduler.park(id) }
+            return
+        }
+        daemon.startFetch(id)
+    }
+
+    func stopTransfer(_ id: Int, part: SimPart?) {
+        daemon.storeForget(id)
+        daemon.transfers.removeValue(forKey: id)
+        daemon.refreshes.removeValue(forKey: id)
+    }
+
+    // The simulated spool keeps no resume state and has one source per item.
+    func nextSource(_ id: Int, part: SimPart?) {}
+    func saveResumeState(_ id: Int, part: SimPart?) {}
+
+    /// The hook answers a second later (`SimDaemon.turn`).
+    func refreshURL(_ id: Int, reason: String) -> ItemEvent<SimPart, SimJob>? {
+        daemon.refreshes[id] = world.now.addingTimeInterval(1)
+        return nil
+    }
+
+    // MARK: The space gate
+
+    func waitForSpace(_ id: Int, reason: String) { daemon.spaceQueue.wait(id, now: world.now) }
+    func leaveSpaceQueue(_ id: Int) { daemon.spaceQueue.leave(id) }
+
+    // MARK: Publishing
+
+    func publish(_ id: Int, sha256: String, part: SimPart?) -> SimJob? {
+        world.stage(id)
+        let job = SimJob(item: id)
+        daemon.publishQueue.append(job)
+        return job
+    }
+
+    func retryPublish(_ id: Int, job: SimJob?, at: Date) {
+        daemon.publishRetries.append((at, job ?? SimJob(item: id)))
+    }
+
+    func withdrawPublish(_ id: Int) -> Bool {
+        let queued = daemon.publishQueue.contains { $0.item == id } || daemon.publishRetries.contains { $0.job.item == id }
+        if queued {
+            daemon.publishQueue.removeAll { $0.item == id }
+            daemon.publishRetries.removeAll { $0.job.item == id }
+        }
+        return queued
+    }
+
+    // MARK: The item's files and its ending
+
+    func discardPartial(_ id: Int) {}
+    func keepPartialForRetry(_ id: Int) {}
+
+    func failed(_ id: Int, _ failure: ItemFailed, wasPublishing: Bool) {
+        daemon.transfers.removeValue(forKey: id)
+        daemon.refreshes.removeValue(forKey: id)
+        world.releaseStaging(id)
+        world.recordFailure(id, failure)
+    }
+
+    func ended(_ id: Int) {
+        world.releaseStaging(id)
+        daemon.itemEnded(id)
+    }
+
+    // MARK: The trace's words
+
+    private func eventName(_ e: ItemEvent<SimPart, SimJob>) -> String {
+        switch e {
+        case .transferEnded(let end): return "transferEnded(\(end.fault?.description ?? "complete")\(end.outage ? ", outage" : ""))"
+        case .publishFailed(let f, _): return "publishFailed(\(f.message))"
+        case .partOpened: return "partOpened"
+        case .publishQueued: return "publishQueued"
+        default: return "\(e)"
+        }
+    }
+
+    /// An effect as the trace names it: words only (carrying effects out is `ItemExecutor`'s);
+    /// times relative to now, the part and job an effect carries left out.
+    private func effectName(_ e: ItemEffect<SimPart, SimJob>) -> String {
+        if case .retry(let at, let hold) = e { return "retry(+\(Int(at.timeIntervalSince(world.now)))s\(hold ? ", hold" : ""))" }
+        if case .retryPublish(let at, _) = e { return "retryPublish(+\(Int(at.timeIntervalSince(world.now)))s)" }
+        if let code = e.failCode { return "fail(\(code))" }
+        if case .publish(let digest, _) = e { return "publish(sha256: \"\(digest)\")" }
+        if case .stopTransfer = e { return "stopTransfer" }
+        if case .saveResumeState = e { return "saveResumeState" }
+        if case .nextSource = e { return "nextSource" }
+        return "\(e)"
+    }
+}
