@@ -14,7 +14,11 @@ class StoreTestCase: XCTestCase {
         store = SpoolStore(layout: try SpoolLayout(root: root))
     }
 
+    /// XCTest keeps every test case object until the whole run ends: the store (a descriptor for
+    /// each of the spool's folders) goes with its test, or the run's descriptors pass FD_SETSIZE
+    /// and an in-process inotify watcher's select() aborts it.
     override func tearDownWithError() throws {
+        store = nil
         try? FileManager.default.removeItem(atPath: root)
     }
 
