@@ -164,3 +164,50 @@ final class SimItemPorts: ItemPorts {
         return "\(e)"
     }
 }
+
+/// A simulated worker's group-end room as the ports of the daemon's `GroupEndExecutor`: the
+/// machines are the worker's table; the end's write fails now and then while faults are on
+/// (drawn apart from the seed's main stream) and is answered at once (queued by the executor
+/// behind the event being handled); here is no dispatch of effects, which is the executor's.
+final class SimGroupEndPorts: GroupEndPorts {
+    typealias Key = String
+    typealias Written = Void
+
+    /// Not owned: the worker owns the executor, which owns this.
+    unowned let daemon: SimDaemon
+    init(daemon: SimDaemon) { self.daemon = daemon }
+
+    private var world: Simulation { daemon.world }
+
+    func decide(_ name: String, _ event: GroupMachine.Event, now: Date) -> [GroupMachine.Effect] {
+        guard var machine = daemon.groups[name] else { return [] }
+        let effects = machine.handle(event, now: now)
+        daemon.groups[name] = machine
+        return effects
+    }
+
+    func writeEnd(_ name: String) {
+        daemon.groupEndTries[name, default: 0] += 1
+        if world.faultsOn && world.sideChance(0.1, "group end \(name) \(daemon.groupEndTries[name]!)") {
+            world.log("group end of \(name) failed: EIO")
+            daemon.groupEnds.send(.endFailed(GroupEndFault()), to: name, now: world.now)
+        } else {
+            let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
+            world.groupEnded(name, allPublished: all)
+            daemon.groupEnds.send(.endWritten, to: name, now: world.now)
+        }
+    }
+
+    func forget(_ name: String, written: Void?) {
+        daemon.groups.removeValue(forKey: name)
+        daemon.deadlines.removeValue(forKey: name)
+        for id in world.request(name).items { daemon.machines.removeValue(forKey: id) }
+    }
+
+    func retry(_ name: String, at: Date) { daemon.groupRetries[name] = at }
+
+    /// The simulated spool neither fences a stalled worker nor runs drains that let go.
+    func letGo(_ name: String, _ why: GroupLetGo) {
+        daemon.violation = "request \(name) was let go without an end"
+    }
+}
