@@ -128,6 +128,11 @@ final class SimItemPorts: ItemPorts {
     func keepPartialForRetry(_ id: Int) {}
 
     func failed(_ id: Int, _ failure: ItemFailed, wasPublishing: Bool) {
+        // Its job dropped from the publisher, as the daemon's `Publishing.drop` does.
+        if wasPublishing {
+            daemon.publishQueue.removeAll { $0.item == id }
+            daemon.publishRetries.removeAll { $0.job.item == id }
+        }
         daemon.transfers.removeValue(forKey: id)
         daemon.refreshes.removeValue(forKey: id)
         world.releaseStaging(id)

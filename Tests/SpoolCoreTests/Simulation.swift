@@ -677,7 +677,14 @@ final class SimDaemon {
 
     private func batchReports(_ job: SimJob) {
         let id = job.item
-        guard machines[id]?.phase == .publishing else { return }
+        // The publisher publishes every job its batch holds (the I/O queue runs the batch; only
+        // its result goes to the item): a job of an item that ended meanwhile would publish a
+        // file for an item already filed as failed. A cancel while a batch holds the job leaves
+        // the item publishing, for the batch's result to decide.
+        guard machines[id]?.phase == .publishing else {
+            violation = "item \(id) ended (\(machines[id]?.phase.label ?? "forgotten")) while a batch held its job: the batch publishes it anyway"
+            return
+        }
         if let fault = world.publish(id) {
             send(.publishFailed(fault, job: job), to: id)
         } else {
