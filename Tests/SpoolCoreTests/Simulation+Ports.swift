@@ -18,6 +18,16 @@ final class SimItemPorts: ItemPorts {
     init(daemon: SimDaemon) { self.daemon = daemon }
 
     private var world: Simulation { daemon.world }
+    /// Port calls under way that may raise an item event (a start's `partOpened`, an ending's
+    /// group end): a machine deciding inside one is an event nested in another's effects, which
+    /// the contract forbids (events never nest: the executor queues them).
+    private var portCalls = 0
+
+    private func portCall(_ body: () -> Void) {
+        portCalls += 1
+        body()
+        portCalls -= 1
+    }
 
     // MARK: The machines
 
@@ -25,6 +35,7 @@ final class SimItemPorts: ItemPorts {
     /// the daemon reads it from its clock, stop flag and hooks.
     func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob>) -> [ItemEffect<SimPart, SimJob>] {
         guard var machine = daemon.machines[id] else { return [] }
+        if portCalls > 0 { daemon.violation = "item \(id) decided \(eventName(event)) inside a port call: events nest" }
         let spec = world.spec(id)
         var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),
                                   failureFacts: { ItemFailureFacts(index: spec.index, url: "http://\(spec.host)/\(spec.id)", name: "f\(spec.id)") })
@@ -71,12 +82,14 @@ final class SimItemPorts: ItemPorts {
     }
 
     func startTransfer(_ id: Int, credentials: [RequestHeader]) {
-        if world.store != nil, daemon.storeStart(id) {
-            // A waiter for another item's fetch holds no connection meanwhile.
-            if daemon.room.waiting[id] != nil { daemon.scheduler.park(id) }
-            return
+        portCall {
+            if world.store != nil, daemon.storeStart(id) {
+                // A waiter for another item's fetch holds no connection meanwhile.
+                if daemon.room.waiting[id] != nil { daemon.scheduler.park(id) }
+                return
+            }
+            daemon.startFetch(id)
         }
-        daemon.startFetch(id)
     }
 
     func stopTransfer(_ id: Int, part: SimPart?) {
@@ -140,8 +153,10 @@ final class SimItemPorts: ItemPorts {
     }
 
     func ended(_ id: Int) {
-        world.releaseStaging(id)
-        daemon.itemEnded(id)
+        portCall {
+            world.releaseStaging(id)
+            daemon.itemEnded(id)
+        }
     }
 
     // MARK: The trace's words
