@@ -2,8 +2,8 @@ import Foundation
 
 /// A request's group, from its claim to its group marker: how many of its items are still open,
 /// and the end's write — the group marker and the request filed in `done/` or `failed/` — which
-/// may fail and be tried again, or be let go. One entry, `handle`; the shell's group-end room
-/// writes, the simulator stands in for it.
+/// may fail and be tried again, or be let go. One entry, `handle`; its effects are carried out
+/// by `GroupEndExecutor`, through the shell's group-end room or the simulator's ports.
 ///
 /// A group end that fails keeps the claim and is tried again: letting go would leave the request
 /// in this worker's folder with nobody working on it, until a later worker adopted it and

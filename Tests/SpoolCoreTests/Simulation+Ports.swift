@@ -18,6 +18,16 @@ final class SimItemPorts: ItemPorts {
     init(daemon: SimDaemon) { self.daemon = daemon }
 
     private var world: Simulation { daemon.world }
+    /// Port calls under way that may raise an item event (a start's `partOpened`, an ending's
+    /// group end): a machine deciding inside one is an event nested in another's effects, which
+    /// the contract forbids (events never nest: the executor queues them).
+    private var portCalls = 0
+
+    private func portCall(_ body: () -> Void) {
+        portCalls += 1
+        body()
+        portCalls -= 1
+    }
 
     // MARK: The machines
 
@@ -25,6 +35,7 @@ final class SimItemPorts: ItemPorts {
     /// the daemon reads it from its clock, stop flag and hooks.
     func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob>) -> [ItemEffect<SimPart, SimJob>] {
         guard var machine = daemon.machines[id] else { return [] }
+        if portCalls > 0 { daemon.violation = "item \(id) decided \(eventName(event)) inside a port call: events nest" }
         let spec = world.spec(id)
         var context = ItemContext(now: world.now, stopping: false, jitter: world.random.unitMut(),
                                   failureFacts: { ItemFailureFacts(index: spec.index, url: "http://\(spec.host)/\(spec.id)", name: "f\(spec.id)") })
@@ -71,12 +82,14 @@ final class SimItemPorts: ItemPorts {
     }
 
     func startTransfer(_ id: Int, credentials: [RequestHeader]) {
-        if world.store != nil, daemon.storeStart(id) {
-            // A waiter for another item's fetch holds no connection meanwhile.
-            if daemon.room.waiting[id] != nil { daemon.scheduler.park(id) }
-            return
+        portCall {
+            if world.store != nil, daemon.storeStart(id) {
+                // A waiter for another item's fetch holds no connection meanwhile.
+                if daemon.room.waiting[id] != nil { daemon.scheduler.park(id) }
+                return
+            }
+            daemon.startFetch(id)
         }
-        daemon.startFetch(id)
     }
 
     func stopTransfer(_ id: Int, part: SimPart?) {
@@ -128,6 +141,11 @@ final class SimItemPorts: ItemPorts {
     func keepPartialForRetry(_ id: Int) {}
 
     func failed(_ id: Int, _ failure: ItemFailed, wasPublishing: Bool) {
+        // Its job dropped from the publisher, as the daemon's `Publishing.drop` does.
+        if wasPublishing {
+            daemon.publishQueue.removeAll { $0.item == id }
+            daemon.publishRetries.removeAll { $0.job.item == id }
+        }
         daemon.transfers.removeValue(forKey: id)
         daemon.refreshes.removeValue(forKey: id)
         world.releaseStaging(id)
@@ -135,8 +153,10 @@ final class SimItemPorts: ItemPorts {
     }
 
     func ended(_ id: Int) {
-        world.releaseStaging(id)
-        daemon.itemEnded(id)
+        portCall {
+            world.releaseStaging(id)
+            daemon.itemEnded(id)
+        }
     }
 
     // MARK: The trace's words
@@ -162,5 +182,52 @@ final class SimItemPorts: ItemPorts {
         if case .saveResumeState = e { return "saveResumeState" }
         if case .nextSource = e { return "nextSource" }
         return "\(e)"
+    }
+}
+
+/// A simulated worker's group-end room as the ports of the daemon's `GroupEndExecutor`: the
+/// machines are the worker's table; the end's write fails now and then while faults are on
+/// (drawn apart from the seed's main stream) and is answered at once (queued by the executor
+/// behind the event being handled); here is no dispatch of effects, which is the executor's.
+final class SimGroupEndPorts: GroupEndPorts {
+    typealias Key = String
+    typealias Written = Void
+
+    /// Not owned: the worker owns the executor, which owns this.
+    unowned let daemon: SimDaemon
+    init(daemon: SimDaemon) { self.daemon = daemon }
+
+    private var world: Simulation { daemon.world }
+
+    func decide(_ name: String, _ event: GroupMachine.Event, now: Date) -> [GroupMachine.Effect] {
+        guard var machine = daemon.groups[name] else { return [] }
+        let effects = machine.handle(event, now: now)
+        daemon.groups[name] = machine
+        return effects
+    }
+
+    func writeEnd(_ name: String) {
+        daemon.groupEndTries[name, default: 0] += 1
+        if world.faultsOn && world.sideChance(0.1, "group end \(name) \(daemon.groupEndTries[name]!)") {
+            world.log("group end of \(name) failed: EIO")
+            daemon.groupEnds.send(.endFailed(GroupEndFault()), to: name, now: world.now)
+        } else {
+            let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
+            world.groupEnded(name, allPublished: all)
+            daemon.groupEnds.send(.endWritten, to: name, now: world.now)
+        }
+    }
+
+    func forget(_ name: String, written: Void?) {
+        daemon.groups.removeValue(forKey: name)
+        daemon.deadlines.removeValue(forKey: name)
+        for id in world.request(name).items { daemon.machines.removeValue(forKey: id) }
+    }
+
+    func retry(_ name: String, at: Date) { daemon.groupRetries[name] = at }
+
+    /// The simulated spool neither fences a stalled worker nor runs drains that let go.
+    func letGo(_ name: String, _ why: GroupLetGo) {
+        daemon.violation = "request \(name) was let go without an end"
     }
 }

@@ -445,10 +445,10 @@ final class SimDaemon {
     }()
     var machines: [Int: Machine] = [:]
     /// Each claimed request's group: the core's machine, as the shell's group-end room keeps it.
-    private var groups: [String: GroupMachine] = [:]
+    var groups: [String: GroupMachine] = [:]
     /// Group ends whose write failed: when each is tried again.
-    private var groupRetries: [String: Date] = [:]
-    private var groupEndTries: [String: Int] = [:]
+    var groupRetries: [String: Date] = [:]
+    var groupEndTries: [String: Int] = [:]
     /// Transfers in flight: when each reports.
     var transfers: [Int: Date] = [:]
     /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
@@ -459,7 +459,7 @@ final class SimDaemon {
     /// Items told to cancel while a batch held their job: they must end when it reports.
     private var cancelledInBatch: Set<Int> = []
     /// Deadlines not yet passed, per request.
-    private var deadlines: [String: Date] = [:]
+    var deadlines: [String: Date] = [:]
     var violation: String?
     var refreshes: [Int: Date] = [:]
     /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
@@ -625,35 +625,13 @@ final class SimDaemon {
         group(world.spec(id).request, .itemEnded)
     }
 
-    /// Hands the request's group machine an event and carries out its effects as the group-end
-    /// room does: the end written (or its write failing, with faults on), the request forgotten,
-    /// a retry timed.
+    /// The daemon's own group-end executor (`GroupEndExecutor`), given this worker's simulated
+    /// group-end room as its ports (`SimGroupEndPorts`, Simulation+Ports.swift).
+    lazy var groupEnds = GroupEndExecutor(ports: SimGroupEndPorts(daemon: self))
+
+    /// Hands the request's group machine an event; its effects carried out by the executor.
     private func group(_ name: String, _ event: GroupMachine.Event) {
-        guard var machine = groups[name] else { return }
-        let effects = machine.handle(event, now: world.now)
-        groups[name] = machine
-        for effect in effects {
-            switch effect {
-            case .writeEnd:
-                groupEndTries[name, default: 0] += 1
-                if world.faultsOn && world.sideChance(0.1, "group end \(name) \(groupEndTries[name]!)") {
-                    world.log("group end of \(name) failed: EIO")
-                    group(name, .endFailed(GroupEndFault()))
-                } else {
-                    let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
-                    world.groupEnded(name, allPublished: all)
-                    group(name, .endWritten)
-                }
-            case .forget:
-                groups.removeValue(forKey: name)
-                deadlines.removeValue(forKey: name)
-                for id in world.request(name).items { machines.removeValue(forKey: id) }
-            case .retry(let at):
-                groupRetries[name] = at
-            case .letGo:
-                violation = "request \(name) was let go without an end"
-            }
-        }
+        groupEnds.send(event, to: name, now: world.now)
     }
 
     /// A transfer reports: its outcome drawn from the seed, faults or not.
@@ -699,7 +677,14 @@ final class SimDaemon {
 
     private func batchReports(_ job: SimJob) {
         let id = job.item
-        guard machines[id]?.phase == .publishing else { return }
+        // The publisher publishes every job its batch holds (the I/O queue runs the batch; only
+        // its result goes to the item): a job of an item that ended meanwhile would publish a
+        // file for an item already filed as failed. A cancel while a batch holds the job leaves
+        // the item publishing, for the batch's result to decide.
+        guard machines[id]?.phase == .publishing else {
+            violation = "item \(id) ended (\(machines[id]?.phase.label ?? "forgotten")) while a batch held its job: the batch publishes it anyway"
+            return
+        }
         if let fault = world.publish(id) {
             send(.publishFailed(fault, job: job), to: id)
         } else {

@@ -4,9 +4,10 @@ import Logging
 import SpoolRequest
 import SpoolStore
 
-/// The group-end room: carries out what a request's `GroupMachine` (the core) decides — the
-/// group marker, then the request file into `done/` or `failed/` (with `R.error`), on the I/O
-/// queue; then the request forgotten and its group hook run; a failed end tried again, or let go.
+/// The group-end room: what a request's `GroupMachine` (the core) decides is dispatched by the
+/// core's `GroupEndExecutor` (the one the simulator runs too) to this room's ports — the group
+/// marker, then the request file into `done/` or `failed/` (with `R.error`), on the I/O queue;
+/// then the request forgotten and its group hook run; a failed end timed for another try, or let go.
 final class GroupEnds {
     private let store: SpoolStore
     private let io: any IOSubmitting
@@ -17,6 +18,8 @@ final class GroupEnds {
     private let requestFile: RequestFileSlot
     private let hooks: any GroupHookStarting
     private var retries = DueTimers<String>()
+    /// The group machines' one executor, given this room as its ports (`GroupEndsPorts`).
+    private lazy var executor = GroupEndExecutor(ports: GroupEndsPorts(room: self))
 
     init(store: SpoolStore, io: any IOSubmitting, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
          requestFile: RequestFileSlot, hooks: any GroupHookStarting) {
@@ -35,29 +38,33 @@ final class GroupEnds {
     /// Tries again the failed group ends that are due.
     func retryDue(now: Date) {
         for name in retries.takeDue(now: now) {
-            if let request = table.request(named: name) { carryOut(request.groupEnd.handle(.retryDue, now: now), for: request) }
+            if let request = table.request(named: name) { executor.send(.retryDue, to: request, now: now) }
         }
     }
 
-    /// Carries out the request's group machine's effects. `markerPath`, `journal`: what the
-    /// written end left, for the group hook.
+    /// Hands `event` to the request's group machine and carries out its effects (the executor).
+    @discardableResult
+    func send(_ event: GroupMachine.Event, to request: RequestRecord, now: Date = Date()) -> [GroupMachine.Effect]? {
+        executor.send(event, to: request, now: now)
+    }
+
+    /// Carries out effects the caller had the request's group machine decide already
+    /// (`request.groupEnd.handle`), through the executor as `send` would. `markerPath`,
+    /// `journal`: what the written end left, for the group hook.
     func carryOut(_ effects: [GroupMachine.Effect], for request: RequestRecord,
                   markerPath: String? = nil, journal: HeldLock? = nil) {
-        for effect in effects {
-            switch effect {
-            case .writeEnd: write(request)
-            case .forget: forget(request, markerPath: markerPath, journal: journal)
-            case .retry(let at): retries.add(request.name, at: at)
-            case .letGo:
-                // Its batch journals stay on disk (unlocked once dropped): the next run knows
-                // what was published.
-                table.remove(request)
-            }
-        }
+        executor.carryOut(effects, for: request, written: GroupEndWritten(markerPath: markerPath, journal: journal))
     }
 
+    /// A failed end: tried again when due (`retryDue`).
+    fileprivate func retry(_ request: RequestRecord, at: Date) { retries.add(request.name, at: at) }
+
+    /// Let go without an end. Its batch journals stay on disk (unlocked once dropped): the next
+    /// run knows what was published.
+    fileprivate func letGo(_ request: RequestRecord) { table.remove(request) }
+
     /// Hands the group end to the I/O queue.
-    private func write(_ request: RequestRecord) {
+    fileprivate func write(_ request: RequestRecord) {
         var groupItems: [GroupItem] = []
         var failures: [ItemFailure] = []
         // Items keep no URL once ended: the marker's are read again from the request file, opened
@@ -172,15 +179,16 @@ final class GroupEnds {
         let event: GroupMachine.Event = error.map {
             .endFailed(GroupEndFault(takenOver: $0.isFenced, permanent: $0.isPermanent, inDrain: drain))
         } ?? .endWritten
-        let effects = request.groupEnd.handle(event, now: Date())
+        // Not nested (the I/O queue's answer comes in at the loop): the effects come back.
+        let effects = executor.send(event, to: request, now: Date(),
+                                    written: GroupEndWritten(markerPath: markerPath, journal: journal)) ?? []
         if let error { log(error, of: request, effects) }
-        carryOut(effects, for: request, markerPath: markerPath, journal: journal)
         return request.groupEnd.phase == .abandoned
     }
 
     /// The group marker is written and the request filed: forget the request and its items, and
     /// run the group hook.
-    private func forget(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
+    fileprivate func forget(_ request: RequestRecord, markerPath: String?, journal: HeldLock?) {
         table.remove(request)
         ledger.release(request)
         requestFile.release(request.claim)
@@ -211,4 +219,29 @@ final class GroupEnds {
             }
         }
     }
+}
+
+/// What a written group end left, for the group hook: the group marker's path and the group's
+/// journal (nil when the end was decided without a write's answer).
+struct GroupEndWritten {
+    var markerPath: String?
+    var journal: HeldLock?
+}
+
+/// The group-end room as `GroupEndExecutor`'s ports: the machine is the request record's
+/// `groupEnd`; each effect goes to the room. Not owned: the room owns the executor, which owns this.
+final class GroupEndsPorts: GroupEndPorts {
+    unowned let room: GroupEnds
+    init(room: GroupEnds) { self.room = room }
+
+    func decide(_ request: RequestRecord, _ event: GroupMachine.Event, now: Date) -> [GroupMachine.Effect] {
+        request.groupEnd.handle(event, now: now)
+    }
+
+    func writeEnd(_ request: RequestRecord) { room.write(request) }
+    func forget(_ request: RequestRecord, written: GroupEndWritten?) {
+        room.forget(request, markerPath: written?.markerPath, journal: written?.journal)
+    }
+    func retry(_ request: RequestRecord, at: Date) { room.retry(request, at: at) }
+    func letGo(_ request: RequestRecord, _ why: GroupLetGo) { room.letGo(request) }
 }
