@@ -98,11 +98,14 @@ final class ItemTable {
         if request.items.count == 1 { drowsy.append(request) }
     }
 
+    /// Whether `sleepAtTurnEnd` named a request this turn (the loop asks before `sleepWaiting`).
+    var hasDrowsy: Bool { !drowsy.isEmpty }
+
     /// The turn ends: the requests `sleepAtTurnEnd` named whose item was not started meanwhile
-    /// go to sleep.
+    /// go to sleep (one the scheduler started is passed over without a look at its table entry).
     func sleepWaiting() {
         guard !drowsy.isEmpty else { return }
-        for request in drowsy { sleepIfWaiting(request) }
+        for request in drowsy where request.items.first?.phase == .queued { sleepIfWaiting(request) }
         drowsy.removeAll(keepingCapacity: drowsy.count <= 1024)
     }
 

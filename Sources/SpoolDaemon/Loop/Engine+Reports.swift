@@ -8,6 +8,7 @@ extension Engine {
     func writeStatus(now: Date) {
         let window = hosts.scheduler.configuration.window
         let spaceLook = space.look(running: driver.running.values)
+        operators.status.busyHosts = hosts.busyHosts
         operators.status.write(now: now, table: items.table, window: window, task: { record in
             let shortage = spaceLook?.shortage(for: record)
             var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window,

@@ -125,13 +125,17 @@ public final class Engine {
             }
             // A body that began and ended within this turn is answered once, at its end (with
             // the facts the beginning had too).
+            // The session's lists are taken here, and a room is asked only when one holds
+            // something: most turns begin no body and reach no checkpoint.
             var endedWhole: Set<Int> = []
             for outcome in ended where outcome.failure == nil { endedWhole.insert(outcome.key) }
-            for (record, facts) in driver.bodiesBegan() where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
-            driver.checkpointsReached()
-            let segments = hosts.tendSegments(driver, now: Date())
-            operators.status.busyHosts = segments.busy
-            if segments.limitsChanged { operators.status.markDirty() }
+            let starts = driver.session.takeBodyStarts()
+            if !starts.isEmpty {
+                for (record, facts) in driver.bodiesBegan(starts) where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
+            }
+            let checkpoints = driver.session.takeCheckpoints()
+            if !checkpoints.isEmpty { driver.checkpointsReached(checkpoints) }
+            if hosts.tendSegments(driver, now: Date()) { operators.status.dirty = true }
             for outcome in ended {
                 guard case (let record, var end)? = driver.ended(outcome) else { continue }
                 if let (next, credentials) = driver.contentStore?.fallThrough(record, end) {
@@ -145,11 +149,15 @@ public final class Engine {
                 if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
                 executor.send(.transferEnded(end), to: record)
             }
-            if !messages.isEmpty || !ended.isEmpty { operators.status.markDirty() }
+            if !messages.isEmpty || !ended.isEmpty { operators.status.dirty = true }
             turn(now: Date())
-            if shouldExit() { break }
-            runState.heap.turnEnded(working: !messages.isEmpty || !driver.running.isEmpty || items.table.publishingCount > 0)
-            tendWatcher()
+            // A plain `run` ends only by a stop; a drain (`--once`, `--due`) asks each turn.
+            if runState.stopping || configuration.once || configuration.due, shouldExit() { break }
+            // The heap policy is told only of a change: work after a give-back, or the first
+            // quiet turn after work.
+            let working = !messages.isEmpty || !driver.running.isEmpty || items.table.publishingCount > 0
+            if working != runState.heap.workedSinceGiveBack { runState.heap.turnEnded(working: working) }
+            if runState.drain.enabled { tendWatcher() }
             if configuration.once { reportDrainWait() }
             do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
                 logger.critical("the transfer session failed: \(error)")
@@ -182,7 +190,7 @@ public final class Engine {
         if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
         if let at = groupEnds.nextRetry, at <= now { groupEnds.retryDue(now: now) }
         if runState.stopping {
-            items.table.sleepWaiting()
+            if items.table.hasDrowsy { items.table.sleepWaiting() }
             return
         }
         if let at = items.deadlines.next, at <= now {
@@ -203,7 +211,7 @@ public final class Engine {
         if !intake.backlogIsEmpty { takeInBacklog() }
         if let at = driver.rateChangesAt, at <= now {
             driver.applyRateSchedule(now: now)
-            operators.status.markDirty()
+            operators.status.dirty = true
         }
         // Only as many starts as the open-file budget allows: a disk that publishes slower than
         // the network delivers slows the downloads down instead of failing them with EMFILE.
@@ -225,10 +233,10 @@ public final class Engine {
                 logger.info("transfer paused; partial kept", metadata: ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)"])
             }
         }
-        if !actions.isEmpty { operators.status.markDirty() }
+        if !actions.isEmpty { operators.status.dirty = true }
         // What intake took in this turn and the scheduler did not start stays small until
         // something needs it.
-        items.table.sleepWaiting()
+        if items.table.hasDrowsy { items.table.sleepWaiting() }
         // What this turn made ready to publish after the kick above — a hit from the content
         // store starts and is verified within its start, adopted jobs — goes now, not at the
         // next wake-up (which the sleep below does not bring forward: up to a second later).

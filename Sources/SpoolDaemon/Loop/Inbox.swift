@@ -42,23 +42,33 @@ indirect enum EngineMessage: Sendable {
 
 /// The only way into the engine thread: a small locked queue plus a wake-up of the transfer
 /// loop's `curl_multi_poll`. The lock is held only to append or to swap the array out.
+///
+/// `posted` counts what was posted and not yet drained, so that a turn with nothing posted
+/// (most turns of a running transfer) takes no lock. It is raised after the append and before
+/// the wake-up: a drain that reads 0 while a post is under way is followed by that post's
+/// wake-up, and the next turn takes the message.
 final class Inbox: Sendable {
     private let messages = Mutex<[EngineMessage]>([])
+    private let posted = Atomic<Int>(0)
     private let wake: @Sendable () -> Void
 
     init(wake: @escaping @Sendable () -> Void) { self.wake = wake }
 
     func post(_ message: EngineMessage) {
         messages.withLock { $0.append(message) }
+        posted.add(1, ordering: .releasing)
         wake()
     }
 
     func drain() -> [EngineMessage] {
-        messages.withLock { m in
+        if posted.load(ordering: .acquiring) == 0 { return [] }
+        let taken = messages.withLock { m in
             let taken = m
             m.removeAll(keepingCapacity: true)
             return taken
         }
+        posted.subtract(taken.count, ordering: .relaxed)
+        return taken
     }
 }
 

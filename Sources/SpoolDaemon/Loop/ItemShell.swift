@@ -44,12 +44,15 @@ final class ItemShell: ItemPorts {
             context.nextSource = record.sources?.hasNext ?? true
             context.hostDownLong = engine.hosts.downLong(record, now: now)
         }
+        let before = record.phase
         let actions = record.lifecycle.handle(event, policy: engine.items.policy, context: context)
         deciding = nil
         if !actions.isEmpty {
-            engine.items.table.note(record)
-            // The report is written later in the turn: marked once for all the events till then.
-            if !engine.operators.status.dirty { engine.operators.status.markDirty() }
+            // The table's indexes follow the phase: filed when it changed, and at the item's
+            // first event (a recovered item enters them in the phase its recovery gave it).
+            if case .submitted = event { engine.items.table.note(record) } else if record.phase != before { engine.items.table.note(record) }
+            // The report is written later in the turn.
+            engine.operators.status.dirty = true
         }
         return actions
     }
@@ -98,7 +101,7 @@ final class ItemShell: ItemPorts {
     // MARK: The transfer
 
     func checkStart(_ record: ItemRecord) -> StartCheck {
-        engine.driver.startCheck(record, requestFile: engine.items.requestFile)
+        engine.driver.startChecks.check(record, requestFile: engine.items.requestFile)
     }
 
     func startTransfer(_ record: ItemRecord, credentials: [RequestHeader]) {
