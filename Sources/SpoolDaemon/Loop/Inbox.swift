@@ -50,14 +50,15 @@ indirect enum EngineMessage: Sendable {
 final class Inbox: Sendable {
     private let messages = Mutex<[EngineMessage]>([])
     private let posted = Atomic<Int>(0)
-    private let wake: @Sendable () -> Void
+    /// Wakes the loop's `curl_multi_poll` (once the session exists).
+    private let target: WakeTarget
 
-    init(wake: @escaping @Sendable () -> Void) { self.wake = wake }
+    init(wake target: WakeTarget) { self.target = target }
 
     func post(_ message: EngineMessage) {
         messages.withLock { $0.append(message) }
         posted.add(1, ordering: .releasing)
-        wake()
+        target.wake()
     }
 
     func drain() -> [EngineMessage] {

@@ -135,7 +135,10 @@ final class Publishing {
     func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
         inFlight = false
         ledger.attach(results, requestOf: { item($0)?.request })
-        return results.compactMap { result in item(result.base).map { ($0, event(for: result, of: $0)) } }
+        var events: [(ItemRecord, ItemEvent)] = []
+        events.reserveCapacity(results.count)
+        for result in results { if let record = item(result.base) { events.append((record, event(for: result, of: record))) } }
+        return events
     }
 
     private func event(for result: PublishResult, of record: ItemRecord) -> ItemEvent {
