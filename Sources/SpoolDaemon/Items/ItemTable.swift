@@ -40,7 +40,9 @@ final class ItemTable {
     func add(claim: ClaimedRequest, index: RequestIndex, lifecycle: (ItemSummary) -> ItemLifecycle) -> RequestRecord {
         let request = RequestRecord(claim: claim, settings: index.settings, hosts: hosts, openItems: index.items.count)
         requests[claim.name] = request
-        let hostIDs = index.hosts.map { hosts.id(of: $0) }
+        var hostIDs: [UInt32] = []
+        hostIDs.reserveCapacity(index.hosts.count)
+        for host in index.hosts { hostIDs.append(hosts.id(of: host)) }
         request.items.reserveCapacity(index.items.count)
         if index.items.count > 1024 { items.reserveCapacity(items.count + index.items.count) }
         for summary in index.items {

@@ -7,7 +7,7 @@ import SpoolMetrics
 extension Engine {
     func writeStatus(now: Date) {
         let window = hosts.scheduler.configuration.window
-        let spaceLook = space.look(running: driver.running.values)
+        let spaceLook = space.waitingCount > 0 ? space.look(running: driver.running.values) : nil
         operators.status.busyHosts = hosts.busyHosts
         operators.status.write(now: now, table: items.table, window: window, task: { record in
             let shortage = spaceLook?.shortage(for: record)

@@ -25,7 +25,7 @@ final class ItemShell: ItemPorts {
 
     init(engine: Engine) {
         self.engine = engine
-        context = LifecycleContext(now: Date(), stopping: false, jitter: 0)
+        context = LifecycleContext(now: Date(), stopping: false, jitter: engine.items.jitter.next())
         context.failureFacts = { [unowned self] in self.failureFactsOfDeciding() }
     }
 
@@ -37,14 +37,13 @@ final class ItemShell: ItemPorts {
         if record.phase.hasEnded { return [] }
         let engine = engine
         let now = Date()
-        // The facts besides the event: whether the daemon stops, a fresh jitter, the failure
+        // The facts besides the event: whether the daemon stops, a jitter no decision has used, the failure
         // facts to read if it fails, whether the refresh hook may be asked (once an attempt,
         // for the request's own URL), and for an item with mirrors whether another source is
         // left and its host has been down past `--mirror-after` (asked only then).
         deciding = (record, now)
         context.now = now
         context.stopping = engine.runState.stopping
-        context.jitter = engine.items.jitter.next()
         context.canRefreshURL = engine.hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
             && record.sourceIndex == 0
         if record.summary.hasMirrors {
@@ -65,6 +64,9 @@ final class ItemShell: ItemPorts {
             if first || record.phase != before { engine.items.table.note(record) }
             // The report is written later in the turn.
             engine.operators.status.dirty = true
+            // The jitter is spent only by a back-off (a retry's time): then the next decision
+            // gets a fresh one. One no decision used is as random as a new one.
+            for action in actions { if case .retry = action { context.jitter = engine.items.jitter.next(); break } }
         }
         return actions
     }
