@@ -297,7 +297,7 @@ final class Intake {
             defer { close(fd) }
             let index = try RequestParser.index(fileName: claim.name, descriptor: fd, limits: limits)
             var uploads: [Int: OutgoingIdentity] = [:]
-            if checkUploads {
+            if checkUploads && !index.uploads.isEmpty {
                 switch checkOutgoing(index) {
                 case .success(let found): uploads = found
                 case .failure(let refusal):

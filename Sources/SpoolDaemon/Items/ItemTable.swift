@@ -40,7 +40,9 @@ final class ItemTable {
     func add(claim: ClaimedRequest, index: RequestIndex, lifecycle: (ItemSummary) -> ItemLifecycle) -> RequestRecord {
         let request = RequestRecord(claim: claim, settings: index.settings, hosts: hosts, openItems: index.items.count)
         requests[claim.name] = request
-        let hostIDs = index.hosts.map { hosts.id(of: $0) }
+        var hostIDs: [UInt32] = []
+        hostIDs.reserveCapacity(index.hosts.count)
+        for host in index.hosts { hostIDs.append(hosts.id(of: host)) }
         request.items.reserveCapacity(index.items.count)
         if index.items.count > 1024 { items.reserveCapacity(items.count + index.items.count) }
         for summary in index.items {
@@ -98,11 +100,14 @@ final class ItemTable {
         if request.items.count == 1 { drowsy.append(request) }
     }
 
+    /// Whether `sleepAtTurnEnd` named a request this turn (the loop asks before `sleepWaiting`).
+    var hasDrowsy: Bool { !drowsy.isEmpty }
+
     /// The turn ends: the requests `sleepAtTurnEnd` named whose item was not started meanwhile
-    /// go to sleep.
+    /// go to sleep (one the scheduler started is passed over without a look at its table entry).
     func sleepWaiting() {
         guard !drowsy.isEmpty else { return }
-        for request in drowsy { sleepIfWaiting(request) }
+        for request in drowsy where request.items.first?.phase == .queued { sleepIfWaiting(request) }
         drowsy.removeAll(keepingCapacity: drowsy.count <= 1024)
     }
 

@@ -118,8 +118,8 @@ final class ItemTransfer {
     /// `host:port` of the current source when it is a mirror (the scheduler's host for it).
     var sourceHost: String?
     /// An upload item's file as intake (or its first start) found it, its open descriptor while
-    /// it is sent, and the response's body: see `Uploads.swift`.
-    var upload = UploadState()
+    /// it is sent, and the response's body: see `Uploads.swift`. nil for a download.
+    var upload: UploadState?
 
     /// What an ended item keeps, made afresh rather than cleared field by field: whether it left
     /// a state file (the group end removes it), its facts for a `markers: group` marker, and, when

@@ -24,7 +24,7 @@ final class RequestFileSlot {
     /// A reader of `claim`'s file, valid until the next call or `release`.
     func reader(for claim: ClaimedRequest) throws(StoreError) -> RequestItemReader {
         if let kept, fd >= 0 && inode == claim.inode { return kept }
-        closeKept()
+        if fd >= 0 { closeKept() }
         fd = try claim.openFile()
         inode = claim.inode
         let reader = RequestItemReader(fd: fd)

@@ -85,7 +85,7 @@ extension Engine {
         case .wait:
             hosts.scheduler.park(record.key)
         }
-        operators.status.markDirty()
+        operators.status.dirty = true
     }
 
     /// A parked waiter has to fetch: it queues for a connection like any item (still running,

@@ -26,7 +26,7 @@ extension Engine {
         guard !intake.backlogIsEmpty else { return }
         intake.takeIn(stopping: runState.stopping, claim: claim, accept: { accept($0, adopted: true) },
                       groupPending: hooks.groupPending)
-        operators.status.markDirty()
+        operators.status.dirty = true
     }
 
     /// A claimed (or adopted) request taken in: counted, and each item sent its first event in
@@ -42,7 +42,8 @@ extension Engine {
         case .accepted(let accepted):
             if !adopted {
                 operators.metrics.metrics.requestClaimed()
-                if hooks.refreshHook == nil, let warning = ExpiryWarning(accepted.index, request: claim.name,
+                // Only a request with expiring URLs has anything to warn of.
+                if hooks.refreshHook == nil, !accepted.index.expiryNotes.isEmpty, let warning = ExpiryWarning(accepted.index, request: claim.name,
                                                                         window: hosts.scheduler.configuration.window,
                                                                         now: now, logger: logger) {
                     operators.status.noteExpiryWarning(warning.text)

@@ -27,7 +27,7 @@ extension Engine {
     @discardableResult
     func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts, ended: Bool = false) -> Bool {
         let answer = hosts.answered(record, facts, ended: ended, now: Date())
-        if answer.reachableAgain { operators.status.markDirty() }
+        if answer.reachableAgain { operators.status.dirty = true }
         return answer.free
     }
 }

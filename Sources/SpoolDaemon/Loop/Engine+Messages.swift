@@ -24,7 +24,7 @@ extension Engine {
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
                 return !(executor.send(.operatorCommand(OperatorVerb(verb)), to: record) ?? []).isEmpty
             }
-            operators.status.markDirty()
+            operators.status.dirty = true
         case .watcher(.rescanned(let names)):
             intake.listed(names)
         case .watcher(.folderLost(let folder, let reason)):
@@ -33,7 +33,7 @@ extension Engine {
             for directory in [store.layout.incoming, store.layout.control] where directory.path == folder {
                 do { try directory.reopen() } catch { logger.error("could not open the watched folder again: \(error)") }
             }
-            operators.status.markDirty()
+            operators.status.dirty = true
         case .watcher(.stopped):
             runState.watcher = nil
             runState.drain.watch.watcherStopped()
@@ -59,7 +59,7 @@ extension Engine {
         case .groupHookFinished(let journal):
             hooks.groupHookFinished(journal)
         case .refreshEnded(let key, let attempt, let outcome, let line):
-            operators.status.markDirty()
+            operators.status.dirty = true
             if let record = items.table.item(key),
                let event = driver.refreshEnded(record, attempt: attempt, outcome: outcome, line: line) {
                 executor.send(event, to: record)

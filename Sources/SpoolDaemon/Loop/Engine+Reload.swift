@@ -48,6 +48,6 @@ extension Engine {
             logger.notice("SIGHUP: setting changed", metadata: [
                 "key": "\(change.key)", "old": "\(change.old)", "new": "\(change.new)"])
         }
-        operators.status.markDirty()
+        operators.status.dirty = true
     }
 }

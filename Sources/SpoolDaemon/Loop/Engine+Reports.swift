@@ -7,11 +7,14 @@ import SpoolMetrics
 extension Engine {
     func writeStatus(now: Date) {
         let window = hosts.scheduler.configuration.window
-        let spaceLook = space.look(running: driver.running.values)
+        let spaceLook = space.waitingCount > 0 ? space.look(running: driver.running.values) : nil
+        operators.status.busyHosts = hosts.busyHosts
         operators.status.write(now: now, table: items.table, window: window, task: { record in
             let shortage = spaceLook?.shortage(for: record)
+            // Only a queued or retrying item's status names what holds its host (`ItemMachine.status`).
+            let waitsForHost = record.phase == .queued || record.phase == .retrying
             var task = StatusReporter.task(record, now: now, progress: self.driver.progress(of: record), window: window,
-                                           hostWait: self.hosts.hostWait(record.hostKey, now: now),
+                                           hostWait: waitsForHost ? self.hosts.hostWait(record.hostKey, now: now) : nil,
                                            space: shortage, urls: self.driver.urls)
             task.connections = self.driver.session.connections(of: record.key)
             if let waits = self.driver.contentStore?.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }

@@ -64,7 +64,7 @@ extension Engine {
                 otherStates[before, default: 0] += 1
             }
         }
-        operators.status.markDirty()
+        operators.status.dirty = true
         let state = after.count == 1 ? after.first : nil
         let word = verb.rawValue
         guard actedCount > 0 else {

@@ -46,7 +46,7 @@ extension Engine {
         guard !requests.isEmpty || !commands.isEmpty else { return false }
         for name in commands { route(.watcher(.control(name))) }
         intake.listed(requests)
-        operators.status.markDirty()
+        operators.status.dirty = true
         return true
     }
 

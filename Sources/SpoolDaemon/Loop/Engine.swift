@@ -70,7 +70,7 @@ public final class Engine {
         hosts = Hosts(configuration: configuration, logger: logger)
         items = Items(configuration: configuration)
         let wakeTarget = WakeTarget()
-        inbox = Inbox(wake: { wakeTarget.wake() })
+        inbox = Inbox(wake: wakeTarget)
         io = IOQueue(inbox: inbox)
         if let problem = SpaceGate.impossibleMinFree(configuration.minFree, layout: layout) {
             throw .configuration(ConfigurationError(problem))
@@ -125,13 +125,17 @@ public final class Engine {
             }
             // A body that began and ended within this turn is answered once, at its end (with
             // the facts the beginning had too).
+            // The session's lists are taken here, and a room is asked only when one holds
+            // something: most turns begin no body and reach no checkpoint.
             var endedWhole: Set<Int> = []
             for outcome in ended where outcome.failure == nil { endedWhole.insert(outcome.key) }
-            for (record, facts) in driver.bodiesBegan() where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
-            driver.checkpointsReached()
-            let segments = hosts.tendSegments(driver, now: Date())
-            operators.status.busyHosts = segments.busy
-            if segments.limitsChanged { operators.status.markDirty() }
+            let starts = driver.session.takeBodyStarts()
+            if !starts.isEmpty {
+                for (record, facts) in driver.bodiesBegan(starts) where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
+            }
+            let checkpoints = driver.session.takeCheckpoints()
+            if !checkpoints.isEmpty { driver.checkpointsReached(checkpoints) }
+            if hosts.tendSegments(driver, now: Date()) { operators.status.dirty = true }
             for outcome in ended {
                 guard case (let record, var end)? = driver.ended(outcome) else { continue }
                 if let (next, credentials) = driver.contentStore?.fallThrough(record, end) {
@@ -145,13 +149,17 @@ public final class Engine {
                 if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
                 executor.send(.transferEnded(end), to: record)
             }
-            if !messages.isEmpty || !ended.isEmpty { operators.status.markDirty() }
-            turn(now: Date())
-            if shouldExit() { break }
-            runState.heap.turnEnded(working: !messages.isEmpty || !driver.running.isEmpty || items.table.publishingCount > 0)
-            tendWatcher()
+            if !messages.isEmpty || !ended.isEmpty { operators.status.dirty = true }
+            let reportDue = turn(now: Date())
+            // A plain `run` ends only by a stop; a drain (`--once`, `--due`) asks each turn.
+            if runState.stopping || configuration.once || configuration.due, shouldExit() { break }
+            // The heap policy is told only of a change: work after a give-back, or the first
+            // quiet turn after work.
+            let working = !messages.isEmpty || !driver.running.isEmpty || items.table.publishingCount > 0
+            if working != runState.heap.workedSinceGiveBack { runState.heap.turnEnded(working: working) }
+            if runState.drain.enabled { tendWatcher() }
             if configuration.once { reportDrainWait() }
-            do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds()) } catch {
+            do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds(reportDue: reportDue)) } catch {
                 logger.critical("the transfer session failed: \(error)")
                 beginStop(reason: "libcurl failed")
             }
@@ -177,13 +185,14 @@ public final class Engine {
 
     /// Everything due at `now`: retries of publishes and group ends, space and adoption checks,
     /// the scheduler's starts and pauses, the status report. Each owner is asked only when its
-    /// own deadline says something is due: most turns have none of them to do.
-    private func turn(now: Date) {
+    /// own deadline says something is due: most turns have none of them to do. Returns when
+    /// the next status report is due (for the sleep after the turn: asked once a turn).
+    private func turn(now: Date) -> Date? {
         if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
         if let at = groupEnds.nextRetry, at <= now { groupEnds.retryDue(now: now) }
         if runState.stopping {
-            items.table.sleepWaiting()
-            return
+            if items.table.hasDrowsy { items.table.sleepWaiting() }
+            return operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)
         }
         if let at = items.deadlines.next, at <= now {
             for due in items.deadlines.takeDue(now: now) {
@@ -203,11 +212,13 @@ public final class Engine {
         if !intake.backlogIsEmpty { takeInBacklog() }
         if let at = driver.rateChangesAt, at <= now {
             driver.applyRateSchedule(now: now)
-            operators.status.markDirty()
+            operators.status.dirty = true
         }
         // Only as many starts as the open-file budget allows: a disk that publishes slower than
         // the network delivers slows the downloads down instead of failing them with EMFILE.
-        let maxStarts = runState.descriptors.starts(withOpen: driver.running.count + items.table.publishingCount)
+        // (With nothing queued there is nothing to start, and the budget is not asked.)
+        let maxStarts = hosts.scheduler.queuedCount == 0 ? 0
+            : runState.descriptors.starts(withOpen: driver.running.count + items.table.publishingCount)
         let actions = hosts.scheduler.nextActions(now: now, maxStarts: maxStarts)
         for action in actions {
             switch action {
@@ -225,30 +236,34 @@ public final class Engine {
                 logger.info("transfer paused; partial kept", metadata: ["item": "\(record.id)", "bytes": "\(record.bytesOnDisk)"])
             }
         }
-        if !actions.isEmpty { operators.status.markDirty() }
+        if !actions.isEmpty { operators.status.dirty = true }
         // What intake took in this turn and the scheduler did not start stays small until
         // something needs it.
-        items.table.sleepWaiting()
+        if items.table.hasDrowsy { items.table.sleepWaiting() }
         // What this turn made ready to publish after the kick above — a hit from the content
         // store starts and is verified within its start, adopted jobs — goes now, not at the
         // next wake-up (which the sleep below does not bring forward: up to a second later).
         if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
-        if let due = operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0), due <= now {
+        let anyRunning = !driver.running.isEmpty || hooks.running > 0
+        var reportDue = operators.status.nextWrite(anyRunning: anyRunning)
+        if let due = reportDue, due <= now {
             writeStatus(now: now)
+            reportDue = operators.status.nextWrite(anyRunning: anyRunning)
         }
         if let due = operators.metrics.nextWrite, due <= now { writeMetrics(now: now) }
+        return reportDue
     }
 
     /// Until the nearest deadline (scheduler timers, publish and group-end retries, the space
     /// check, the adoption scan, the status report and the metrics, the next change of
     /// `--max-rate`); "forever" when there is none, and not at all while the intake backlog holds
-    /// request files.
-    private func sleepMilliseconds() -> Int32 {
+    /// request files. `reportDue`: the status report's, as the turn left it.
+    private func sleepMilliseconds(reportDue: Date?) -> Int32 {
         if !intake.backlogIsEmpty && !runState.stopping { return 0 }
         let now = Date()
         let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
-                         intake.nextAdoptionScan, operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0),
+                         intake.nextAdoptionScan, reportDue,
                          operators.metrics.nextWrite, driver.contentStore?.nextCheck]
         var nearest: Date? = nil
         for case let wakeup? in wakeups where nearest == nil || wakeup < nearest! { nearest = wakeup }

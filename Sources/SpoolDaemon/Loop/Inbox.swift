@@ -42,23 +42,34 @@ indirect enum EngineMessage: Sendable {
 
 /// The only way into the engine thread: a small locked queue plus a wake-up of the transfer
 /// loop's `curl_multi_poll`. The lock is held only to append or to swap the array out.
+///
+/// `posted` counts what was posted and not yet drained, so that a turn with nothing posted
+/// (most turns of a running transfer) takes no lock. It is raised after the append and before
+/// the wake-up: a drain that reads 0 while a post is under way is followed by that post's
+/// wake-up, and the next turn takes the message.
 final class Inbox: Sendable {
     private let messages = Mutex<[EngineMessage]>([])
-    private let wake: @Sendable () -> Void
+    private let posted = Atomic<Int>(0)
+    /// Wakes the loop's `curl_multi_poll` (once the session exists).
+    private let target: WakeTarget
 
-    init(wake: @escaping @Sendable () -> Void) { self.wake = wake }
+    init(wake target: WakeTarget) { self.target = target }
 
     func post(_ message: EngineMessage) {
         messages.withLock { $0.append(message) }
-        wake()
+        posted.add(1, ordering: .releasing)
+        target.wake()
     }
 
     func drain() -> [EngineMessage] {
-        messages.withLock { m in
+        if posted.load(ordering: .acquiring) == 0 { return [] }
+        let taken = messages.withLock { m in
             let taken = m
             m.removeAll(keepingCapacity: true)
             return taken
         }
+        posted.subtract(taken.count, ordering: .relaxed)
+        return taken
     }
 }
 

@@ -19,8 +19,15 @@ final class ItemShell: ItemPorts {
     /// The item being decided and the time it is decided at, for its failure facts (read only
     /// if the event fails it). One at a time: events never nest (`ItemExecutor`).
     private var deciding: (record: ItemRecord, at: Date)?
+    /// The context every decision is given, made once: each event sets its facts anew. Its
+    /// failure facts' closure reads `deciding` (one closure for the shell's life, none per event).
+    private var context: LifecycleContext
 
-    init(engine: Engine) { self.engine = engine }
+    init(engine: Engine) {
+        self.engine = engine
+        context = LifecycleContext(now: Date(), stopping: false, jitter: engine.items.jitter.next())
+        context.failureFacts = { [unowned self] in self.failureFactsOfDeciding() }
+    }
 
     // MARK: The machines
 
@@ -30,26 +37,36 @@ final class ItemShell: ItemPorts {
         if record.phase.hasEnded { return [] }
         let engine = engine
         let now = Date()
-        // The facts besides the event: whether the daemon stops, a fresh jitter, the failure
+        // The facts besides the event: whether the daemon stops, a jitter no decision has used, the failure
         // facts to read if it fails, whether the refresh hook may be asked (once an attempt,
         // for the request's own URL), and for an item with mirrors whether another source is
-        // left and its host has been down past `--mirror-after` (asked only then). The failure
-        // facts' closure holds only this shell (no allocation per event) and reads `deciding`.
+        // left and its host has been down past `--mirror-after` (asked only then).
         deciding = (record, now)
-        var context = LifecycleContext(now: now, stopping: engine.runState.stopping, jitter: engine.items.jitter.next(),
-                                       failureFacts: { self.failureFactsOfDeciding() })
+        context.now = now
+        context.stopping = engine.runState.stopping
         context.canRefreshURL = engine.hooks.refreshHook != nil && record.refreshedInAttempt != record.attempts
             && record.sourceIndex == 0
         if record.summary.hasMirrors {
             context.nextSource = record.sources?.hasNext ?? true
             context.hostDownLong = engine.hosts.downLong(record, now: now)
+        } else {
+            context.nextSource = false
+            context.hostDownLong = false
         }
+        let before = record.phase
         let actions = record.lifecycle.handle(event, policy: engine.items.policy, context: context)
         deciding = nil
         if !actions.isEmpty {
-            engine.items.table.note(record)
-            // The report is written later in the turn: marked once for all the events till then.
-            if !engine.operators.status.dirty { engine.operators.status.markDirty() }
+            // The table's indexes follow the phase: filed when it changed, and at the item's
+            // first event (a recovered item enters them in the phase its recovery gave it).
+            var first = false
+            if case .submitted = event { first = true }
+            if first || record.phase != before { engine.items.table.note(record) }
+            // The report is written later in the turn.
+            engine.operators.status.dirty = true
+            // The jitter is spent only by a back-off (a retry's time): then the next decision
+            // gets a fresh one. One no decision used is as random as a new one.
+            for action in actions { if case .retry = action { context.jitter = engine.items.jitter.next(); break } }
         }
         return actions
     }
@@ -98,7 +115,7 @@ final class ItemShell: ItemPorts {
     // MARK: The transfer
 
     func checkStart(_ record: ItemRecord) -> StartCheck {
-        engine.driver.startCheck(record, requestFile: engine.items.requestFile)
+        engine.driver.startChecks.check(record, requestFile: engine.items.requestFile)
     }
 
     func startTransfer(_ record: ItemRecord, credentials: [RequestHeader]) {
@@ -208,17 +225,19 @@ final class ItemShell: ItemPorts {
         engine.operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, hostWait: nil,
                                                               urls: engine.driver.urls))
         let request = record.request
+        var seconds: Double? = nil
+        if let started = record.startedAt { seconds = Date().timeIntervalSince(started) }
         switch record.phase {
         case .published(let file, _):
             engine.runState.summary.published += 1
             engine.operators.metrics.metrics.itemEnded(outcome: record.endedUnchanged ? "unchanged" : "published",
-                                                       seconds: record.startedAt.map { Date().timeIntervalSince($0) })
+                                                       seconds: seconds)
             engine.logger.debug(record.endedUnchanged ? "unchanged (304): nothing published" : "published",
                                 metadata: ["item": "\(record.id)", "file": "\(file)"])
         case .failed(let failure):
             engine.runState.summary.failed += 1
             engine.operators.metrics.metrics.itemEnded(outcome: "failed", code: failure.code,
-                                                       seconds: record.startedAt.map { Date().timeIntervalSince($0) })
+                                                       seconds: seconds)
         default: break
         }
         engine.hooks.itemEnded(record)

@@ -16,8 +16,9 @@ final class StatusReporter {
     /// `HOST-PID`: the report's name, and the metrics' `worker` label.
     let workerName = "\(ProcessInfo.processInfo.hostName)-\(getpid())"
     var fileName: String { workerName + ".json" }
-    /// Something changed since the last report was written.
-    private(set) var dirty = true
+    /// Something changed since the last report was written: the next turn writes a report
+    /// (anyone may set it; only `write` clears it).
+    var dirty = true
     private var lastWrite: Date?
     /// Items that ended recently, newest last: the last `recentLimit` are reported (the list
     /// holds up to twice as many between trims).
@@ -53,9 +54,6 @@ final class StatusReporter {
         if expiryWarnings.count > Self.expiryWarningLimit { expiryWarnings.removeFirst() }
         dirty = true
     }
-
-    /// Something changed: the next turn writes a report.
-    func markDirty() { dirty = true }
 
     /// When the next report is due; nil when nothing changed and nothing runs. A report written
     /// with an old queue scan (see `scanQueue`) is written once more when a new scan is allowed,
@@ -135,11 +133,13 @@ final class StatusReporter {
             oldest = min(oldest, record.lifecycle.firstQueued.timeIntervalSinceReferenceDate)
             if let e = record.expectedBytes { waitingBytes &+= max(0, e - record.bytesOnDisk) } else { waitingUnknown += 1 }
         }
-        table.dormant.forEachWaiting { key, summary, firstQueued in
-            consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
-            oldest = min(oldest, firstQueued)
-            if let e = summary.expectedBytes { waitingBytes &+= e } else { waitingUnknown += 1 }
-            return true
+        if table.dormant.count > 0 {
+            table.dormant.forEachWaiting { key, summary, firstQueued in
+                consider(key: key, due: summary.earliestStart?.timeIntervalSince1970 ?? 0, discretionary: summary.discretionary)
+                oldest = min(oldest, firstQueued)
+                if let e = summary.expectedBytes { waitingBytes &+= e } else { waitingUnknown += 1 }
+                return true
+            }
         }
         scan.waitingBytes = waitingBytes
         scan.waitingUnknown = waitingUnknown
@@ -155,8 +155,8 @@ final class StatusReporter {
     /// Writes the report: the items that are not just waiting (running, retrying, waiting for
     /// space, paused, publishing), the next waiting ones due, the recently ended ones, and counts
     /// per state. It never lists a large queue whole.
-    /// Hosts with transfers running, as the engine last saw them (set every turn, see
-    /// `Engine.growSegments`).
+    /// Hosts with transfers running, as the engine saw them when it wrote the report (set by
+    /// `Engine.writeStatus` from `Hosts.busyHosts`).
     var busyHosts: [BusyHost] = []
 
     func write(now: Date, table: ItemTable, window: DailyWindow?,

@@ -71,9 +71,12 @@ final class Publishing {
         // which the consumer never saw).
         let source = record.sourceIndex
         let served = source > 0 ? record.currentURL ?? item.url : item.url
+        let shown = urls.shown(served.string)
+        // Without a redirect the final URL is the one asked for: shown once.
+        let finalShown = facts.finalURL == served.string ? shown : urls.shown(facts.finalURL)
         var marker = ItemMarker(
             request: record.request.name, group: record.request.group, index: record.index,
-            url: urls.shown(served.string), finalURL: urls.shown(facts.finalURL), name: item.name,
+            url: shown, finalURL: finalShown, name: item.name,
             bytes: record.bytesOnDisk, sha256: digest, httpStatus: facts.httpStatus,
             etag: facts.etag ?? record.etag, lastModified: facts.lastModified ?? record.lastModified,
             contentType: facts.contentType, startedAt: RFC3339.format(record.startedAt ?? finished),
@@ -135,7 +138,10 @@ final class Publishing {
     func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
         inFlight = false
         ledger.attach(results, requestOf: { item($0)?.request })
-        return results.compactMap { result in item(result.base).map { ($0, event(for: result, of: $0)) } }
+        var events: [(ItemRecord, ItemEvent)] = []
+        events.reserveCapacity(results.count)
+        for result in results { if let record = item(result.base) { events.append((record, event(for: result, of: record))) } }
+        return events
     }
 
     private func event(for result: PublishResult, of record: ItemRecord) -> ItemEvent {

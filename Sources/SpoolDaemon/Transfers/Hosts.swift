@@ -167,9 +167,8 @@ final class Hosts {
     /// connections (`Scheduler.spareConnections`) as segments, and gives them back as they
     /// finish; while other items of the host wait, a finished range takes no new one, and the
     /// connections those items lack are given back at once (`Scheduler.segmentConnectionsAllowed`,
-    /// fair shares). Returns the
-    /// busy hosts for status, and whether a host's connection limit changed.
-    func tendSegments(_ driver: TransferDriver, now: Date) -> (busy: [BusyHost], limitsChanged: Bool) {
+    /// fair shares). Returns whether a host's connection limit changed.
+    func tendSegments(_ driver: TransferDriver, now: Date) -> Bool {
         for candidate in driver.session.splitCandidates() {
             guard let record = driver.running[candidate.key] else { continue }
             let limit = min(candidate.maxSegments, perHost) - 1
@@ -196,15 +195,20 @@ final class Hosts {
             }
             driver.states.saveSegmentState(record, now: now)
         }
-        let busy = scheduler.busyHosts.map {
-            BusyHost(host: $0.host, connections: $0.connections, limit: $0.limit, why: $0.why, pacedRate: $0.pacedRate)
-        }
         // An HTTP/1.1 host's connections grew or shrank (`HostConnectionLimit`): said once per change.
         let changes = scheduler.takeHostLimitChanges()
         for change in changes {
             logger.info("host connections", metadata: ["host": "\(change.host)", "connections": "\(change.limit)",
                                                        "why": "\(change.reason)"])
         }
-        return (busy, !changes.isEmpty)
+        return !changes.isEmpty
+    }
+
+    /// Hosts with transfers running, for a status report: connections held, the most allowed
+    /// now and why, the paced rate. Made when a report is written, not at every turn.
+    var busyHosts: [BusyHost] {
+        scheduler.busyHosts.map {
+            BusyHost(host: $0.host, connections: $0.connections, limit: $0.limit, why: $0.why, pacedRate: $0.pacedRate)
+        }
     }
 }

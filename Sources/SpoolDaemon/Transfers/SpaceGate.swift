@@ -36,27 +36,37 @@ final class SpaceGate {
     /// is on another filesystem.
     private let folders: [Directory]
 
-    /// Each folder's filesystem as messages name it (`ext4 at /`), read once per folder. Why: it
-    /// comes from parsing `/proc/self/mountinfo`, and every start and every body asked for it —
-    /// a quarter of the daemon's CPU on 2,000 × 16 KiB over HTTPS/2 (issue 51, second round);
-    /// an open folder's filesystem does not change under it.
-    /// A list, not a dictionary: it holds one or two folders, and comparing a path with the very
-    /// string it was stored from costs less than hashing it at every start.
-    private var descriptions: [(path: String, description: String)] = []
-
-    private func filesystem(of folder: Directory) -> String {
-        if let known = descriptions.first(where: { $0.path == folder.path }) { return known.description }
-        let described = folder.filesystemDescription()
-        descriptions.append((folder.path, described))
-        return described
+    /// What does not change between two looks at a folder's filesystem, read once per folder:
+    /// its description as messages name it (`ext4 at /`), and the automatic `min-free` of its
+    /// capacity. Why: the description comes from parsing `/proc/self/mountinfo`, and every start
+    /// and every body asked for it — a quarter of the daemon's CPU on 2,000 × 16 KiB over
+    /// HTTPS/2 (issue 51, second round); an open folder's filesystem does not change under it.
+    /// The automatic `min-free` is worked out again only if the capacity changes (a grown
+    /// filesystem). A list, not a dictionary: it holds one or two folders, and comparing a path
+    /// with the very string it was stored from costs less than hashing it at every start.
+    private struct Known {
+        let path: String
+        let filesystem: String
+        var capacity: Int64?
+        var automaticMinFree: Int64
     }
+    private var known: [Known] = []
 
-    /// What `folder`'s filesystem looks like now, for the rules.
+    /// What `folder`'s filesystem looks like now, for the rules: one `statvfs`.
     private func space(of folder: Directory) -> FilesystemSpace {
         let figures = folder.spaceFigures()
         let capacity = figures?.capacity
-        return FilesystemSpace(path: folder.path, filesystem: filesystem(of: folder), free: figures?.free,
-                               capacity: capacity, minFree: minFree ?? capacity.map(SpaceRules.automaticMinFree(capacity:)) ?? 0)
+        var i = 0
+        while i < known.count && known[i].path != folder.path { i += 1 }
+        if i == known.count {
+            known.append(Known(path: folder.path, filesystem: folder.filesystemDescription(), capacity: capacity,
+                               automaticMinFree: capacity.map(SpaceRules.automaticMinFree(capacity:)) ?? 0))
+        } else if minFree == nil, known[i].capacity != capacity {
+            known[i].capacity = capacity
+            known[i].automaticMinFree = capacity.map(SpaceRules.automaticMinFree(capacity:)) ?? 0
+        }
+        return FilesystemSpace(path: folder.path, filesystem: known[i].filesystem, free: figures?.free,
+                               capacity: capacity, minFree: minFree ?? known[i].automaticMinFree)
     }
 
     /// Why an explicit `min-free` can never be met on a filesystem the daemon writes (it is as
@@ -146,10 +156,12 @@ final class SpaceGate {
     /// Whether a body of `total` bytes, `needed` of them not in `record`'s file yet, fits beside
     /// what the other `running` transfers still expect: asked at the body's first byte, when
     /// its headers give its size (`BodyRoomAnswers`).
+    /// The filesystems are read once for both questions.
     func answer(body total: Int64, needed: Int64, for record: ItemRecord, running: some Sequence<ItemRecord>) -> SpaceAnswer {
-        if let why = never(body: total) { return .never(reason: why) }
+        let spaces = folders.map(space(of:))
+        for space in spaces { if let why = SpaceRules.never(bytes: total, on: space) { return .never(reason: why) } }
         let reserved = demand(of: record, running: running).reserved
-        guard let short = SpaceRules.shortage(needed: needed, reserved: reserved, on: folders.map(space(of:))) else { return .fits }
+        guard let short = SpaceRules.shortage(needed: needed, reserved: reserved, on: spaces) else { return .fits }
         return .later(reason: "not enough free space for its \(total) bytes (from the response's headers): \(short)")
     }
 

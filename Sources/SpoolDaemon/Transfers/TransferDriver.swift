@@ -82,12 +82,8 @@ final class TransferDriver {
     /// made once, and again at a reload (`update`), not at every start (each took a copy of the
     /// configuration).
     private(set) var requests: TransferRequests
-    private var startChecks: StartChecks
-
-    /// What an attempt's start depends on, read at the item's turn (`StartChecks`).
-    func startCheck(_ record: ItemRecord, requestFile: RequestFileSlot) -> StartCheck {
-        startChecks.check(record, requestFile: requestFile)
-    }
+    /// What an attempt's start depends on, read at the item's turn (`ItemShell.checkStart`).
+    private(set) var startChecks: StartChecks
 
     /// The item moves on to its next source (`MirrorMoves`).
     func moveToNextSource(_ record: ItemRecord, part: StagingFile?, requestFile: RequestFileSlot) {
@@ -240,12 +236,13 @@ final class TransferDriver {
     }
 
     /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`
-    /// leaves a partial the next run can resume with `Range` + `If-Range`.
+    /// leaves a partial the next run can resume with `Range` + `If-Range`. `starts`: what the
+    /// session's `takeBodyStarts` gave (the loop asks only when it gave some).
     /// Returns the items whose response began: their host answered.
     @discardableResult
-    func bodiesBegan() -> [(record: ItemRecord, facts: ResponseFacts)] {
+    func bodiesBegan(_ starts: [(key: Int, facts: ResponseFacts, restartedFromZero: Bool)]) -> [(record: ItemRecord, facts: ResponseFacts)] {
         var began: [(record: ItemRecord, facts: ResponseFacts)] = []
-        for started in session.takeBodyStarts() {
+        for started in starts {
             guard let record = running[started.key] else { continue }
             began.append((record, started.facts))
             if started.restartedFromZero {
@@ -262,9 +259,10 @@ final class TransferDriver {
 
     /// Large bodies that reached a checkpoint (`--sync-every`): their `B.state` says how much of
     /// the part a resume may build on after a power cut. Only a body whose state was written
-    /// when it began (named, with a validator) gets one.
-    func checkpointsReached() {
-        for (key, durable) in session.takeCheckpoints() {
+    /// when it began (named, with a validator) gets one. `checkpoints`: the session's
+    /// `takeCheckpoints`.
+    func checkpointsReached(_ checkpoints: [(key: Int, durableBytes: Int64)]) {
+        for (key, durable) in checkpoints {
             guard let record = running[key], record.hasStateFile, record.validator != nil, let part = record.part,
                   part.isNamed else { continue }
             states.checkpoint(record, part, durable: durable)

@@ -15,7 +15,10 @@ struct URLPrivacy: Sendable, Hashable {
     /// The URL as the daemon writes it down.
     func shown(_ url: String) -> String { keepsQueries ? url : URLQuery.stripped(url) }
 
-    func shown(_ url: String?) -> String? { url.map(shown) }
+    func shown(_ url: String?) -> String? {
+        guard let url else { return nil }
+        return keepsQueries ? url : URLQuery.stripped(url)
+    }
 
     /// The lowercase hex SHA-256 of the URL's query (its text after `?`, before any `#`); nil
     /// when the URL has none.
