@@ -13,7 +13,8 @@ import SpoolStore
 /// failure record that names only their index — their URL is read again when the group end
 /// writes them — and with no state file each: one cancel record for the request
 /// (`SpoolStore.recordCancel`), written and synced before anything changes, is what a restart
-/// honours instead. Items that ran go through the machine's ordinary path (`executor.send`).
+/// honours instead. Every item goes through the executor (`executor.send`); a never-started
+/// one's ending is quiet (`ItemShell.QuietEnding`).
 extension Engine {
     /// Carries out `verb` for every item of `request` and answers; nil to leave the command to
     /// the item-by-item path (a `retry` of a request of no more than `listedFailuresLimit` items,
@@ -35,7 +36,6 @@ extension Engine {
         var otherStates: [String: Int] = [:]
         var after: Set<String> = []
         var endedUnstarted = 0
-        let policy = items.policy
         let causes = CauseSharing()
         for record in request.items {
             let before = record.phase.label
@@ -47,9 +47,12 @@ extension Engine {
                     operators.metrics.metrics.itemsEnded(outcome: "failed", code: "cancelled",
                                                          count: request.items.lazy.filter(Self.endsUnstarted).count)
                 }
-                endUnstarted(record, policy: policy, now: now, causes: causes)
-                after.insert("failed")
-                changed = true
+                // Its machine decides (`unschedule` and the failure) through the executor; the
+                // ending is quiet (`ItemShell.QuietEnding`).
+                changed = !(executor.ports.endingQuietly(causes: causes, now: now) {
+                    executor.send(.operatorCommand(.cancel), to: record)
+                } ?? []).isEmpty
+                after.insert(record.phase.label)
             } else {
                 // `retry` starts a waiting item now: the operator also wins over a 429/503 hold.
                 if verb == .retry, record.phase == .retrying { hosts.scheduler.releaseHold(record.hostKey) }
@@ -81,35 +84,6 @@ extension Engine {
     /// no failure to report.
     private static func endsUnstarted(_ record: ItemRecord) -> Bool {
         (record.phase == .queued || record.phase == .paused) && !record.holdsTransferState
-    }
-
-    /// Ends a waiting item cancelled with its request: its machine decides (`unschedule` and the
-    /// failure), the rest is an item ending without its log line or state file (the request's
-    /// cancel record stands for it), its URL not read (the group end reads it) unless its item
-    /// hook runs.
-    private func endUnstarted(_ record: ItemRecord, policy: RetryPolicy, now: Date, causes: CauseSharing) {
-        let index = record.index
-        var context = LifecycleContext(now: now, stopping: runState.stopping, jitter: 0, failureFacts: {
-            var facts = ItemFailureFacts(index: index, url: "", name: "")
-            facts.cause = self.causeFacts(of: record, at: now)
-            return facts
-        })
-        context.causeSharing = causes
-        for action in record.lifecycle.handle(.operatorCommand(.cancel), policy: policy, context: context) {
-            switch action {
-            case .unschedule: hosts.scheduler.remove(record.key)
-            case .fail: break
-            default: assertionFailure("a waiting item's cancel answered \(action)")
-            }
-        }
-        items.table.note(record)
-        runState.summary.failed += 1
-        // Its item hook (with the cause) as for any ending, but not past the listed-failures
-        // bound: 200,000 hook runs for items that never ran; the group hook reports them.
-        if record.request.items.count <= SpoolStore.listedFailuresLimit { hooks.itemEnded(record) }
-        record.shed()
-        let request = record.request
-        groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: now), for: request)
     }
 
     /// `3 queued, 1 running`: counts by state, the largest first.

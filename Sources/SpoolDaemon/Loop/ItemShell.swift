@@ -22,6 +22,19 @@ final class ItemShell: ItemPorts {
     /// The context every decision is given, made once: each event sets its facts anew. Its
     /// failure facts' closure reads `deciding` (one closure for the shell's life, none per event).
     private var context: LifecycleContext
+    /// Set while a request's cancel ends its never-started items together (`endingQuietly`).
+    private var quiet: QuietEnding?
+
+    /// A request's cancel ending its items that never started, all in one command (see
+    /// `Engine.requestCommand`): their failure records name only their index (the group end
+    /// reads their URLs) and keep equal causes once; no state file or log line each (the
+    /// request's cancel record and the command's line stand for them); no status or metric step
+    /// each (the command counts them in one); no item hook past the listed-failures bound.
+    /// Through the executor all the same: the machine decides, the ports carry out.
+    struct QuietEnding {
+        let causes: CauseSharing
+        let now: Date
+    }
 
     init(engine: Engine) {
         self.engine = engine
@@ -30,6 +43,18 @@ final class ItemShell: ItemPorts {
     }
 
     // MARK: The machines
+
+    /// Runs `body` (its sends to the executor) with the items' endings quiet (`QuietEnding`).
+    func endingQuietly<Result>(causes: CauseSharing, now: Date, _ body: () -> Result) -> Result {
+        precondition(quiet == nil && !engine.executor.isHandling, "a quiet ending inside another event")
+        quiet = QuietEnding(causes: causes, now: now)
+        context.causeSharing = causes
+        defer {
+            quiet = nil
+            context.causeSharing = nil
+        }
+        return body()
+    }
 
     func decide(_ record: ItemRecord, _ event: ItemEvent) -> [ItemAction] {
         // Ended: nothing changes (the machine says so too); an event queued behind the
@@ -73,6 +98,11 @@ final class ItemShell: ItemPorts {
 
     private func failureFactsOfDeciding() -> ItemFailureFacts {
         guard let (record, now) = deciding else { preconditionFailure("failure facts asked outside a decision") }
+        if let quiet {
+            var facts = ItemFailureFacts(index: record.index, url: "", name: "")
+            facts.cause = engine.causeFacts(of: record, at: quiet.now)
+            return facts
+        }
         return engine.failureFacts(of: record, urls: engine.driver.urls, at: now)
     }
 
@@ -206,6 +236,9 @@ final class ItemShell: ItemPorts {
     /// Its part removed, its state written (`failed`: the record its failed phase holds, made
     /// by the machine with the facts `Engine.failureFacts` gave); the executor ends it after.
     func failed(_ record: ItemRecord, _ failed: ItemFailed, wasPublishing: Bool) {
+        // A quiet ending's item never started: no part, no upload, no job; the request's cancel
+        // record stands for its state file.
+        if quiet != nil { return }
         let engine = engine
         let failure = ItemFailure(failed)
         let url = failure.url
@@ -222,6 +255,14 @@ final class ItemShell: ItemPorts {
     /// Counted, reported and told to the hooks, the content store and its group.
     func ended(_ record: ItemRecord) {
         let engine = engine
+        if let quiet {
+            engine.runState.summary.failed += 1
+            let request = record.request
+            if request.items.count <= SpoolStore.listedFailuresLimit { engine.hooks.itemEnded(record) }
+            engine.groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: quiet.now), for: request)
+            record.shed()
+            return
+        }
         engine.operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, hostWait: nil,
                                                               urls: engine.driver.urls))
         let request = record.request
