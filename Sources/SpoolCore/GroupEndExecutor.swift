@@ -53,15 +53,9 @@ public final class GroupEndExecutor<Ports: GroupEndPorts> {
         events.post((event, key, now, written), handle)
     }
 
-    /// Carries out effects its caller already had the machine decide (`GroupMachine.handle`),
-    /// as `send` would have: for shell paths that hand the machine an event themselves.
-    public func carryOut(_ effects: [GroupMachine.Effect], for key: Ports.Key, written: Ports.Written? = nil) {
-        for effect in effects { perform(effect, for: key, written: written) }
-    }
-
     func handle(_ posted: Posted) -> [GroupMachine.Effect] {
         let effects = ports.decide(posted.key, posted.event, now: posted.now)
-        carryOut(effects, for: posted.key, written: posted.written)
+        for effect in effects { perform(effect, for: posted.key, written: posted.written) }
         return effects
     }
 

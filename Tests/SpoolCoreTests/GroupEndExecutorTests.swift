@@ -17,12 +17,15 @@ final class GroupEndExecutorTests: XCTestCase {
         var machines: [String: GroupMachine] = [:]
         var calls: [String] = []
         var answer: GroupMachine.Event? = nil
+        /// Effects `decide` returns for any event instead of a machine's (a dispatch row test).
+        var scripted: [GroupMachine.Effect]? = nil
         weak var executor: GroupEndExecutor<FakePorts>?
         private var depth = 0
         private(set) var nestedDecides = 0
 
         func decide(_ key: String, _ event: GroupMachine.Event, now: Date) -> [GroupMachine.Effect] {
             if depth != 0 { nestedDecides += 1 }
+            if let scripted { return scripted }
             guard var machine = machines[key] else { return [] }
             let effects = machine.handle(event, now: now)
             machines[key] = machine
@@ -89,11 +92,12 @@ final class GroupEndExecutorTests: XCTestCase {
         XCTAssertFalse(executor.isHandling)
     }
 
-    /// Effects a caller had the machine decide itself are carried out as `send` would.
-    func testCarryOutDispatchesEffectsDecidedElsewhere() {
+    /// Each effect reaches its port, in the order decided, with what the event carried.
+    func testEveryEffectReachesItsPort() {
         let ports = FakePorts()
+        ports.scripted = [.writeEnd, .retry(at: t0), .letGo(.permanent), .forget]
         let executor = executor(ports)
-        executor.carryOut([.writeEnd, .retry(at: t0), .letGo(.permanent), .forget], for: "r", written: "w")
+        executor.send(.retryDue, to: "r", now: t0, written: "w")
         XCTAssertEqual(ports.calls, ["write r", "retry r at \(Int(t0.timeIntervalSince1970))", "letGo r permanent", "forget r w"])
     }
 }

@@ -48,14 +48,6 @@ final class GroupEnds {
         executor.send(event, to: request, now: now)
     }
 
-    /// Carries out effects the caller had the request's group machine decide already
-    /// (`request.groupEnd.handle`), through the executor as `send` would. `markerPath`,
-    /// `journal`: what the written end left, for the group hook.
-    func carryOut(_ effects: [GroupMachine.Effect], for request: RequestRecord,
-                  markerPath: String? = nil, journal: HeldLock? = nil) {
-        executor.carryOut(effects, for: request, written: GroupEndWritten(markerPath: markerPath, journal: journal))
-    }
-
     /// A failed end: tried again when due (`retryDue`).
     fileprivate func retry(_ request: RequestRecord, at: Date) { retries.add(request.name, at: at) }
 

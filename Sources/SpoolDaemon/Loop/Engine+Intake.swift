@@ -66,8 +66,9 @@ extension Engine {
             logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                          "group": "\(request.group)"])
             if request.groupEnd.openItems > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
-            let ending = request.groupEnd.handle(.taken, now: now)
-            if ending.isEmpty { items.table.sleepAtTurnEnd(request) } else { groupEnds.carryOut(ending, for: request) }
+            // A request with nothing left to end (every item recovered ended) ends now; else it
+            // sleeps once the turn is over.
+            if groupEnds.send(.taken, to: request, now: now)?.isEmpty ?? false { items.table.sleepAtTurnEnd(request) }
         }
     }
 }

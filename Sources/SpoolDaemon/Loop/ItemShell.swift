@@ -259,7 +259,7 @@ final class ItemShell: ItemPorts {
             engine.runState.summary.failed += 1
             let request = record.request
             if request.items.count <= SpoolStore.listedFailuresLimit { engine.hooks.itemEnded(record) }
-            engine.groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: quiet.now), for: request)
+            engine.groupEnds.send(.itemEnded, to: request, now: quiet.now)
             record.shed()
             return
         }
@@ -285,7 +285,7 @@ final class ItemShell: ItemPorts {
         engine.driver.contentStore?.itemEnded(record.key)
         // The group end first: when this item ends it, its marker takes the URL from the
         // description the item still holds instead of reading the request file again.
-        engine.groupEnds.carryOut(request.groupEnd.handle(.itemEnded, now: Date()), for: request)
+        engine.groupEnds.send(.itemEnded, to: request)
         record.shed()
     }
 }
