@@ -14,8 +14,8 @@ import Foundation
 /// state is: no path enters a machine while `isHandling`). Engine thread only (the simulator's
 /// thread in tests).
 ///
-/// The queue and the dispatch are written out in `send` rather than handed to `SerialEvents` as
-/// a closure: every item event of the daemon comes through here, and a closure over a generic
+/// The queue and the dispatch are written out in `send` rather than handed to a generic queue
+/// type as a closure: every item event of the daemon comes through here, and a closure over a generic
 /// method made the optimiser keep the unspecialised path (runtime metadata and witness tables
 /// per event: a fifth of a 200,000-item cancel); in a debug build each hop is a call too.
 public final class ItemExecutor<Ports: ItemPorts> {

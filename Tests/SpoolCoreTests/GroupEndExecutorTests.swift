@@ -17,6 +17,9 @@ final class GroupEndExecutorTests: XCTestCase {
         var machines: [String: GroupMachine] = [:]
         var calls: [String] = []
         var answer: GroupMachine.Event? = nil
+        /// Events the next write sends for other requests (once), and what those sends returned.
+        var raiseOnWrite: [(GroupMachine.Event, String)] = []
+        var raisedAnswers: [[GroupMachine.Effect]?] = []
         /// Effects `decide` returns for any event instead of a machine's (a dispatch row test).
         var scripted: [GroupMachine.Effect]? = nil
         weak var executor: GroupEndExecutor<FakePorts>?
@@ -36,6 +39,9 @@ final class GroupEndExecutorTests: XCTestCase {
             depth += 1
             calls.append("write \(key)")
             if let answer { self.answer = nil; executor?.send(answer, to: key, now: Date(timeIntervalSince1970: 0), written: "marker") }
+            let raise = raiseOnWrite
+            raiseOnWrite = []
+            for (event, other) in raise { raisedAnswers.append(executor?.send(event, to: other, now: Date(timeIntervalSince1970: 0))) }
             depth -= 1
         }
 
@@ -90,6 +96,25 @@ final class GroupEndExecutorTests: XCTestCase {
         XCTAssertEqual(ports.nestedDecides, 0)
         XCTAssertEqual(ports.machines["r"]?.phase, .ended)
         XCTAssertFalse(executor.isHandling)
+    }
+
+    /// Events sent from inside a port are queued (the send answers nil, nothing decided yet) and
+    /// handled after the effects being carried out, in the order sent; none is decided inside
+    /// another, and the queue is empty again after.
+    func testEventsSentFromAPortAreHandledAfterInTheOrderSent() {
+        let ports = FakePorts()
+        for name in ["r", "s", "t"] { ports.machines[name] = GroupMachine(openItems: 0) }
+        ports.raiseOnWrite = [(.taken, "s"), (.taken, "t")]
+        let executor = executor(ports)
+        XCTAssertEqual(executor.send(.taken, to: "r", now: t0), [.writeEnd])
+        XCTAssertEqual(ports.raisedAnswers.count, 2)
+        XCTAssertTrue(ports.raisedAnswers.allSatisfy { $0 == nil })
+        XCTAssertEqual(ports.calls, ["write r", "write s", "write t"])
+        XCTAssertEqual(ports.nestedDecides, 0)
+        XCTAssertFalse(executor.isHandling)
+        ports.machines["u"] = GroupMachine(openItems: 0)
+        XCTAssertEqual(executor.send(.taken, to: "u", now: t0), [.writeEnd])
+        XCTAssertEqual(ports.calls.last, "write u")
     }
 
     /// Each effect reaches its port, in the order decided, with what the event carried.

@@ -18,8 +18,9 @@ final class GroupEnds {
     private let requestFile: RequestFileSlot
     private let hooks: any GroupHookStarting
     private var retries = DueTimers<String>()
-    /// The group machines' one executor, given this room as its ports (`GroupEndsPorts`).
-    private lazy var executor = GroupEndExecutor(ports: GroupEndsPorts(room: self))
+    /// The group machines' one executor, given this room as its ports (`GroupEndsPorts`); made
+    /// with the room (not on first use: the first request's end then pays for it).
+    private var executor: GroupEndExecutor<GroupEndsPorts>!
 
     init(store: SpoolStore, io: any IOSubmitting, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
          requestFile: RequestFileSlot, hooks: any GroupHookStarting) {
@@ -31,6 +32,7 @@ final class GroupEnds {
         self.ledger = ledger
         self.requestFile = requestFile
         self.hooks = hooks
+        executor = GroupEndExecutor(ports: GroupEndsPorts(room: self))
     }
 
     var nextRetry: Date? { retries.next }
