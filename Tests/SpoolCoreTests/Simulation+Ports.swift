@@ -118,21 +118,16 @@ final class SimItemPorts: ItemPorts {
     func publish(_ id: Int, sha256: String, part: SimPart?) -> SimJob? {
         world.stage(id)
         let job = SimJob(item: id)
-        daemon.publishQueue.append(job)
+        daemon.publishing.add(job)
         return job
     }
 
     func retryPublish(_ id: Int, job: SimJob?, at: Date) {
-        daemon.publishRetries.append((at, job ?? SimJob(item: id)))
+        daemon.publishing.retry(job ?? SimJob(item: id), at: at)
     }
 
     func withdrawPublish(_ id: Int) -> Bool {
-        let queued = daemon.publishQueue.contains { $0.item == id } || daemon.publishRetries.contains { $0.job.item == id }
-        if queued {
-            daemon.publishQueue.removeAll { $0.item == id }
-            daemon.publishRetries.removeAll { $0.job.item == id }
-        }
-        return queued
+        daemon.publishing.withdraw { $0.item == id }
     }
 
     // MARK: The item's files and its ending
@@ -142,10 +137,7 @@ final class SimItemPorts: ItemPorts {
 
     func failed(_ id: Int, _ failure: ItemFailed, wasPublishing: Bool) {
         // Its job dropped from the publisher, as the daemon's `Publishing.drop` does.
-        if wasPublishing {
-            daemon.publishQueue.removeAll { $0.item == id }
-            daemon.publishRetries.removeAll { $0.job.item == id }
-        }
+        if wasPublishing { daemon.publishing.drop { $0.item == id } }
         daemon.transfers.removeValue(forKey: id)
         daemon.refreshes.removeValue(forKey: id)
         world.releaseStaging(id)

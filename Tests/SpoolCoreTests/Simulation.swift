@@ -453,8 +453,9 @@ final class SimDaemon {
     var transfers: [Int: Date] = [:]
     /// Items waiting for space: the core's queue, as the shell's `SpaceGate` keeps it.
     var spaceQueue = SpaceQueue<Int>()
-    var publishQueue: [SimJob] = []
-    var publishRetries: [(at: Date, job: SimJob)] = []
+    /// The publishing room's queue: the core's rules, as the shell's `Publishing` keeps them.
+    var publishing = PublishQueue<SimJob>()
+    /// The batch on the simulated I/O queue: when it reports, and the jobs it holds.
     private var batch: (at: Date, jobs: [SimJob])?
     /// Items told to cancel while a batch held their job: they must end when it reports.
     private var cancelledInBatch: Set<Int> = []
@@ -492,7 +493,7 @@ final class SimDaemon {
             case .staged:
                 let job = SimJob(item: id)
                 machines[id] = Machine(recovered: .publishing(job), firstQueued: world.now, attempts: 1)
-                publishQueue.append(job)
+                publishing.add(job)
                 left += 1
             case .nothing:
                 machines[id] = Machine(firstQueued: world.now)
@@ -549,15 +550,10 @@ final class SimDaemon {
         }
         if let b = batch, b.at <= now {
             batch = nil
+            publishing.batchEnded()
             for job in b.jobs { batchReports(job) }
         }
-        let due = publishRetries.filter { $0.at <= now }
-        publishRetries.removeAll { $0.at <= now }
-        publishQueue.append(contentsOf: due.map(\.job))
-        if batch == nil, !publishQueue.isEmpty {
-            batch = (now.addingTimeInterval(0.05), publishQueue)
-            publishQueue = []
-        }
+        if let jobs = publishing.takeBatch(now: now) { batch = (now.addingTimeInterval(0.05), jobs) }
         for id in spaceQueue.release(now: now, fits: fits) { send(.spaceAvailable, to: id) }
         for (id, decision) in storeCheck() { storeWaitEnded(id, decision) }
         for action in scheduler.nextActions(now: now) {
@@ -585,12 +581,12 @@ final class SimDaemon {
     }
 
     func nextDeadline() -> Date? {
-        var all: [Date] = Array(transfers.values) + Array(refreshes.values) + Array(deadlines.values) + publishRetries.map(\.at)
+        var all: [Date] = Array(transfers.values) + Array(refreshes.values) + Array(deadlines.values)
             + Array(groupRetries.values)
         if let b = batch { all.append(b.at) }
         if let s = spaceQueue.checkAt { all.append(s) }
         if let s = room.checkAt { all.append(s) }
-        if batch == nil && !publishQueue.isEmpty { all.append(world.now) }
+        if let at = publishing.handOverAt { all.append(max(at, world.now)) }
         if let w = scheduler.nextWakeup(now: world.now) { all.append(w) }
         return all.min()
     }
@@ -709,8 +705,7 @@ final class SimDaemon {
             case .waitingForSpace, .waitingToPublish: ok = spaceQueue.contains(id) && spaceQueue.checkAt != nil
             case .paused: ok = true   // the operator's `resume` or `cancel`, named by status
             case .publishing:
-                ok = publishQueue.contains { $0.item == id } || publishRetries.contains { $0.job.item == id }
-                    || (batch?.jobs.contains { $0.item == id } ?? false)
+                ok = publishing.holds { $0.item == id } || (batch?.jobs.contains { $0.item == id } ?? false)
             case .published, .failed:
                 // An ended item holds no slot and waits in no queue of the scheduler.
                 if scheduler.holds(id) {

@@ -31,10 +31,9 @@ final class Publishing {
     private let space: SpaceGate
     /// Ties each batch's journal to the requests it records (see `JournalLedger`).
     private let ledger: JournalLedger
-    private var queue: [PublishJob] = []
-    private var retries = DueTimers<PublishJob>()
-    /// A batch is on the I/O queue.
-    private(set) var inFlight = false
+    /// The jobs waiting for a batch or a retry, and whether a batch is on the I/O queue (the
+    /// core's rules, which the simulator runs too).
+    private var jobs = PublishQueue<PublishJob>()
     /// Upload records waiting to be written (see `UploadRecordQueue`).
     private var uploadRecords = UploadRecordQueue()
 
@@ -52,11 +51,13 @@ final class Publishing {
     }
 
     /// Nothing queued, in flight or waiting to be tried again.
-    var isIdle: Bool { queue.isEmpty && !inFlight && retries.isEmpty }
-    var nextRetry: Date? { retries.next }
+    var isIdle: Bool { jobs.isIdle }
+    /// A batch is on the I/O queue.
+    var inFlight: Bool { jobs.inFlight }
+    var nextRetry: Date? { jobs.nextRetry }
     /// When `kick` next has something to do: now when jobs wait and no batch is in flight, else
     /// when the next retry is due; nil: nothing.
-    var handOverAt: Date? { !inFlight && !queue.isEmpty ? .distantPast : retries.next }
+    var handOverAt: Date? { jobs.handOverAt }
 
     // MARK: Into the queue
 
@@ -92,42 +93,30 @@ final class Publishing {
                               marker: marker)
         let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                              replacesExisting: record.replacesExisting)
-        queue.append(job)
+        jobs.add(job)
         return job
     }
 
     /// A job a recovery made (an adopted item whose data was staged and verified, or published
     /// without its marker).
-    func enqueue(_ job: PublishJob) { queue.append(job) }
+    func enqueue(_ job: PublishJob) { jobs.add(job) }
 
     /// Tries a failed job again at `at`; only its marker when the data already went through.
-    func retry(_ job: PublishJob, at: Date) { retries.add(job, at: at) }
+    func retry(_ job: PublishJob, at: Date) { jobs.retry(job, at: at) }
 
     /// Forgets the job of an item that ended otherwise (cancelled while its retry waited).
-    func drop(base: String) {
-        queue.removeAll { $0.part.base == base }
-        retries.removeAll { $0.part.base == base }
-    }
+    func drop(base: String) { jobs.drop { $0.part.base == base } }
 
     /// Takes a cancelled item's job out if no batch has it yet; false when a batch has it (its
     /// result then says how the item ends).
-    func withdraw(base: String) -> Bool {
-        let waiting = queue.contains { $0.part.base == base } || retries.contains { $0.part.base == base }
-        guard waiting else { return false }
-        drop(base: base)
-        return true
-    }
+    func withdraw(base: String) -> Bool { jobs.withdraw { $0.part.base == base } }
 
     /// Moves due retries to the queue and hands the queue to the publisher unless a batch is
     /// already in flight (the next batch then collects everything that finished meanwhile).
     func kick(now: Date) {
-        queue.append(contentsOf: retries.takeDue(now: now))
-        guard !inFlight, !queue.isEmpty else { return }
-        let jobs = queue
-        queue.removeAll(keepingCapacity: true)
-        inFlight = true
+        guard let batch = jobs.takeBatch(now: now) else { return }
         let publisher = self.publisher
-        io.submit { .published(publisher(jobs)) }
+        io.submit { .published(publisher(batch)) }
     }
 
     // MARK: Results
@@ -136,7 +125,7 @@ final class Publishing {
     /// lifecycle takes. A failed job is handed back to the item's phase with what the batch got
     /// done (`alreadyPublishedAs`).
     func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
-        inFlight = false
+        jobs.batchEnded()
         ledger.attach(results, requestOf: { item($0)?.request })
         var events: [(ItemRecord, ItemEvent)] = []
         events.reserveCapacity(results.count)
