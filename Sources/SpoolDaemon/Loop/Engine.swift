@@ -130,12 +130,15 @@ public final class Engine {
             var endedWhole: Set<Int> = []
             for outcome in ended where outcome.failure == nil { endedWhole.insert(outcome.key) }
             let starts = driver.session.takeBodyStarts()
-            if !starts.isEmpty {
+            let anyStarts = !starts.isEmpty
+            if anyStarts {
                 for (record, facts) in driver.bodiesBegan(starts) where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
             }
             let checkpoints = driver.session.takeCheckpoints()
-            if !checkpoints.isEmpty { driver.checkpointsReached(checkpoints) }
-            if hosts.tendSegments(driver, now: Date()) { operators.status.dirty = true }
+            let anyCheckpoints = !checkpoints.isEmpty
+            if anyCheckpoints { driver.checkpointsReached(checkpoints) }
+            let hostsChanged = hosts.tendSegments(driver, now: Date())
+            if hostsChanged { operators.status.dirty = true }
             for outcome in ended {
                 guard case (let record, var end)? = driver.ended(outcome) else { continue }
                 if let (next, credentials) = driver.contentStore?.fallThrough(record, end) {
@@ -150,7 +153,22 @@ public final class Engine {
                 executor.send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { operators.status.dirty = true }
-            let reportDue = turn(now: Date())
+            // A wake-up that brought nothing — socket activity of a body in flight: no message,
+            // no transfer's end, no body start or checkpoint, no segmented transfer — before the
+            // nearest deadline the last turn left has nothing for a turn to do (every room's
+            // work is an event or a deadline): the loop sleeps again.
+            let now = Date()
+            let nothingCame = messages.isEmpty && ended.isEmpty && !anyStarts && !anyCheckpoints && !hostsChanged
+                && driver.session.segmentedKeys.isEmpty && intake.backlogIsEmpty
+            var nothingDue = true
+            if let deadline = runState.nextDeadline { nothingDue = now < deadline }
+            let reportDue: Date?
+            if nothingCame && nothingDue {
+                reportDue = runState.reportDue
+            } else {
+                reportDue = turn(now: now)
+                runState.reportDue = reportDue
+            }
             // A plain `run` ends only by a stop; a drain (`--once`, `--due`) asks each turn.
             if runState.stopping || configuration.once || configuration.due, shouldExit() { break }
             // The heap policy is told only of a change: work after a give-back, or the first
@@ -259,7 +277,10 @@ public final class Engine {
     /// `--max-rate`); "forever" when there is none, and not at all while the intake backlog holds
     /// request files. `reportDue`: the status report's, as the turn left it.
     private func sleepMilliseconds(reportDue: Date?) -> Int32 {
-        if !intake.backlogIsEmpty && !runState.stopping { return 0 }
+        if !intake.backlogIsEmpty && !runState.stopping {
+            runState.nextDeadline = .distantPast
+            return 0
+        }
         let now = Date()
         let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
@@ -267,6 +288,7 @@ public final class Engine {
                          operators.metrics.nextWrite, driver.contentStore?.nextCheck]
         var nearest: Date? = nil
         for case let wakeup? in wakeups where nearest == nil || wakeup < nearest! { nearest = wakeup }
+        runState.nextDeadline = nearest
         guard let next = nearest else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)
         return Int32(max(0, min(ms, Double(Int32.max))))

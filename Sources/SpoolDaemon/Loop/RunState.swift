@@ -22,6 +22,11 @@ final class RunState {
     let descriptors = DescriptorBudget.ofThisProcess()
     /// Gives the heap back once transfers stop (see `HeapPolicy`).
     var heap = HeapPolicy()
+    /// What the last turn left for the sleep: the nearest deadline of any room (nil: none) and
+    /// when the status report is due. A wake-up that brings nothing before that deadline skips
+    /// the turn (see `Engine.run`). The first turn always runs.
+    var nextDeadline: Date? = .distantPast
+    var reportDue: Date?
 
     init(drain: Drain) { self.drain = drain }
 }
