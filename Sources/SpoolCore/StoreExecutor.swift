@@ -139,6 +139,10 @@ public final class StoreExecutor<Ports: StorePorts> {
             wait(key, digest: digest, by: "\(holder.item) on \(holder.worker)", elsewhere: true, credentials: credentials)
             return .waiting
         case .heldBy:
+            // Its own claim, from an earlier start of this fetch (a retry): renewed now, as the
+            // flight's renewal time restarts — else the claim could go unrenewed for longer than
+            // a lease timeout while the flight's time says renewed, and be broken as stale.
+            ports.refreshClaim(digest)
             claimed = true
         case .failed(let reason):
             ports.note(.claimFailed(key, reason: reason))

@@ -257,6 +257,20 @@ final class StoreExecutorTests: XCTestCase {
         XCTAssertTrue(executor.flights.isEmpty)
     }
 
+    /// Found by the simulator (store seed 978): a fetch started again under its own claim (a retry
+    /// after an outage) renews the claim, so that retries every few seconds never leave it
+    /// unrenewed for a lease timeout (another worker would break it and fetch the digest too).
+    func testAFetchStartedAgainUnderItsOwnClaimRenewsIt() {
+        let (executor, ports) = make([1: "d"])
+        executor.startTransfer(1, credentials: "c")
+        ports.claims["d"]?.isMine = true
+        advance(ports, 25)
+        executor.startTransfer(1, credentials: "c")
+        XCTAssertEqual(ports.calls, ["claim d 1", "fetch 1 c", "refresh d", "fetch 1 c"])
+        XCTAssertEqual(ports.claims["d"]?.renewed, 1)
+        XCTAssertEqual(executor.flights["d"]?.refreshedAt, ports.clock)
+    }
+
     /// A waiter that asked for a slot and stopped running meanwhile gives the slot back.
     func testASlotGrantedToAWaiterThatNoLongerRunsGoesBack() {
         let (executor, ports) = make([1: "d", 2: "d"])
