@@ -50,6 +50,8 @@ final class SimStorePorts: StorePorts {
 
     private var world: Simulation { daemon.world }
     private var store: SimContentStore { world.store! }
+    /// Hits being read (the daemon's copy thread): the digest and when the read answers.
+    var hitReads: [Int: (digest: String, at: Date)] = [:]
 
     func digest(of id: Int) -> String? { world.store != nil ? world.spec(id).digest : nil }
     func name(of id: Int) -> String { "item \(id)" }
@@ -91,7 +93,7 @@ final class SimStorePorts: StorePorts {
 
     func readHit(_ id: Int, digest: String, credentials: [RequestHeader]) -> Bool {
         guard store.entries.contains(digest) else { return false }
-        daemon.hitReads[id] = (digest, world.now.addingTimeInterval(0.05))
+        hitReads[id] = (digest, world.now.addingTimeInterval(0.05))
         world.log("item \(id): reads \(digest) from the store")
         return true
     }
@@ -121,6 +123,12 @@ extension SimDaemon {
     /// The daemon checks every 0.2 s while an item waits; the simulation every 2 s (the answers
     /// are the same, taken later; a finer tick only spends steps).
     static let storeTiming = StoreExecutor<SimStorePorts>.Timing(leasePeriod: 30, leaseTimeout: 120, checkInterval: 2)
+
+    /// Hits being read, kept by the worker's store ports (lost at a kill with the rest).
+    var hitReads: [Int: (digest: String, at: Date)] {
+        get { storeRoom.ports.hitReads }
+        set { storeRoom.ports.hitReads = newValue }
+    }
 
     /// The store's turn: hit reads answered (served, or a rotten entry removed and the item
     /// decides again), then the executor's timed check.

@@ -431,11 +431,8 @@ final class SimDaemon {
     let name: String
     /// This worker process's number (a restart is a new one).
     let incarnation: Int
-    /// Its memory of the content store: the daemon's own `StoreExecutor`, given this worker's
-    /// simulated spool and scheduler as its ports (`SimStorePorts`, Simulation+Store.swift).
+    /// Its memory of the content store: the daemon's own `StoreExecutor` (Simulation+Store.swift).
     lazy var storeRoom = StoreExecutor(ports: SimStorePorts(daemon: self), timing: Self.storeTiming)
-    /// Hits being read (the daemon's copy thread): the digest and when the read answers.
-    var hitReads: [Int: (digest: String, at: Date)] = [:]
     /// Its drain watcher, as a look (Simulation+Drain.swift).
     let drain = SimDrainLook()
     var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
@@ -592,8 +589,7 @@ final class SimDaemon {
             + Array(groupRetries.values)
         if let b = batch { all.append(b.at) }
         if let s = spaceQueue.checkAt { all.append(s) }
-        if world.store != nil, let s = storeRoom.nextCheck { all.append(s) }
-        all.append(contentsOf: hitReads.values.map(\.at))
+        if world.store != nil { all += [storeRoom.nextCheck].compactMap { $0 } + hitReads.values.map(\.at) }
         if batch == nil && !publishQueue.isEmpty { all.append(world.now) }
         if let w = scheduler.nextWakeup(now: world.now) { all.append(w) }
         return all.min()
