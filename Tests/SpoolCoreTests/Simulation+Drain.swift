@@ -50,7 +50,8 @@ extension SimDaemon {
     /// Why letting the watcher go now would be wrong: something the worker holds can still move
     /// without an ending (nil: nothing).
     private func drainStopBreaks() -> String? {
-        if !room.waiting.isEmpty { return "items wait for a fetch of the store: \(room.waiting.keys.sorted())" }
+        if world.store != nil, !storeRoom.waitingKeys.isEmpty { return "items wait for a fetch of the store: \(storeRoom.waitingKeys.sorted())" }
+        if !hitReads.isEmpty { return "hits are being read from the store: \(hitReads.keys.sorted())" }
         if let (id, _) = machines.first(where: { isTransferring($0.key) }) { return "item \(id) transfers" }
         if scheduler.holds(machines.keys.first { scheduler.holds($0) } ?? -1) { return "the scheduler holds an item" }
         return nil

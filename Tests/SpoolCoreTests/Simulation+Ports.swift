@@ -83,17 +83,15 @@ final class SimItemPorts: ItemPorts {
 
     func startTransfer(_ id: Int, credentials: [RequestHeader]) {
         portCall {
-            if world.store != nil, daemon.storeStart(id) {
-                // A waiter for another item's fetch holds no connection meanwhile.
-                if daemon.room.waiting[id] != nil { daemon.scheduler.park(id) }
-                return
-            }
+            // With the store: a hit, a wait (its slot given back) or a claimed fetch (`StoreExecutor`).
+            if world.store != nil { return daemon.storeRoom.startTransfer(id, credentials: credentials) }
             daemon.startFetch(id)
         }
     }
 
     func stopTransfer(_ id: Int, part: SimPart?) {
-        daemon.storeForget(id)
+        if world.store != nil { daemon.storeRoom.forget(id) }
+        daemon.hitReads.removeValue(forKey: id)
         daemon.transfers.removeValue(forKey: id)
         daemon.refreshes.removeValue(forKey: id)
     }

@@ -431,8 +431,8 @@ final class SimDaemon {
     let name: String
     /// This worker process's number (a restart is a new one).
     let incarnation: Int
-    /// Its memory of the content store (Simulation+Store.swift).
-    let room = SimStoreRoom()
+    /// Its memory of the content store: the daemon's own `StoreExecutor` (Simulation+Store.swift).
+    lazy var storeRoom = StoreExecutor(ports: SimStorePorts(daemon: self), timing: Self.storeTiming)
     /// Its drain watcher, as a look (Simulation+Drain.swift).
     let drain = SimDrainLook()
     var scheduler = Scheduler(configuration: SchedulerConfiguration(concurrency: 4, perHost: 2,
@@ -555,11 +555,11 @@ final class SimDaemon {
         }
         if let jobs = publishing.takeBatch(now: now) { batch = (now.addingTimeInterval(0.05), jobs) }
         for id in spaceQueue.release(now: now, fits: fits) { send(.spaceAvailable, to: id) }
-        for (id, decision) in storeCheck() { storeWaitEnded(id, decision) }
+        storeTurn()
         for action in scheduler.nextActions(now: now) {
             switch action {
             case .start(let key):
-                if storeSlotGranted(key) { break }
+                if world.store != nil, storeRoom.slotGranted(key) { break }
                 let spec = world.spec(key)
                 send(.slotGranted(space: spec.announced ? world.stagingAnswer(key) : .fits), to: key)
             case .pause(let key):
@@ -585,7 +585,7 @@ final class SimDaemon {
             + Array(groupRetries.values)
         if let b = batch { all.append(b.at) }
         if let s = spaceQueue.checkAt { all.append(s) }
-        if let s = room.checkAt { all.append(s) }
+        if world.store != nil { all += [storeRoom.nextCheck].compactMap { $0 } + hitReads.values.map(\.at) }
         if let at = publishing.handOverAt { all.append(max(at, world.now)) }
         if let w = scheduler.nextWakeup(now: world.now) { all.append(w) }
         return all.min()
@@ -606,7 +606,7 @@ final class SimDaemon {
     /// The item's transfer starts from its source.
     func startFetch(_ id: Int) {
         if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
-        if room.fromStore.contains(id) { violation = "item \(id) fetches after it was published from the store" }
+        if world.store != nil, storeRoom.servedFromStore(id) { violation = "item \(id) fetches after it was published from the store" }
         if !world.reserveStaging(id) { noRoom.insert(id) }
         send(.partOpened(SimPart(item: id)), to: id)
         transfers[id] = world.now.addingTimeInterval(0.1 + Double(world.random.belowMut(600)) / 10)
@@ -615,7 +615,7 @@ final class SimDaemon {
     func isTransferring(_ id: Int) -> Bool { transfers[id] != nil }
 
     func itemEnded(_ id: Int) {
-        storeItemEnded(id)
+        if world.store != nil { storeRoom.itemEnded(id) }
         spaceQueue.leave(id)
         cancelledInBatch.remove(id)
         group(world.spec(id).request, .itemEnded)
@@ -701,7 +701,7 @@ final class SimDaemon {
             let ok: Bool
             switch machine.phase {
             case .queued, .retrying: ok = scheduler.holds(id)
-            case .running: ok = transfers[id] != nil || refreshes[id] != nil || storeHasExit(id)
+            case .running: ok = transfers[id] != nil || refreshes[id] != nil || hitReads[id] != nil || storeHasExit(id)
             case .waitingForSpace, .waitingToPublish: ok = spaceQueue.contains(id) && spaceQueue.checkAt != nil
             case .paused: ok = true   // the operator's `resume` or `cancel`, named by status
             case .publishing:

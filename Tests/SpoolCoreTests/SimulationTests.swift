@@ -31,8 +31,10 @@ final class SimulationTests: XCTestCase {
     static let storeSeedCount: UInt64 = 200
     /// Store seeds that once failed, run besides: 258 and 464, an adopted item's failed ingest
     /// ending another item's fetch (a duplicate fetch); 1,347, a cancel withdrawing a publish after
-    /// the drain let its watcher go (allowed; the check was too strict).
-    static let storeRegressionSeeds: [UInt64] = [258, 464, 1347]
+    /// the drain let its watcher go (allowed; the check was too strict); once the simulator drove
+    /// the daemon's own `StoreExecutor`: 96, a waiter whose hit failed parked for ever when it had
+    /// to wait again; 978, a fetch started again under its own claim not renewing it (broken as stale).
+    static let storeRegressionSeeds: [UInt64] = [258, 464, 1347, 96, 978]
 
     /// The regression seeds, then `fixedSeedCount` seeds from 1 — or, under `make simulate
     /// SEEDS=N [FIRST=F]`, N seeds from F (`SPOOLFETCH_SIMULATION_SEEDS`, `_FIRST`).

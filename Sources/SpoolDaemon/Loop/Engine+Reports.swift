@@ -17,7 +17,7 @@ extension Engine {
                                            hostWait: waitsForHost ? self.hosts.hostWait(record.hostKey, now: now) : nil,
                                            space: shortage, urls: self.driver.urls)
             task.connections = self.driver.session.connections(of: record.key)
-            if let waits = self.driver.contentStore?.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }
+            if let waits = self.driver.contentStore?.executor.waitDescription(record.key) { task.state = "waiting-store"; task.waitingFor = waits }
             return task
         }, running: driver.running.count, summary: runState.summary,
            hooksRunning: hooks.running, hooksWaiting: hooks.waiting, outages: hosts.scheduler.hostOutages,

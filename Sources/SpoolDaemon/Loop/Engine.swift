@@ -107,6 +107,7 @@ public final class Engine {
         driver.contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts,
                                                  post: { inbox.post($0) }, logger: logger)
         executor = ItemExecutor(ports: ItemShell(engine: self))
+        driver.contentStore?.attach(engine: self)
     }
 
     /// Runs until drained (`once`) or until SIGTERM/SIGINT.
@@ -223,9 +224,7 @@ public final class Engine {
         if let at = space.checkAt, at <= now {
             for record in space.release(now: now, running: Array(driver.running.values)) { executor.send(.spaceAvailable, to: record) }
         }
-        for (record, decision, credentials) in driver.contentStore?.check(now: now, record: items.table.item) ?? [] {
-            storeWaitEnded(record, decision, credentials: credentials)
-        }
+        if let contentStore = driver.contentStore, contentStore.executor.check(now: now) > 0 { operators.status.dirty = true }
         if let at = intake.nextAdoptionScan, at <= now { intake.adoptIfDue(now: now, interval: configuration.adoptInterval) }
         if !intake.backlogIsEmpty { takeInBacklog() }
         if let at = driver.rateChangesAt, at <= now {
@@ -241,7 +240,10 @@ public final class Engine {
         for action in actions {
             switch action {
             case .start(let key):
-                if driver.contentStore != nil, storeSlotGranted(key) { continue }
+                if let contentStore = driver.contentStore, contentStore.executor.slotGranted(key) {
+                    operators.status.dirty = true
+                    continue
+                }
                 guard let record = items.table.wake(key) else { hosts.scheduler.finished(key); continue }
                 let fits = space.answer(for: record, running: driver.running.values)
                 if hosts.isProbe(key) {
@@ -285,7 +287,7 @@ public final class Engine {
         let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
                          intake.nextAdoptionScan, reportDue,
-                         operators.metrics.nextWrite, driver.contentStore?.nextCheck]
+                         operators.metrics.nextWrite, driver.contentStore?.executor.nextCheck]
         var nearest: Date? = nil
         for case let wakeup? in wakeups where nearest == nil || wakeup < nearest! { nearest = wakeup }
         runState.nextDeadline = nearest

@@ -165,13 +165,8 @@ final class ItemShell: ItemPorts {
             }
             return
         }
-        if let contentStore = engine.driver.contentStore,
-           contentStore.start(record, item, credentials: credentials, send: { engine.executor.send($0, to: record) },
-                              openPart: { () throws(StoreError) in try engine.openFreshPart(record) }) {
-            // A waiter for another item's fetch holds no connection meanwhile.
-            if contentStore.isWaiting(record.key) { engine.hosts.scheduler.park(record.key) }
-            return
-        }
+        // With the store: a hit, a wait (its slot given back) or a claimed fetch (`StoreExecutor`).
+        if let contentStore = engine.driver.contentStore { return contentStore.executor.startTransfer(record.key, credentials: credentials) }
         engine.startFetch(record, item, credentials: credentials)
     }
 
@@ -208,7 +203,7 @@ final class ItemShell: ItemPorts {
         }
         guard let part else { return nil }
         return engine.publishing.publish(record, digest: digest, part: part,
-                                         fromStore: engine.driver.contentStore?.servedFromStore(record.key) ?? false)
+                                         fromStore: engine.driver.contentStore?.executor.servedFromStore(record.key) ?? false)
     }
 
     func retryPublish(_ record: ItemRecord, job: PublishJob?, at: Date) {

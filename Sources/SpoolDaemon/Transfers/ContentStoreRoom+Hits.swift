@@ -50,7 +50,6 @@ extension ContentStoreRoom {
         }
         inUse[digest, default: 0] += 1
         copying[key] = Copying(digest: digest, part: part, handedOver: !hardlink, credentials: credentials)
-        stopWaiting(key)
         copyQueue.async {
             do throws(StoreError) {
                 let body = try read()
@@ -113,8 +112,7 @@ extension ContentStoreRoom {
 
     private func counted(_ record: ItemRecord, bytes: Int64) {
         metrics.storeHit(bytes: bytes)
-        if counters.hit(bytes: bytes) { scheduleCheck(Date().addingTimeInterval(1)) }
-        fromStore.insert(record.key)
-        stopWaiting(record.key)
+        if counters.hit(bytes: bytes) { executor.scheduleCheck(Date().addingTimeInterval(1)) }
+        executor.hitServed(record.key)
     }
 }

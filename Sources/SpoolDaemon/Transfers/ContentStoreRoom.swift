@@ -7,38 +7,23 @@ import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 
-/// The content store's room (`--store`): at an item's start, whether it is published from the
-/// store, waits for another item's fetch of its digest, or fetches (`StoreDecision`); the fetches
-/// of this worker by digest and their spool-wide claims; the items waiting for them; and, once a
-/// body verified against its `sha256:` is published, its ingest into the store on the I/O queue.
-///
-/// A waiting item stays in its running phase with no transfer and no part, and gives its
-/// connection slot back (`Scheduler.park`): other items start meanwhile; one that has to fetch
-/// after all queues for a slot again (`awaitSlot`) before it decides anew. It is checked again when a fetch of this worker ends and otherwise every
-/// `checkInterval` while any item waits (every `lease-period` while only fetches run): whether the entry arrived (hit), the fetch
-/// was given up (this item fetches next: the first waiter only), or the claim went stale.
-///
-/// The room decides; its parts keep their own state: `StoreFlights` (this worker's fetches and
-/// their claims), `StoreWaiters` (who waits, in what order), `HashedMirrorSources`,
-/// `StoreCounters`, `StoreIngest` (a body's way into the store) and the hits' reads
-/// (`ContentStoreRoom+Hits.swift`).
+/// The content store's room (`--store`): the daemon's side of the store — the store and its
+/// claims folder, the hits' reads on the copy thread (`ContentStoreRoom+Hits.swift`), the
+/// `--hashed-mirror` walk, the counters, and a published body's ingest on the I/O queue
+/// (`StoreIngest`). The shell's rules — an item's flight by digest, who waits for whom and in
+/// what order, the slot queue, when to check, what ends a flight, what a stale claim's loss does
+/// — are `StoreExecutor`'s (SpoolCore), driven here through `StoreShell`'s ports, as the
+/// simulator drives the same code through its own.
 final class ContentStoreRoom {
     let store: ContentStore
     let claims: StoreClaims
     /// `store-link = hardlink`: a hit publishes the entry itself (one inode, read-only).
     let hardlink: Bool
     private(set) var maxBytes: Int64
-    private let leasePeriod: Double
-    private let leaseTimeout: Double
+    let leasePeriod: Double
+    let leaseTimeout: Double
     let logger: Logger
 
-    /// This worker's fetches by digest and their claims (`StoreFlights`).
-    private(set) var flights: StoreFlights
-
-    /// The items waiting for another's fetch, in the order they began to wait (`StoreWaiters`).
-    private(set) var waiters = StoreWaiters()
-    /// Items published from the store and not ended yet: their marker says `source: "store"`.
-    var fromStore: Set<Int> = []
     /// Digests being published from the store now: never evicted meanwhile.
     var inUse: [String: Int] = [:]
 
@@ -64,8 +49,10 @@ final class ContentStoreRoom {
     /// `--hashed-mirror` sources and the items fetching from one now (`HashedMirrorSources`).
     private var mirrors: HashedMirrorSources
 
-    private(set) var nextCheck: Date?
     static let checkInterval: TimeInterval = 0.2
+
+    /// The shell's rules (`StoreExecutor`), given their ports once the engine is built (`attach`).
+    private(set) var executor: StoreExecutor<StoreShell>!
 
     /// Counters for the metrics and `spoolfetch store` (saved in `store/counters/WORKER` at most
     /// once a second while they change, and at exit).
@@ -84,13 +71,19 @@ final class ContentStoreRoom {
         self.store = store
         mirrors = HashedMirrorSources(templates: hashedMirrors)
         claims = StoreClaims(folder: store.claimsFolder, worker: worker)
-        flights = StoreFlights(claims: claims)
         counters = StoreCounters(worker: worker)
         self.hardlink = hardlink
         self.maxBytes = maxBytes
         self.leasePeriod = leasePeriod
         self.leaseTimeout = leaseTimeout
         self.logger = logger
+    }
+
+    /// The executor gets its ports: the engine's item table, scheduler and fetch start (called
+    /// once, at the end of `Engine.init`, when the engine can be handed out).
+    func attach(engine: Engine) {
+        executor = StoreExecutor(ports: StoreShell(engine: engine, room: self),
+                                 timing: .init(leasePeriod: leasePeriod, leaseTimeout: leaseTimeout, checkInterval: Self.checkInterval))
     }
 
     /// The room for `configuration`'s store, its folders made; nil when the store is off.
@@ -139,151 +132,19 @@ final class ContentStoreRoom {
         return wanted
     }
 
-    /// What the item does now that its transfer would start. `.fetch` leaves it to the transfer driver.
-    func decide(_ record: ItemRecord, _ item: RequestItem) -> StoreDecision {
-        let digest = Self.digest(of: item)
-        let present = digest.map { store.size(of: $0) != nil && !distrusted.contains($0) } ?? false
-        var localFetcher: String? = nil
-        var claim: StoreDecision.Claim? = nil
-        if let digest, !present {
-            if let flight = flights[digest], flight.key != record.key {
-                localFetcher = flight.item
-            } else if flights[digest] == nil {
-                claim = readClaim(digest, waiter: record.key)
-            } else {
-                claim = .own
-            }
-        }
-        return StoreDecision.decide(digest: digest, storeOn: true, entryPresent: present, localFetcher: localFetcher, claim: claim)
-    }
-
-    /// The claim on `digest` as `decide` needs it; a claim unchanged since this waiter first saw it
-    /// for `leaseTimeout` (this process's clock), or whose process is gone, is stale — and one whose
-    /// text names no process after a whole `leasePeriod` (its writer writes it right after the
-    /// create: it is what a crash or a power cut left).
-    private func readClaim(_ digest: String, waiter key: Int) -> StoreDecision.Claim {
-        guard let holder = claims.holder(digest) else { return .none }
-        if holder.isMine { return .own }
-        if isStale(holder, digest: digest, waiter: key) { return .stale(item: holder.item) }
-        return .live(item: "\(holder.item) on \(holder.worker)")
-    }
-
-    private func isStale(_ holder: StoreClaims.Holder, digest: String, waiter key: Int) -> Bool {
-        if holder.isGone { return true }
-        guard let wait = waiters[key], wait.digest == digest, let seen = wait.seen, seen == holder else { return false }
-        return wait.seenSince.duration(to: .now) >= .seconds(holder.isUnreadable ? leasePeriod : leaseTimeout)
-    }
-
-    /// What `beginFetch` found once it held the claim (or could not get it).
-    enum FetchStart { case fetch, waiting, inStore }
-
-    /// The item fetches `digest`: claimed on the spool first (breaking a stale claim). `waiting`
-    /// when another worker claimed it in between (`wait` was called); `inStore` when the entry
-    /// arrived between the look and the claim (another worker's fetch ended just then): the
-    /// claim is let go and the item publishes from the store.
-    func beginFetch(_ record: ItemRecord, digest: String, breaking: Bool, credentials: [RequestHeader]) -> FetchStart {
-        // The claim as it is now, judged again: only that very claim is broken (one renewed since
-        // is not, and `breakClaim` puts back one renewed between this read and its rename).
-        if breaking, let seen = claims.holder(digest), !seen.isMine, isStale(seen, digest: digest, waiter: record.key) {
-            if claims.breakClaim(digest, seen: seen) {
-                logger.warning("took over a stale store claim", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
-                                                                           "holder": "\(seen.item) on \(seen.worker)"])
-            }
-        }
-        var claimed = false
-        do {
-            switch try claims.claim(digest, item: record.id) {
-            case .claimed:
-                claimed = true
-            case .heldBy(let holder) where !holder.isMine:
-                wait(record, digest: digest, by: "\(holder.item) on \(holder.worker)", elsewhere: true, credentials: credentials)
-                return .waiting
-            case .heldBy:
-                claimed = true
-            }
-        } catch {
-            // The store's claims folder unusable: fetch anyway (at worst twice), say why.
-            logger.warning("could not claim a digest in the store; fetching without a claim: \(error)", metadata: ["item": "\(record.id)"])
-        }
-        if store.contains(digest) {
-            if claimed { claims.release(digest) }
-            return .inStore
-        }
-        stopWaiting(record.key)
-        flights.begin(digest, key: record.key, item: record.id, claimed: claimed)
-        scheduleCheck(Date().addingTimeInterval(waiters.isEmpty ? leasePeriod : Self.checkInterval))
-        return .fetch
-    }
-
-    /// The item waits for the fetch `by` runs.
-    func wait(_ record: ItemRecord, digest: String, by: String, elsewhere: Bool, credentials: [RequestHeader]) {
-        if waiters[record.key] == nil {
-            waiters.begin(record.key, StoreWaiters.Wait(digest: digest, by: by, elsewhere: elsewhere, credentials: credentials,
-                                                         seen: elsewhere ? claims.holder(digest) : nil, seenSince: .now, since: Date()))
-            logger.debug("waiting for another fetch of the same sha256", metadata: ["item": "\(record.id)", "sha256": "\(digest)", "fetched-by": "\(by)"])
-        } else {
-            waiters.fetched(record.key, by: by, elsewhere: elsewhere)
-        }
-        scheduleCheck(Date().addingTimeInterval(Self.checkInterval))
-    }
-
-    /// What `status` shows for a waiting item.
-    func waitDescription(_ key: Int) -> String? {
-        waiters[key].map { "waiting for sha256:\($0.digest.prefix(12))… fetched by \($0.by)" }
-    }
-
-    /// The item left its running phase (stopped, paused, cancelled): it waits no more.
+    /// The item left its running phase (stopped, paused, cancelled): it waits no more, and a
+    /// hit being read for it is let go.
     func forget(_ key: Int) {
-        stopWaiting(key)
+        executor.forget(key)
         mirrors.forget(key)
         if let copy = copying.removeValue(forKey: key) { release(copy.digest) }
     }
 
     /// Items running with no transfer: waiting for another's fetch, or being copied from the store
     /// (a stop must reach them too).
-    var waitingKeys: [Int] { waiters.order + copying.keys.sorted() }
+    var waitingKeys: [Int] { executor.waitingKeys + copying.keys.sorted() }
 
-    /// Whether the item waits for another item's fetch (it then needs no connection).
-    func isWaiting(_ key: Int) -> Bool { waiters[key] != nil }
-
-    /// The waiter has to fetch and queues for a connection slot (see `slotGranted`).
-    func awaitSlot(_ key: Int, credentials: [RequestHeader]) { waiters.awaitSlot(key, credentials: credentials) }
-
-    /// The scheduler started `key`: its credentials when it is a waiter that asked for a slot
-    /// (it decides again now), else nil.
-    func slotGranted(_ key: Int) -> [RequestHeader]? { waiters.slotGranted(key) }
-
-    func stopWaiting(_ key: Int) { waiters.stop(key) }
-
-    /// An item's transfer would start: decides (`StoreDecision`) and carries out a hit or a wait.
-    /// true when it did (the caller starts nothing), false when the item fetches (claimed first).
-    /// `send` hands an event to the item's lifecycle; `openPart` opens a fresh part for it.
-    func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader],
-               send: (ItemEvent) -> Void, openPart: () throws(StoreError) -> StagingFile) -> Bool {
-        for _ in 0..<3 {
-            guard let digest = Self.digest(of: item) else { return false }
-            switch decide(record, item) {
-            case .hit:
-                if publishFromStore(record, digest: digest, send: send, openPart: openPart, credentials: credentials) { return true }
-                continue    // evicted between the look and the copy: decide again
-            case .wait(let by, let elsewhere):
-                wait(record, digest: digest, by: by, elsewhere: elsewhere, credentials: credentials)
-                return true
-            case .fetch(let claim, let breaking):
-                if !claim { return false }
-                switch beginFetch(record, digest: digest, breaking: breaking, credentials: credentials) {
-                case .fetch: return false
-                case .waiting: return true
-                case .inStore: continue     // decide again: a hit now
-                }
-            }
-        }
-        return false
-    }
-
-    /// Whether the item's body came from the store (its marker says `source: "store"`).
-    func servedFromStore(_ key: Int) -> Bool { fromStore.contains(key) }
-    func itemEnded(_ key: Int) { fromStore.remove(key); stopWaiting(key); mirrors.forget(key) }
+    func itemEnded(_ key: Int) { executor.itemEnded(key); mirrors.forget(key) }
 
     // MARK: Hashed mirrors
 
@@ -301,7 +162,7 @@ final class ContentStoreRoom {
     /// At exit: the claims of fetches that did not end go (another worker fetches at once instead of
     /// waiting out a lease), and the counters are written.
     func close() {
-        flights.endAll()
+        executor.close()
         saveCounters()
     }
 
@@ -317,11 +178,9 @@ final class ContentStoreRoom {
     func published(_ results: [PublishResult], item: (String) -> ItemRecord?, io: IOQueue) {
         for result in results where result.isPublished {
             guard let record = item(result.base), let wanted = record.loaded.flatMap(Self.digest(of:)),
-                  result.job.marker.sha256 == wanted, !fromStore.contains(record.key) else { continue }
-            // Only the fetch this body came from ends with its ingest: another item's body of the
-            // digest (adopted, published while this worker fetches it) must not end that fetch,
-            // or its claim would go and the next item of the digest fetch it a second time.
-            let flight = flights.ingesting(wanted, by: record.key) ? record.key : nil
+                  result.job.marker.sha256 == wanted,
+                  let endsFlight = executor.published(record.key, digest: wanted) else { continue }
+            let flight = endsFlight ? record.key : nil
             let ingest = StoreIngest(store: store, part: result.job.part, bytes: result.job.marker.bytes, digest: wanted,
                                      flight: flight, maxBytes: maxBytes, inUse: Set(inUse.keys).union([wanted]))
             io.submit { ingest.run() }
@@ -334,58 +193,7 @@ final class ContentStoreRoom {
                   error: StoreError?) {
         totals = StoreIngest.totals(totals, after: outcome, of: digest, counted: counted, in: store)
         StoreIngest.log(digest: digest, outcome: outcome, evicted: evicted, error: error, logger: logger)
-        if let flight, flights[digest]?.key == flight { flights.end(digest) }
-        scheduleCheck(Date())
-    }
-
-    // MARK: Checks
-
-    func scheduleCheck(_ at: Date) {
-        if nextCheck.map({ at < $0 }) ?? true { nextCheck = at }
-    }
-
-    /// The checks due at `now`: flights whose item gave up are ended (claim released), claims
-    /// renewed, and each waiting item decided again. Returns the waiting items that go on, with
-    /// what they do (`hit` or `fetch`) and the credentials their start had.
-    func check(now: Date, record: (Int) -> ItemRecord?) -> [(ItemRecord, StoreDecision, [RequestHeader])] {
-        guard let due = nextCheck, due <= now else { return [] }
-        nextCheck = nil
-        saveCounters()
-        flights.check(now: now, leasePeriod: leasePeriod) { flight in
-            let phase = record(flight.key)?.phase
-            guard phase != .running && phase != .publishing && phase != .waitingToPublish else { return false }
-            logger.debug("a fetch for the store ended without its body; the next waiter fetches", metadata: ["item": "\(flight.item)"])
-            return true
-        }
-        var goOn: [(ItemRecord, StoreDecision, [RequestHeader])] = []
-        var fetchedNow: Set<String> = []
-        for key in waiters.order {
-            guard let wait = waiters[key], let waiter = record(key), waiter.phase == .running, let item = waiter.loaded else {
-                stopWaiting(key)
-                continue
-            }
-            // One waiter per digest goes on to fetch: the others see its flight at the next check.
-            if fetchedNow.contains(wait.digest) { continue }
-            // Queued for a slot to fetch with: it decides again once it has one.
-            if waiters.awaitsSlot(key) { fetchedNow.insert(wait.digest); continue }
-            if wait.elsewhere, let seen = claims.holder(wait.digest), seen != wait.seen { waiters.saw(key, seen) }
-            let decision = decide(waiter, item)
-            switch decision {
-            case .wait(let by, let elsewhere):
-                waiters.fetched(key, by: by, elsewhere: elsewhere)
-            case .hit, .fetch:
-                goOn.append((waiter, decision, wait.credentials))
-            }
-            if case .fetch = decision { fetchedNow.insert(wait.digest) }
-        }
-        // Waiters are checked often; fetches alone only need their claims renewed (and a given-up
-        // fetch's claim released within a lease period), so an idle-ish daemon wakes rarely.
-        if !waiters.isEmpty {
-            scheduleCheck(now.addingTimeInterval(Self.checkInterval))
-        } else if flights.anyFetching {
-            scheduleCheck(now.addingTimeInterval(leasePeriod))
-        }
-        return goOn
+        executor.ingested(digest: digest, flight: flight)
     }
 
     func update(maxBytes: Int64) { self.maxBytes = maxBytes }
