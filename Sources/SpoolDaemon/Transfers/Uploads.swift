@@ -69,7 +69,7 @@ final class UploadTransfers {
         state.sha256 = nil
         state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
         record.noteUpload(state)
-        record.partial.sent(0)
+        record.uploadSent(0)
         // Its attempts outlive a crash, as a large download's do (`B.state`, phase running): a
         // restart after a kill mid-body sends the body again and counts that attempt too, so the
         // record says how often the body went out. Recovery finds no part and starts it over.
@@ -107,7 +107,7 @@ final class UploadTransfers {
         record.noteUpload(state)
         close(record)
         record.noteResponse(outcome.facts)
-        record.partial.sent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
+        record.uploadSent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
         if failure == nil, let digest {
             return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
         }
