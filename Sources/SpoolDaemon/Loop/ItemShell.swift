@@ -124,9 +124,9 @@ final class ItemShell: ItemPorts {
         if let upload = item.upload {
             // A file that is gone or changed fails the item with `upload-changed`, sending nothing.
             do throws(UploadStartError) {
-                try engine.driver.startUpload(record, item, upload, credentials: credentials)
-                // Its running phase holds its attempt too (no part: the file is sent from outgoing/).
-                engine.executor.send(.partOpened(RunningAttempt(file: nil)), to: record)
+                // Its running phase holds the attempt: the descriptor its file is sent from.
+                let attempt = try engine.driver.startUpload(record, item, upload, credentials: credentials)
+                engine.executor.send(.partOpened(attempt), to: record)
             } catch {
                 switch error {
                 case .refused(let refusal):
@@ -149,7 +149,7 @@ final class ItemShell: ItemPorts {
 
     func stopTransfer(_ record: ItemRecord, part: RunningAttempt?) {
         engine.driver.contentStore?.forget(record.key)
-        engine.driver.stop(record, part: part?.file)
+        engine.driver.stop(record, attempt: part)
     }
 
     func nextSource(_ record: ItemRecord, part: RunningAttempt?) {

@@ -95,12 +95,14 @@ final class TransferDriver {
         refresh.ended(record, attempt: attempt, outcome: outcome, line: line)
     }
 
-    /// Starts an upload item's transfer (`UploadTransfers.start`).
+    /// Starts an upload item's transfer (`UploadTransfers.start`); returns the attempt that
+    /// holds its open file, for the running phase.
     func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
-                     credentials: [RequestHeader]) throws(UploadStartError) {
+                     credentials: [RequestHeader]) throws(UploadStartError) -> RunningAttempt {
         let requests = self.requests
-        try uploads.start(record, item, upload) { requests.request(record, item, credentials: credentials, body: .upload($0)) }
+        let attempt = try uploads.start(record, item, upload) { requests.request(record, item, credentials: credentials, body: .upload($0)) }
         running[record.key] = record
+        return attempt
     }
 
     /// A failed upload item's file goes into `failed/` (`UploadTransfers.fileFailed`).
@@ -186,12 +188,12 @@ final class TransferDriver {
 
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
     /// its partial; does nothing when it is not running.
-    /// `part`: the part the running phase held (the item has left it by now).
-    func stop(_ record: ItemRecord, part: StagingFile?) {
+    /// `attempt`: what the running phase held (the item has left it by now).
+    func stop(_ record: ItemRecord, attempt: RunningAttempt?) {
         guard let outcome = session.remove(record.key) else { return }
         running.removeValue(forKey: record.key)
-        if record.summary.isUpload { uploads.close(record); return }
-        keepPartial(record, outcome, part: part)
+        if record.summary.isUpload { attempt?.closeUpload(); return }
+        keepPartial(record, outcome, part: attempt?.file)
     }
 
     /// A transfer ended on its own: records what it left and reduces it to what the lifecycle
