@@ -254,7 +254,7 @@ final class TransferDriver {
                 logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
             }
             record.partBodyBegan(etag: started.facts.etag, lastModified: started.facts.lastModified,
-                               restartedFromZero: started.restartedFromZero)
+                                 restartedFromZero: started.restartedFromZero)
             let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
             guard total >= Self.resumeStateThreshold, let part = record.part else { continue }
             states.bodyBegan(record, part, synced: started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0)
@@ -318,7 +318,7 @@ final class TransferDriver {
             // only what is missing of them (`saveResumeState` syncs them and records them).
             let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
             record.partKept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
-                                validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
+                            validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
             record.partKeptRanges(kept)
             return
         }
@@ -332,7 +332,7 @@ final class TransferDriver {
         // validator a 416 is checked against).
         let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
         record.partKept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
-                            validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
+                        validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
     }
 }
 
