@@ -52,7 +52,8 @@ public enum ItemEvent<Part, Job> {
     case slotGranted(space: SpaceAnswer)
     /// The shell prepared the attempt's start: what it found (see `StartCheck`).
     indirect case startChecked(StartCheck)
-    /// The shell opened the part the running attempt writes.
+    /// The shell opened the part the running attempt writes: its `Part`, which may carry what
+    /// the attempt learns besides (the daemon's `RunningAttempt`; an upload's has no file).
     case partOpened(Part)
     /// The request file or the staging file could not be opened for the attempt.
     case couldNotStart(StartProblem, message: String)

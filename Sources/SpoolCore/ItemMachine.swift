@@ -79,8 +79,10 @@ public struct ItemMachine<Part, Job> {
     /// malloc chunk.
     public enum State {
         case queued
-        /// `part`: the staging file the transfer writes, from when the shell opened it
-        /// (`partOpened`); none before that, and none for an upload.
+        /// `part`: the shell's running attempt, from when the shell opened it (`partOpened`);
+        /// none before that. In the daemon (`RunningAttempt`) the staging file the transfer
+        /// writes (none for an upload) and the attempt's own data (a conditional request's
+        /// marker, its rate samples), which end with the phase.
         case running(part: Part?)
         /// `until`: when its back-off ends (the `retry` effect's time), which status shows.
         case retrying(until: Date)

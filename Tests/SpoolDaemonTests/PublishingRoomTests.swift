@@ -49,9 +49,7 @@ final class PublishingRoomTests: XCTestCase {
         _ = try record.load()
         let part = try spool.store.openPart(record.base, fresh: true, unnamed: unnamed)
         try FileIO.writeAll(part.fd, bytes, path: spool.store.partPath(record.base))
-        var partial = record.partial
-        partial.recoveredWhole(bytes: Int64(bytes.count))
-        record.partial = partial
+        record.partRecoveredWhole(bytes: Int64(bytes.count))
         return (record, part)
     }
 

@@ -66,7 +66,7 @@ struct Recovery {
                     return startOver(record, attempts: attempts)
                 }
             }
-            record.partial.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
+            record.partRecovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
             // The refresh hook's URL, validated again as any URL read from the spool.
             record.noteRefreshedURL(facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) })
             record.recover(.queued, attempts: attempts)
@@ -104,7 +104,7 @@ struct Recovery {
             return startOver(record, attempts: attempts)
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
-            record.partial.recoveredWhole(bytes: part.size)
+            record.partRecoveredWhole(bytes: part.size)
             let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
                                  replacesExisting: record.replacesExisting)
             record.recover(.publishing(job), attempts: attempts)

@@ -23,7 +23,7 @@ extension Engine {
     /// dropped and the item asks `hashedMirror` (nil: its own source) in the same attempt.
     func fetchAgain(_ record: ItemRecord, hashedMirror: String?, credentials: [RequestHeader]) {
         guard let item = record.loaded else { return }
-        record.partial.discard()
+        record.partDiscarded()
         do {
             try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror) { part in executor.send(.partOpened(part), to: record) }
         } catch {

@@ -11,7 +11,7 @@ import SpoolTransfer
 /// is only which room, and the facts the machine decides with. Engine thread only.
 final class ItemShell: ItemPorts {
     typealias Key = ItemRecord
-    typealias Part = StagingFile
+    typealias Part = RunningAttempt
     typealias Job = PublishJob
 
     /// Not owned: the engine owns the executor, which owns this.
@@ -154,7 +154,9 @@ final class ItemShell: ItemPorts {
         if let upload = item.upload {
             // A file that is gone or changed fails the item with `upload-changed`, sending nothing.
             do throws(UploadStartError) {
-                try engine.driver.startUpload(record, item, upload, credentials: credentials)
+                // Its running phase holds the attempt: the descriptor its file is sent from.
+                let attempt = try engine.driver.startUpload(record, item, upload, credentials: credentials)
+                engine.executor.send(.partOpened(attempt), to: record)
             } catch {
                 switch error {
                 case .refused(let refusal):
@@ -170,16 +172,16 @@ final class ItemShell: ItemPorts {
         engine.startFetch(record, item, credentials: credentials)
     }
 
-    func stopTransfer(_ record: ItemRecord, part: StagingFile?) {
+    func stopTransfer(_ record: ItemRecord, part: RunningAttempt?) {
         engine.driver.contentStore?.forget(record.key)
-        engine.driver.stop(record, part: part)
+        engine.driver.stop(record, attempt: part)
     }
 
-    func nextSource(_ record: ItemRecord, part: StagingFile?) {
-        engine.driver.moveToNextSource(record, part: part, requestFile: engine.items.requestFile)
+    func nextSource(_ record: ItemRecord, part: RunningAttempt?) {
+        engine.driver.moveToNextSource(record, part: part?.file, requestFile: engine.items.requestFile)
     }
 
-    func saveResumeState(_ record: ItemRecord, part: StagingFile?) { engine.driver.saveResumeState(record, part: part) }
+    func saveResumeState(_ record: ItemRecord, part: RunningAttempt?) { engine.driver.saveResumeState(record, part: part?.file) }
 
     func refreshURL(_ record: ItemRecord, reason: String) -> ItemEvent? {
         engine.hooks.askForFreshURL(record, reason: reason, logger: engine.logger, urls: engine.driver.urls)
@@ -196,12 +198,12 @@ final class ItemShell: ItemPorts {
 
     // MARK: Publishing
 
-    func publish(_ record: ItemRecord, sha256 digest: String, part: StagingFile?) -> PublishJob? {
+    func publish(_ record: ItemRecord, sha256 digest: String, part attempt: RunningAttempt?) -> PublishJob? {
         if record.summary.isUpload {
             engine.publishing.recordUpload(record, digest: digest)
             return nil
         }
-        guard let part else { return nil }
+        guard let part = attempt?.file else { return nil }
         return engine.publishing.publish(record, digest: digest, part: part,
                                          fromStore: engine.driver.contentStore?.executor.servedFromStore(record.key) ?? false)
     }
@@ -218,7 +220,7 @@ final class ItemShell: ItemPorts {
 
     // MARK: The item's files and its ending
 
-    func discardPartial(_ record: ItemRecord) { record.partial.discard() }
+    func discardPartial(_ record: ItemRecord) { record.partDiscarded() }
 
     func keepPartialForRetry(_ record: ItemRecord) {
         let layout = engine.store.layout

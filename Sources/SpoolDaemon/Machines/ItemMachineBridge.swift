@@ -5,14 +5,15 @@ import SpoolScheduler
 import SpoolStore
 import SpoolTransfer
 
-// The shell's side of the core's item machine: the machine holds the shell's open part and
-// publish job (it never looks into them), and takes its facts in the core's own plain types,
+// The shell's side of the core's item machine: the machine holds the shell's running attempt
+// (`RunningAttempt`: the open part and what the attempt learns) and publish job (it never looks
+// into them), and takes its facts in the core's own plain types,
 // which these conversions make from what the adapters report.
 
-/// An item's machine over the shell's staging file and publish job.
-typealias ItemLifecycle = ItemMachine<StagingFile, PublishJob>
-typealias ItemEvent = SpoolCore.ItemEvent<StagingFile, PublishJob>
-typealias ItemAction = ItemEffect<StagingFile, PublishJob>
+/// An item's machine over the shell's running attempt and publish job.
+typealias ItemLifecycle = ItemMachine<RunningAttempt, PublishJob>
+typealias ItemEvent = SpoolCore.ItemEvent<RunningAttempt, PublishJob>
+typealias ItemAction = ItemEffect<RunningAttempt, PublishJob>
 typealias LifecycleContext = ItemContext
 
 extension TransferFault {

@@ -255,9 +255,10 @@ final class StatusReporter {
                 bytes = progress.bytes
                 expected = progress.total ?? expected
             }
-            record.rateWindow.add(bytes: bytes, at: now)
-            rate = record.rateWindow.rate
-            eta = record.rateWindow.eta(total: expected, bytes: bytes)
+            if let measured = record.attempt?.progress(bytes: bytes, total: expected, at: now) {
+                rate = measured.rate
+                eta = measured.eta
+            }
         case .published:
             finishedAt = RFC3339.format(now)
             error = nil

@@ -22,7 +22,7 @@ final class BodyRoomAnswers: BodyRoomRules {
         switch space.answer(body: total, needed: needed, for: record, running: driver.running.values) {
         case .fits:
             // From now on the other transfers' starts reserve what this body still needs.
-            if record.expectedBytes == nil { record.announcedBytes = total }
+            if record.expectedBytes == nil { record.noteAnnounced(bytes: total) }
             return .fits
         case .later(let why): return .later(why)
         case .never(let why): return .never(why)

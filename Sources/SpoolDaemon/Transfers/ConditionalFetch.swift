@@ -6,16 +6,16 @@ import SpoolTransfer
 
 /// `on-exists: skip-unchanged`: a fresh transfer asks with the existing file's validators, and a
 /// 304 ends the item with that file instead of publishing a new one. A value asked by
-/// `TransferRequests` (the question) and `TransferDriver.ended` (the answer); the record keeps
-/// which marker was asked on, so it holds no state of its own.
+/// `TransferRequests` (the question) and `TransferDriver.ended` (the answer); the running phase's
+/// attempt keeps which marker was asked on, so it holds no state of its own.
 struct ConditionalFetch {
     let store: SpoolStore
 
     /// `If-None-Match` (the previous marker's ETag) and `If-Modified-Since` (its Last-Modified)
     /// for an item under `skip-unchanged` whose final name already holds a file with a marker;
     /// none for a resumed transfer (its `If-Range` asks another question) or without validators.
-    func headers(_ record: ItemRecord, _ item: RequestItem, resumeFrom: Int64) -> [String] {
-        record.noteAskedConditionally(on: nil)
+    func headers(_ attempt: RunningAttempt, _ item: RequestItem, resumeFrom: Int64) -> [String] {
+        attempt.askedConditionally(on: nil)
         guard item.onExists == .skipUnchanged, resumeFrom == 0,
               let previous = store.readMarker(ofPublished: item.name) else { return [] }
         // A marker is the daemon's own file, but a header value must never carry a line break.
@@ -26,15 +26,15 @@ struct ConditionalFetch {
         var headers: [String] = []
         if let etag = usable(previous.etag) { headers.append("If-None-Match: \(etag)") }
         if let lastModified = usable(previous.lastModified) { headers.append("If-Modified-Since: \(lastModified)") }
-        if !headers.isEmpty { record.noteAskedConditionally(on: previous) }
+        if !headers.isEmpty { attempt.askedConditionally(on: previous) }
         return headers
     }
 
     /// The existing file, when the transfer asked conditionally and the server answered 304; the
     /// empty part is removed then (there is nothing to publish).
     func notModified(_ record: ItemRecord, _ outcome: TransferOutcome) -> UnchangedFile? {
-        guard let previous = record.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
-        record.partial.discard()
+        guard let previous = record.attempt?.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
+        record.partDiscarded()
         store.removePart(record.base)
         record.notePublished(previous)
         return UnchangedFile(file: previous.name, marker: store.markerPath(ofPublished: previous.name))

@@ -41,7 +41,7 @@ extension ContentStoreRoom {
                 guard let entry = try store.openEntry(digest) else { return false }
                 part = try openPart()
                 inode = entry.inode
-                send(.partOpened(part))
+                send(.partOpened(RunningAttempt(file: part)))
                 read = { () throws(StoreError) in try store.fill(entry, into: part.fd, outPath: "staging/\(part.base).part") }
             }
         } catch {
@@ -94,11 +94,8 @@ extension ContentStoreRoom {
     private func finish(_ record: ItemRecord, digest: String, part: StagingFile, bytes: Int64, how: String,
                         send: (ItemEvent) -> Void) {
         counted(record, bytes: bytes)
-        if record.part !== part { send(.partOpened(part)) }
-        var partial = record.partial
-        partial.emptied()
-        partial.kept(bytes: bytes, hash: nil, validators: nil)
-        record.partial = partial
+        if record.part !== part { send(.partOpened(RunningAttempt(file: part))) }
+        record.partFilled(bytes: bytes)
         logger.debug("published from the store", metadata: ["item": "\(record.id)", "sha256": "\(digest)",
                                                              "bytes": "\(bytes)", "copy": "\(how)"])
         let wanted = record.loaded.flatMap(Self.digest(of:))

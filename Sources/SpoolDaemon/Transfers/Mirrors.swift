@@ -31,7 +31,7 @@ struct MirrorMoves {
         _ = rotation.moveOn()
         let source = item.sources[rotation.current]
         record.noteSource(rotation, host: rotation.current == 0 ? nil : source.hostKey)
-        record.partial.movedToAnotherSource()
+        record.partMovedToAnotherSource()
         // Kept bytes wait named, with their state, as for a retry (an unnamed part is closed now).
         if record.bytesOnDisk > 0 { states.saveResumeState(record, part: part) }
         logger.info("moving on to another source", metadata: [

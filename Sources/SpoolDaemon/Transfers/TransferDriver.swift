@@ -95,12 +95,14 @@ final class TransferDriver {
         refresh.ended(record, attempt: attempt, outcome: outcome, line: line)
     }
 
-    /// Starts an upload item's transfer (`UploadTransfers.start`).
+    /// Starts an upload item's transfer (`UploadTransfers.start`); returns the attempt that
+    /// holds its open file, for the running phase.
     func startUpload(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
-                     credentials: [RequestHeader]) throws(UploadStartError) {
+                     credentials: [RequestHeader]) throws(UploadStartError) -> RunningAttempt {
         let requests = self.requests
-        try uploads.start(record, item, upload) { requests.request(record, item, credentials: credentials, body: .upload($0)) }
+        let attempt = try uploads.start(record, item, upload) { requests.request(record, item, credentials: credentials, body: .upload($0)) }
         running[record.key] = record
+        return attempt
     }
 
     /// A failed upload item's file goes into `failed/` (`UploadTransfers.fileFailed`).
@@ -120,14 +122,16 @@ final class TransferDriver {
     /// `hashedMirror`: a `--hashed-mirror` URL to ask instead of the item's own, with none of the
     /// item's headers or credentials (they are for its own server).
     func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [], hashedMirror: String? = nil,
-               partOpened: (StagingFile) -> Void) throws(StoreError) {
+               partOpened: (RunningAttempt) -> Void) throws(StoreError) {
         let firstStart = record.startedAt == nil
         record.noteStarted(at: Date())
         // The part opened here is used at once; the machine takes it with `partOpened`, an event
         // handled after the effect that started this transfer (events never nest).
         let part: StagingFile
-        if let held = record.part {
-            part = held
+        let attempt: RunningAttempt
+        if let held = record.attempt, let file = held.file {
+            part = file
+            attempt = held
         } else {
             // A waiting item holds no part (its phase does not): the same file is reopened when
             // it still holds the bytes counted — cut back to them: a write cut short by a full
@@ -141,9 +145,10 @@ final class TransferDriver {
                 // file: a named part of theirs may be on disk, and only a named create replaces it.
                 let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
                 part = try store.openPart(record.base, fresh: true, unnamed: unnamed)
-                record.partial.emptied()
+                record.partEmptied()
             }
-            partOpened(part)
+            attempt = RunningAttempt(file: part)
+            partOpened(attempt)
         }
         // Bytes an earlier attempt left unwritten (its publish failed, or its body was refused)
         // go into the file before it is resumed or cut back.
@@ -151,7 +156,7 @@ final class TransferDriver {
         var resumeFrom: Int64 = 0
         if record.bytesOnDisk > 0, record.validator != nil {
             if record.hash == nil {
-                do { record.partial.rehashed(try HashState.ofPrefix(fd: part.fd, length: record.bytesOnDisk)) } catch {
+                do { record.partRehashed(try HashState.ofPrefix(fd: part.fd, length: record.bytesOnDisk)) } catch {
                     throw StoreError("pread", store.partPath(record.base), errno: error.errno)
                 }
             }
@@ -165,12 +170,12 @@ final class TransferDriver {
             _ = try part.syncedLength()
         } else if record.keptRanges == nil && (record.bytesOnDisk > 0 || part.size > 0) {
             try part.truncate(to: 0)
-            record.partial.emptied()
+            record.partEmptied()
         }
         let request = requests.request(record, item, credentials: credentials,
-                                       body: .download(part, resumeFrom: resumeFrom, hashedMirror: hashedMirror))
+                                       body: .download(part, attempt, resumeFrom: resumeFrom, hashedMirror: hashedMirror))
         if let kept = request.keptRanges { states.fetchesKeptRanges(record.key, ranges: kept.count) }
-        record.partial.rangesTaken()
+        record.partRangesTaken()
         do {
             try session.start(key: record.key, request: request)
         } catch {
@@ -183,12 +188,12 @@ final class TransferDriver {
 
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
     /// its partial; does nothing when it is not running.
-    /// `part`: the part the running phase held (the item has left it by now).
-    func stop(_ record: ItemRecord, part: StagingFile?) {
+    /// `attempt`: what the running phase held (the item has left it by now).
+    func stop(_ record: ItemRecord, attempt: RunningAttempt?) {
         guard let outcome = session.remove(record.key) else { return }
         running.removeValue(forKey: record.key)
-        if record.summary.isUpload { uploads.close(record); return }
-        keepPartial(record, outcome, part: part)
+        if record.summary.isUpload { attempt?.closeUpload(); return }
+        keepPartial(record, outcome, part: attempt?.file)
     }
 
     /// A transfer ended on its own: records what it left and reduces it to what the lifecycle
@@ -229,8 +234,8 @@ final class TransferDriver {
             // Cut for room before (or, of unknown length, while) writing its body: a body that
             // waits is waited for with the size its headers gave (else 1 MiB more than it holds).
             if never { end.neverFits = why }
-            else { record.announcedBytes = outcome.facts.rangeTotal ?? outcome.facts.contentLength
-                       ?? outcome.bytesOnDisk + BodyRoomAnswers.unsizedStep }
+            else { record.noteAnnounced(bytes: outcome.facts.rangeTotal ?? outcome.facts.contentLength
+                                                   ?? outcome.bytesOnDisk + BodyRoomAnswers.unsizedStep) }
         }
         return (record, end)
     }
@@ -248,8 +253,8 @@ final class TransferDriver {
             if started.restartedFromZero {
                 logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
             }
-            record.partial.bodyBegan(etag: started.facts.etag, lastModified: started.facts.lastModified,
-                                     restartedFromZero: started.restartedFromZero)
+            record.partBodyBegan(etag: started.facts.etag, lastModified: started.facts.lastModified,
+                                 restartedFromZero: started.restartedFromZero)
             let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
             guard total >= Self.resumeStateThreshold, let part = record.part else { continue }
             states.bodyBegan(record, part, synced: started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0)
@@ -312,9 +317,9 @@ final class TransferDriver {
             // A segmented transfer stopped: its ranges stay in the part, the next start fetches
             // only what is missing of them (`saveResumeState` syncs them and records them).
             let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
-            record.partial.kept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
-                                validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
-            record.partial.keptRanges(kept)
+            record.partKept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
+                            validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
+            record.partKeptRanges(kept)
             return
         }
         if outcome.partHasMore, let part {
@@ -326,8 +331,8 @@ final class TransferDriver {
         // page's or a 416's validators must not become the next resume's If-Range (nor the
         // validator a 416 is checked against).
         let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
-        record.partial.kept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
-                            validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
+        record.partKept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
+                        validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
     }
 }
 

@@ -25,7 +25,8 @@ struct TransferRequests {
     enum Body {
         /// `hashedMirror`: a `--hashed-mirror` URL asked instead of the item's own, with none of
         /// the item's headers or credentials (they are for its own server).
-        case download(StagingFile, resumeFrom: Int64, hashedMirror: String? = nil)
+        /// `attempt`: the running phase's, which keeps the marker a conditional request asks on.
+        case download(StagingFile, RunningAttempt, resumeFrom: Int64, hashedMirror: String? = nil)
         case upload(UploadSource)
     }
 
@@ -46,9 +47,9 @@ struct TransferRequests {
             request.awsSigV4 = own.signing
             request.clientIdentity = own.identity
             return request
-        case .download(let part, let resumeFrom, let hashedMirror):
+        case .download(let part, let attempt, let resumeFrom, let hashedMirror):
             var request = TransferRequest(
-                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + conditional.headers(record, item, resumeFrom: resumeFrom),
+                url: hashedMirror ?? url, headers: hashedMirror != nil ? [] : headers + conditional.headers(attempt, item, resumeFrom: resumeFrom),
                 destination: part.fd,
                 resumeFrom: resumeFrom, prefixHash: resumeFrom > 0 ? record.hash : nil,
                 ifRange: resumeFrom > 0 ? record.validator : nil, maxBytes: sizeLimit(item),

@@ -6,15 +6,14 @@ import SpoolStore
 import SpoolTransfer
 
 /// An upload item's file: who it was when first seen (intake, or the first start of an adopted
-/// item), the descriptor it is sent from while its transfer runs, and the response's body.
+/// item), and what its last transfer got: the response's body (until its record is written)
+/// and the SHA-256 of the bytes sent. The descriptor it is sent from is its running phase's
+/// (`RunningAttempt.upload`).
 struct UploadState {
     var identity: OutgoingIdentity?
-    var fd: Int32 = -1
     var response: [UInt8]?
     /// The SHA-256 of the bytes the server accepted (for the item hook).
     var sha256: String?
-    /// The file's SHA-256 being computed beside its transfer.
-    var digest: OutgoingDigest?
 }
 
 /// Why an upload could not start.
@@ -26,8 +25,8 @@ enum UploadStartError: Error {
 }
 
 /// Upload items' transfers (`TransferDriver` holds one and asks it): the file opened with the
-/// owner's rights and checked against what was queued, its state (`UploadState`, kept in the
-/// item's record) while it is sent, and checked once more when the transfer ends. Its own type
+/// owner's rights and checked against what was queued, sent from the descriptor its running
+/// attempt holds, and checked once more when the transfer ends. Its own type
 /// because an upload shares nothing of a download's part, resume or segments.
 final class UploadTransfers {
     private let session: TransferSession
@@ -47,9 +46,10 @@ final class UploadTransfers {
     /// Opens `outgoing/NAME` (`SpoolStore.openOutgoing`: no symlink, a regular file with one
     /// link), checks that it is the file first seen — the same inode, size, mtime and ctime — and
     /// adds its transfer, sent whole from byte 0.
-    /// `request` makes the transfer's request for the file (`TransferRequests`).
+    /// `request` makes the transfer's request for the file (`TransferRequests`). Returns the
+    /// attempt that holds the open file, for the running phase (`partOpened`).
     func start(_ record: ItemRecord, _ item: RequestItem, _ upload: Upload,
-               request makeRequest: (UploadSource) -> TransferRequest) throws(UploadStartError) {
+               request makeRequest: (UploadSource) -> TransferRequest) throws(UploadStartError) -> RunningAttempt {
         record.noteStarted(at: Date())
         let opened: (fd: Int32, identity: OutgoingIdentity)
         // With the owner's rights: a file its owner could not read fails `upload-not-permitted`.
@@ -64,12 +64,11 @@ final class UploadTransfers {
                                            + Self.change(from: first, to: opened.identity)))
         }
         state.identity = opened.identity
-        state.fd = opened.fd
         state.response = nil
         state.sha256 = nil
-        state.digest = OutgoingDigest(fd: opened.fd, size: opened.identity.size)
+        let attempt = RunningAttempt(sending: opened.fd, digest: OutgoingDigest(fd: opened.fd, size: opened.identity.size))
         record.noteUpload(state)
-        record.partial.sent(0)
+        record.uploadSent(0)
         // Its attempts outlive a crash, as a large download's do (`B.state`, phase running): a
         // restart after a kill mid-body sends the body again and counts that attempt too, so the
         // record says how often the body went out. Recovery finds no part and starts it over.
@@ -81,12 +80,13 @@ final class UploadTransfers {
         do {
             try session.start(key: record.key, request: request)
         } catch {
-            close(record)
+            attempt.closeUpload()
             throw .session(StoreError("curl_multi_add_handle", "\(urls.shown(item.url.string)) (\(error))", errno: EIO))
         }
         logger.debug("upload started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                   "file": "\(upload.name)", "bytes": "\(opened.identity.size)",
                                                   "attempt": "\(record.attempts)"])
+        return attempt
     }
 
     /// An upload's transfer ended: its file closed, and checked once more — a file written to
@@ -94,20 +94,20 @@ final class UploadTransfers {
     func ended(_ record: ItemRecord, _ outcome: TransferOutcome) -> TransferEnd {
         var failure = outcome.failure
         var state = record.upload
-        if state.fd >= 0, let first = state.identity, let now = SpoolStore.identity(of: state.fd), now != first,
+        let sending = record.attempt?.upload
+        if let sending, let first = state.identity, let now = SpoolStore.identity(of: sending.fd), now != first,
            failure == nil || failure == .cancelled || failure?.isTransient == true {
             failure = .uploadChanged(Self.change(from: first, to: now))
         }
         // The file was the same before and after: its digest is that of the bytes sent.
-        let digest = failure == nil ? state.digest?.wait() : nil
+        let digest = failure == nil ? sending?.digest.wait() : nil
         if failure == nil && digest == nil { failure = .uploadChanged("it could not be read whole to hash it") }
-        state.digest = nil
         state.response = failure == nil ? outcome.responseBody : nil
         state.sha256 = digest
         record.noteUpload(state)
-        close(record)
+        record.attempt?.closeUpload()
         record.noteResponse(outcome.facts)
-        record.partial.sent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
+        record.uploadSent(failure == nil && digest != nil ? outcome.bytesOnDisk : 0)
         if failure == nil, let digest {
             return TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: false)
         }
@@ -115,16 +115,6 @@ final class UploadTransfers {
         record.noteFailure(reason)
         return TransferEnd(failure: reason, sha256: nil, retryAfter: outcome.facts.retryAfter, hasPartial: false,
                            outage: reason == outcome.failure && outcome.isOutage)
-    }
-
-    /// Closes the upload's file (a stop, pause or cancel; the end of a transfer).
-    func close(_ record: ItemRecord) {
-        var state = record.upload
-        guard state.fd >= 0 else { return }
-        Glibc.close(state.fd)
-        state.fd = -1
-        state.digest = nil
-        record.noteUpload(state)
     }
 
     /// What differs between two looks at a file, for the `upload-changed` message.
@@ -138,8 +128,8 @@ final class UploadTransfers {
     /// unless the request's owner could not read it (`upload-not-permitted`): someone else's
     /// file stays where its owner put it.
     func fileFailed(_ record: ItemRecord, code: String, io: IOQueue) {
+        // Its file was closed when its transfer ended or was stopped (or with its running phase).
         guard record.summary.isUpload, let name = record.details?.upload?.name else { return }
-        close(record)
         guard code != "upload-not-permitted" else { return }
         let store = self.store
         io.submit {

@@ -1,0 +1,208 @@
+import Foundation
+import SpoolCore
+import SpoolRequest
+import SpoolStore
+import SpoolTransfer
+
+/// What an item's transfers leave behind across its phases: four named fields, each a small
+/// value, changed only by the steps below (their setters are `fileprivate`: the compiler, not a
+/// convention, keeps every change in this file). What belongs to one phase is not here: a
+/// running attempt's staging file, conditional marker and rate samples are its running phase's
+/// (`RunningAttempt`), a publish job its publishing phase's. Allocated when the item first
+/// starts (or is recovered with a part), so a waiting item costs only its `ItemRecord`.
+final class ItemTransfer {
+    /// Where it is fetched from.
+    fileprivate(set) var source = ItemSource()
+    /// What staging (or, for an upload, its outgoing file) holds of it.
+    fileprivate(set) var staged = StagedBytes()
+    /// What its attempts learned.
+    fileprivate(set) var history = AttemptHistory()
+    /// The facts of the published file (its marker's content, `name` the final name): what the
+    /// group marker lists for it under `markers: group`; for an item a 304 ended, the existing
+    /// file's marker. nil otherwise (a per-file marker holds them; a large batch keeps none).
+    fileprivate(set) var publishedMarker: ItemMarker?
+
+    /// What an ended item keeps, made afresh rather than cleared field by field: whether it left
+    /// a state file (the group end removes it), its facts for a `markers: group` marker, and, when
+    /// a 304 ended it, the response that says so. nil when it needs none of these.
+    func remainder(endedUnchanged: Bool) -> ItemTransfer? {
+        guard staged.hasStateFile || publishedMarker != nil || endedUnchanged else { return nil }
+        let kept = ItemTransfer()
+        kept.staged.hasStateFile = staged.hasStateFile
+        kept.publishedMarker = publishedMarker
+        if endedUnchanged { kept.history.lastFacts = history.lastFacts }
+        return kept
+    }
+}
+
+/// Where an item is fetched from: its description as loaded, the refresh hook's URL, and which of
+/// its sources it asks.
+struct ItemSource {
+    /// The item's full description (URL, name, headers, digest), re-read from the request file
+    /// when it first starts; dropped when it ends.
+    var item: RequestItem?
+    /// The refresh hook's URL, used instead of the request's from then on (kept in `B.state`).
+    var refreshedURL: RequestURL?
+    /// Which of its sources (`url`, mirrors) the item asks now; nil: its `url`.
+    var rotation: SourceRotation?
+    /// `host:port` of the current source when it is a mirror (the scheduler's host for it).
+    var host: String?
+}
+
+/// What staging holds of an item: the part's bytes and validators, whether a state file may
+/// exist; for an upload, its outgoing file (`UploadState`: the identity intake saw, the
+/// descriptor while it is sent, the response).
+struct StagedBytes {
+    /// What the part holds that a resume may build on (see `Partial`).
+    var partial = Partial()
+    /// See `ItemRecord.hasStateFile`.
+    var hasStateFile = false
+    /// nil for a download.
+    var upload: UploadState?
+}
+
+/// What an item's attempts learned, kept across its phases for its markers, status, error file
+/// and the next attempt's decisions.
+struct AttemptHistory {
+    /// Its first start (later starts keep it).
+    var startedAt: Date?
+    var lastFailure: TransferFailure?
+    var lastFacts: ResponseFacts?
+    /// See `ItemRecord.announcedBytes`.
+    var announcedBytes: Int64?
+    /// The attempt in which the refresh hook was last asked (0: never): once per attempt.
+    var refreshedInAttempt = 0
+    /// When this item last failed to reach its host, until it reaches it again; and the seconds
+    /// it spent so, in all (markers and `.error` report them apart from attempts).
+    var outageStarted: Date?
+    var outageSeconds: Double = 0
+}
+
+// The record's view of its transfer state, and the only steps that change it, each named for
+// what happened.
+extension ItemRecord {
+    /// The full description, while the item has one loaded (from its first start until it ends).
+    var loaded: RequestItem? { transferState?.source.item }
+    /// See `StagedBytes.hasStateFile`: whether `staging/BASE.state` may exist (written for a
+    /// failure or a resumable partial), so the group end removes it; clean items never had one.
+    var hasStateFile: Bool { transferState?.staged.hasStateFile ?? false }
+    /// What the part holds that a resume may build on; changed only by the `part…` steps below.
+    var partial: Partial { transferState?.staged.partial ?? Partial() }
+    var keptRanges: [[Int64]]? { transferState?.staged.partial.keptRanges }
+    var bytesOnDisk: Int64 { transferState?.staged.partial.bytes ?? 0 }
+    var hash: HashState? { transferState?.staged.partial.hash }
+    var etag: String? { transferState?.staged.partial.etag }
+    var lastModified: String? { transferState?.staged.partial.lastModified }
+    var startedAt: Date? { transferState?.history.startedAt }
+    var lastFailure: TransferFailure? { transferState?.history.lastFailure }
+    var lastFacts: ResponseFacts? { transferState?.history.lastFacts }
+    /// The body's size as a response announced it when the item was cut to wait for space (see
+    /// `BodyRoomAnswers`): without `expected-bytes`, the space rules wait for that much.
+    var announcedBytes: Int64? { transferState?.history.announcedBytes }
+    var publishedMarker: ItemMarker? { transferState?.publishedMarker }
+    /// The refresh hook's URL, when it gave one.
+    var refreshedURL: RequestURL? { transferState?.source.refreshedURL }
+    var refreshedInAttempt: Int { transferState?.history.refreshedInAttempt ?? 0 }
+    /// The source asked now (0: its `url`).
+    var sourceIndex: Int { transferState?.source.rotation?.current ?? 0 }
+    var sources: SourceRotation? { transferState?.source.rotation }
+    var sourceHost: String? { transferState?.source.host }
+    /// An upload item's file and response (an upload item is never made dormant, so what intake
+    /// found stays with it).
+    var upload: UploadState { transferState?.staged.upload ?? UploadState() }
+
+    /// Its description was read for its first start: kept until it ends.
+    func noteLoaded(_ item: RequestItem) { transfer.source.item = item }
+
+    /// It starts for the first time (a download, an upload or a publish from the store): the
+    /// time its marker reports as `startedAt`. Later starts keep the first.
+    func noteStarted(at now: Date) {
+        if transferState?.history.startedAt == nil { transfer.history.startedAt = now }
+    }
+
+    /// A response came (or none did): its facts, kept for the marker, the error file and status.
+    func noteResponse(_ facts: ResponseFacts?) { transfer.history.lastFacts = facts }
+
+    /// Its transfer failed: the failure status and the error file report.
+    func noteFailure(_ failure: TransferFailure) { transfer.history.lastFailure = failure }
+
+    /// A response announced the body's size when the item was cut to wait for space.
+    func noteAnnounced(bytes: Int64?) {
+        if bytes != nil || transferState != nil { transfer.history.announcedBytes = bytes }
+    }
+
+    /// `staging/BASE.state` was written (or found at recovery): the group end removes it.
+    func noteStateFile() { transfer.staged.hasStateFile = true }
+
+    /// The refresh hook is asked in this attempt (once per attempt).
+    func noteRefreshAsked() { transfer.history.refreshedInAttempt = attempts }
+
+    /// The refresh hook's URL (or, at recovery, the one its dead worker kept): asked from now on.
+    func noteRefreshedURL(_ url: RequestURL?) {
+        if url != nil || transferState != nil { transfer.source.refreshedURL = url }
+    }
+
+    /// The item ended with a published file: its facts, kept for a `markers: group` marker (or a
+    /// 304's existing file).
+    func notePublished(_ marker: ItemMarker) { transfer.publishedMarker = marker }
+
+    /// It moved on to another of its sources; `host` is the mirror's `host:port` (nil: its `url`).
+    func noteSource(_ rotation: SourceRotation, host: String?) {
+        transfer.source.rotation = rotation
+        if host != nil || transferState != nil { transfer.source.host = host }
+    }
+
+    /// The upload's file, descriptor or response changed (see `Uploads.swift`).
+    func noteUpload(_ state: UploadState) { transfer.staged.upload = state }
+
+    /// The item could not reach its host (again).
+    func outageBegan(at now: Date) {
+        if transfer.history.outageStarted == nil { transfer.history.outageStarted = now }
+    }
+
+    /// The item reached its host: the outage it saw is over.
+    func outageEnded(at now: Date) {
+        guard let t = transferState, let since = t.history.outageStarted else { return }
+        t.history.outageSeconds += now.timeIntervalSince(since)
+        t.history.outageStarted = nil
+    }
+
+    /// Whole seconds spent unable to reach the host (nil when none).
+    func outageSeconds(at now: Date) -> Int? {
+        guard let t = transferState else { return nil }
+        let total = t.history.outageSeconds + (t.history.outageStarted.map { now.timeIntervalSince($0) } ?? 0)
+        return total > 0 ? Int(total.rounded()) : nil
+    }
+
+    // The part's steps (`Partial`'s, one each): an empty partial on an item with no transfer
+    // state allocates none.
+
+    func partEmptied() { changePartial { $0.emptied() } }
+    func partDiscarded() { changePartial { $0.discard() } }
+    func partRehashed(_ hash: HashState) { changePartial { $0.rehashed(hash) } }
+    func partRangesTaken() { changePartial { $0.rangesTaken() } }
+    func partKeptRanges(_ ranges: [[Int64]]) { changePartial { $0.keptRanges(ranges) } }
+    func partBodyBegan(etag: String?, lastModified: String?, restartedFromZero: Bool) {
+        changePartial { $0.bodyBegan(etag: etag, lastModified: lastModified, restartedFromZero: restartedFromZero) }
+    }
+    func partKept(bytes: Int64, hash: HashState?, validators: (etag: String?, lastModified: String?)?) {
+        changePartial { $0.kept(bytes: bytes, hash: hash, validators: validators) }
+    }
+    /// A body taken whole from elsewhere (the content store): the part holds `bytes`, no more.
+    func partFilled(bytes: Int64) {
+        changePartial { $0.emptied(); $0.kept(bytes: bytes, hash: nil, validators: nil) }
+    }
+    func partRecovered(bytes: Int64, etag: String?, lastModified: String?, ranges: [[Int64]]?) {
+        changePartial { $0.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges) }
+    }
+    func partRecoveredWhole(bytes: Int64) { changePartial { $0.recoveredWhole(bytes: bytes) } }
+    func partMovedToAnotherSource() { changePartial { $0.movedToAnotherSource() } }
+    /// An upload's bytes sent (0 at its start and when it failed).
+    func uploadSent(_ bytes: Int64) { changePartial { $0.sent(bytes) } }
+
+    private func changePartial(_ step: (inout Partial) -> Void) {
+        var partial = self.partial
+        step(&partial)
+        if !partial.isEmpty || transferState != nil { transfer.staged.partial = partial }
+    }
+}
