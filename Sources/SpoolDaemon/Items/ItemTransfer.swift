@@ -174,35 +174,32 @@ extension ItemRecord {
         return total > 0 ? Int(total.rounded()) : nil
     }
 
-    // The part's steps (`Partial`'s, one each): an empty partial on an item with no transfer
-    // state allocates none.
+    // The part's steps (`Partial`'s, one each, called in place). Those that leave an empty part
+    // empty allocate no transfer state for an item that has none (a waiting item's part is
+    // empty); the others run on items that started or were recovered with a part.
 
-    func partEmptied() { changePartial { $0.emptied() } }
-    func partDiscarded() { changePartial { $0.discard() } }
-    func partRehashed(_ hash: HashState) { changePartial { $0.rehashed(hash) } }
-    func partRangesTaken() { changePartial { $0.rangesTaken() } }
-    func partKeptRanges(_ ranges: [[Int64]]) { changePartial { $0.keptRanges(ranges) } }
+    func partEmptied() { transferState?.staged.partial.emptied() }
+    func partDiscarded() { transferState?.staged.partial.discard() }
+    func partRangesTaken() { transferState?.staged.partial.rangesTaken() }
+    func partMovedToAnotherSource() { transferState?.staged.partial.movedToAnotherSource() }
+    func partRehashed(_ hash: HashState) { transfer.staged.partial.rehashed(hash) }
+    func partKeptRanges(_ ranges: [[Int64]]) { transfer.staged.partial.keptRanges(ranges) }
     func partBodyBegan(etag: String?, lastModified: String?, restartedFromZero: Bool) {
-        changePartial { $0.bodyBegan(etag: etag, lastModified: lastModified, restartedFromZero: restartedFromZero) }
+        transfer.staged.partial.bodyBegan(etag: etag, lastModified: lastModified, restartedFromZero: restartedFromZero)
     }
     func partKept(bytes: Int64, hash: HashState?, validators: (etag: String?, lastModified: String?)?) {
-        changePartial { $0.kept(bytes: bytes, hash: hash, validators: validators) }
+        transfer.staged.partial.kept(bytes: bytes, hash: hash, validators: validators)
     }
     /// A body taken whole from elsewhere (the content store): the part holds `bytes`, no more.
     func partFilled(bytes: Int64) {
-        changePartial { $0.emptied(); $0.kept(bytes: bytes, hash: nil, validators: nil) }
+        let t = transfer
+        t.staged.partial.emptied()
+        t.staged.partial.kept(bytes: bytes, hash: nil, validators: nil)
     }
     func partRecovered(bytes: Int64, etag: String?, lastModified: String?, ranges: [[Int64]]?) {
-        changePartial { $0.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges) }
+        transfer.staged.partial.recovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
     }
-    func partRecoveredWhole(bytes: Int64) { changePartial { $0.recoveredWhole(bytes: bytes) } }
-    func partMovedToAnotherSource() { changePartial { $0.movedToAnotherSource() } }
+    func partRecoveredWhole(bytes: Int64) { transfer.staged.partial.recoveredWhole(bytes: bytes) }
     /// An upload's bytes sent (0 at its start and when it failed).
-    func uploadSent(_ bytes: Int64) { changePartial { $0.sent(bytes) } }
-
-    private func changePartial(_ step: (inout Partial) -> Void) {
-        var partial = self.partial
-        step(&partial)
-        if !partial.isEmpty || transferState != nil { transfer.staged.partial = partial }
-    }
+    func uploadSent(_ bytes: Int64) { transfer.staged.partial.sent(bytes) }
 }
