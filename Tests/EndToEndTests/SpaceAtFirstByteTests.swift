@@ -9,6 +9,11 @@ import XCTest
 /// it still find room. Small filesystems are tmpfs mounts the tests make.
 final class SpaceAtFirstByteTests: SpoolTestCase {
     private let MiB = 1 << 20
+    /// What the server may have handed its kernel before a transfer cut at its headers is torn
+    /// down: its own send buffer (up to `tcp_wmem`'s maximum, 4 MiB on Debian) and the window the
+    /// client's kernel had opened. A bound of 4 MiB failed once in a fresh CI run (4,259,840 bytes
+    /// sent); a cut body is far larger than this, so "cut, not fetched" still shows.
+    private var socketSlack: Int { 16 * MiB }
 
     private func firstFailure(_ spool: TempSpool, _ name: String) throws -> [String: Any] {
         let error = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(spool.read("failed", name + ".error"))) as? [String: Any])
@@ -34,7 +39,7 @@ final class SpaceAtFirstByteTests: SpoolTestCase {
         XCTAssertTrue(message.contains("free now") && message.contains("kept free (min-free)"), message)
         let sent = server.bodyBytesSent
         print("never fits: the server sent \(sent) body bytes of \(50 * MiB)")
-        XCTAssertLessThan(sent, 4 * MiB, "cut at the headers: at most what socket buffers hold")
+        XCTAssertLessThan(sent, socketSlack, "cut at the headers: at most what socket buffers hold")
         XCTAssertEqual(server.requests(for: "/fifty").count, 1, "no retry, and no segment started")
         XCTAssertEqual(spool.files(in: "staging").filter { $0.hasSuffix(".part") }, [], "nothing kept")
         XCTAssertFalse(stderr.contains("will try again"), stderr)
@@ -65,25 +70,25 @@ final class SpaceAtFirstByteTests: SpoolTestCase {
         XCTAssertEqual(item["code"] as? String, "disk-full")
         XCTAssertTrue((item["message"] as? String ?? "").contains("\(50 * MiB) bytes can never fit on \(final.path)"),
                       "\(item)")
-        XCTAssertLessThan(server.bodyBytesSent - before, 4 * MiB, "cut at the 206's headers")
+        XCTAssertLessThan(server.bodyBytesSent - before, socketSlack, "cut at the 206's headers")
     }
 
     /// One that fits once space is freed: cut at its headers, it waits (`waiting-space`) without
     /// fetching, and runs when the space is back.
     func testABodyThatFitsOnlyLaterWaitsWithoutFetching() throws {
-        let final = try TmpfsMount(at: spool.path("final-16m"), size: "16m")
+        let final = try TmpfsMount(at: spool.path("final-64m"), size: "64m")
         defer { final.unmount() }
-        XCTAssertTrue(FileManager.default.createFile(atPath: final.path + "/taken", contents: Data(count: 12 * MiB)))
-        let body = TestBody.random(count: 6 * MiB, seed: 13)
+        XCTAssertTrue(FileManager.default.createFile(atPath: final.path + "/taken", contents: Data(count: 40 * MiB)))
+        let body = TestBody.random(count: 40 * MiB, seed: 13)
         server.serve("/six", body: body)
         let daemon = try DaemonProcess.launch(["run", "--spool", spool.root, "--final-folder", final.path])
         defer { daemon.terminate() }
         try spool.drop("six", "url: \(server.url("/six"))\n")
         try daemon.waitForStderr(containing: "waiting for disk space", timeout: 30)
         let line = daemon.stderrText.split(separator: "\n").first { $0.contains("waiting for disk space") } ?? ""
-        XCTAssertTrue(line.contains("\(6 * MiB) bytes (from the response's headers)"), String(line))
+        XCTAssertTrue(line.contains("\(40 * MiB) bytes (from the response's headers)"), String(line))
         XCTAssertTrue(line.contains(final.path), String(line))
-        XCTAssertLessThan(server.bodyBytesSent, 4 * MiB, "stopped at the headers")
+        XCTAssertLessThan(server.bodyBytesSent, socketSlack, "stopped at the headers")
         XCTAssertEqual(server.requests(for: "/six").count, 1, "it waits, and does not ask again meanwhile")
         try FileManager.default.removeItem(atPath: final.path + "/taken")
         try DirectoryWaiter.waitForFile("six.done", in: final.path, timeout: 30)
