@@ -31,21 +31,19 @@ public protocol GroupEndPorts: AnyObject {
 ///
 /// One entry, `send`: the machine takes the event and each effect goes to its port. An event
 /// raised while effects are carried out (a port that answers its write at once) is queued and
-/// handled after them, in the order raised, never inside them: the queue is written out here,
-/// as `ItemExecutor`'s is (no closure hop per event). Engine thread only (the simulator's
-/// thread in tests).
+/// handled after them, in the order raised, never inside them (`EventQueue`, as `ItemExecutor`'s
+/// are). Engine thread only (the simulator's thread in tests).
 public final class GroupEndExecutor<Ports: GroupEndPorts> {
     public typealias Posted = (event: GroupMachine.Event, key: Ports.Key, now: Date, written: Ports.Written?)
 
     public let ports: Ports
-    /// Events raised while one is handled, in order.
-    var pending: [Posted] = []
-    var handling = false
+    /// Events sent while one is handled: handled after it, in order.
+    var events = EventQueue<Posted>()
 
     public init(ports: Ports) { self.ports = ports }
 
     /// True while an event is being handled: a `send` now only queues.
-    public var isHandling: Bool { handling }
+    public var isHandling: Bool { events.isHandling }
 
     /// Hands `event` to the request's group machine at `now` and carries out its effects, then
     /// those of every event raised meanwhile; `written`: what a written end left (with
@@ -54,16 +52,9 @@ public final class GroupEndExecutor<Ports: GroupEndPorts> {
     @discardableResult
     public func send(_ event: GroupMachine.Event, to key: Ports.Key, now: Date,
                      written: Ports.Written? = nil) -> [GroupMachine.Effect]? {
-        if handling {
-            pending.append((event, key, now, written))
-            return nil
-        }
-        handling = true
+        guard events.enter((event, key, now, written)) else { return nil }
         var first: [GroupMachine.Effect]? = nil
-        var current: Posted = (event, key, now, written)
-        var next = 0
-        // Bounded: a request's machine raises an event only through a write it asked for.
-        while true {
+        while let current = events.take() {
             let effects = ports.decide(current.key, current.event, now: current.now)
             for effect in effects {
                 switch effect {
@@ -74,12 +65,7 @@ public final class GroupEndExecutor<Ports: GroupEndPorts> {
                 }
             }
             if first == nil { first = effects }
-            guard next < pending.count else { break }
-            current = pending[next]
-            next += 1
         }
-        pending.removeAll(keepingCapacity: true)
-        handling = false
         return first
     }
 }

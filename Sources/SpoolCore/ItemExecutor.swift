@@ -9,15 +9,13 @@ import Foundation
 /// effect it returns goes to the port that owns it, with what the effect carries (the part, the
 /// job, the failure record: the executor reads no state back). An answer to an effect (a start
 /// checked, a job queued, a job withdrawn, a refresh hook's word) and any event a port raises
-/// meanwhile are queued: handled after the effects of the event being handled, in the order
-/// raised, never inside them (the queue is also the guard, as async-http-client's `.modifying`
-/// state is: no path enters a machine while `isHandling`). Engine thread only (the simulator's
-/// thread in tests).
+/// meanwhile are queued (`EventQueue`): handled after the effects of the event being handled,
+/// in the order raised, never inside them. Engine thread only (the simulator's thread in tests).
 ///
-/// The queue and the dispatch are written out in `send` rather than handed to a generic queue
-/// type as a closure: every item event of the daemon comes through here, and a closure over a generic
-/// method made the optimiser keep the unspecialised path (runtime metadata and witness tables
-/// per event: a fifth of a 200,000-item cancel); in a debug build each hop is a call too.
+/// The dispatch is written out in `send`, which loops over the queue itself: every item event of
+/// the daemon comes through here, and a handler passed as a closure over a generic method made
+/// the optimiser keep the unspecialised path (runtime metadata and witness tables per event: a
+/// fifth of a 200,000-item cancel).
 public final class ItemExecutor<Ports: ItemPorts> {
     public typealias Event = ItemEvent<Ports.Part, Ports.Job>
     public typealias Effect = ItemEffect<Ports.Part, Ports.Job>
@@ -25,14 +23,13 @@ public final class ItemExecutor<Ports: ItemPorts> {
     /// The world, as ports. Held strongly: a shell's ports are a small adapter that holds the
     /// shell itself without owning it (the shell owns the executor).
     public let ports: Ports
-    /// Events raised while one is handled, in order.
-    @usableFromInline var pending: [(Event, Ports.Key)] = []
-    @usableFromInline var handling = false
+    /// Events sent while one is handled, and answers: handled after it, in order.
+    @usableFromInline var events = EventQueue<(Event, Ports.Key)>()
 
     public init(ports: Ports) { self.ports = ports }
 
     /// True while an event is being handled: a `send` now only queues.
-    public var isHandling: Bool { handling }
+    public var isHandling: Bool { events.isHandling }
 
     /// Hands `event` to the item's machine and carries out its effects, then those of every
     /// event raised meanwhile; returns the effects of `event`. An event sent while another is
@@ -42,19 +39,10 @@ public final class ItemExecutor<Ports: ItemPorts> {
     /// Inlinable: SpoolDaemon specialises it for its `ItemShell`.
     @inlinable @discardableResult
     public func send(_ event: Event, to key: Ports.Key) -> [Effect]? {
-        if handling {
-            pending.append((event, key))
-            return nil
-        }
-        handling = true
+        guard events.enter((event, key)) else { return nil }
         var first: [Effect]? = nil
-        var current = (event, key)
-        var next = 0
-        // Bounded: each event is handled once, and an event raises events only through effects
-        // the machine returned for a phase change it made (a finite walk per item).
-        while true {
-            let key = current.1
-            let effects = ports.decide(key, current.0)
+        while let (event, key) = events.take() {
+            let effects = ports.decide(key, event)
             for effect in effects {
                 switch effect {
                 case .schedule: ports.schedule(key)
@@ -62,20 +50,20 @@ public final class ItemExecutor<Ports: ItemPorts> {
                 case .releaseSlot: ports.releaseSlot(key)
                 case .retry(let at, let holdHost): ports.retry(key, at: at, holdHost: holdHost)
                 case .hostUnreachable(let error): ports.hostUnreachable(key, error: error)
-                case .prepareStart: pending.append((.startChecked(ports.checkStart(key)), key))
+                case .prepareStart: events.raise((.startChecked(ports.checkStart(key)), key))
                 case .startTransfer(let credentials): ports.startTransfer(key, credentials: credentials)
                 case .stopTransfer(let part): ports.stopTransfer(key, part: part)
                 case .nextSource(let part): ports.nextSource(key, part: part)
                 case .saveResumeState(let part): ports.saveResumeState(key, part: part)
                 case .refreshURL(let reason):
-                    if let answer = ports.refreshURL(key, reason: reason) { pending.append((answer, key)) }
+                    if let answer = ports.refreshURL(key, reason: reason) { events.raise((answer, key)) }
                 case .waitForSpace(let reason): ports.waitForSpace(key, reason: reason)
                 case .leaveSpaceQueue: ports.leaveSpaceQueue(key)
                 case .publish(let digest, let part):
-                    if let job = ports.publish(key, sha256: digest, part: part) { pending.append((.publishQueued(job), key)) }
+                    if let job = ports.publish(key, sha256: digest, part: part) { events.raise((.publishQueued(job), key)) }
                 case .retryPublish(let at, let job): ports.retryPublish(key, job: job, at: at)
                 case .withdrawPublish:
-                    if ports.withdrawPublish(key) { pending.append((.publishWithdrawn, key)) }
+                    if ports.withdrawPublish(key) { events.raise((.publishWithdrawn, key)) }
                 case .discardPartial: ports.discardPartial(key)
                 case .keepPartialForRetry: ports.keepPartialForRetry(key)
                 case .fail(let failure, let wasPublishing):
@@ -85,13 +73,7 @@ public final class ItemExecutor<Ports: ItemPorts> {
                 }
             }
             if first == nil { first = effects }
-            guard next < pending.count else { break }
-            current = pending[next]
-            next += 1
         }
-        pending.removeAll(keepingCapacity: true)
-        // Nothing above throws: nothing leaves between the two assignments but this return.
-        handling = false
         return first
     }
 }
