@@ -7,7 +7,8 @@
 ///
 /// No closure: the executor's `send` loops over `take` itself. A generic queue handed the
 /// handler as a closure kept the optimiser on the unspecialised path for every item event
-/// (runtime metadata per event). Inlinable for the same reason.
+/// (runtime metadata per event). Its steps are `@_transparent`: inlined into the executor's
+/// `send` in every build, debug too, so the queue adds no call to an event's path.
 public struct EventQueue<Event> {
     @usableFromInline var pending: [Event] = []
     @usableFromInline var next = 0
@@ -16,11 +17,11 @@ public struct EventQueue<Event> {
     @inlinable public init() {}
 
     /// True while an event (or one it raised) is being handled.
-    @inlinable public var isHandling: Bool { handling }
+    @_transparent public var isHandling: Bool { handling }
 
     /// A `send`'s event: true when none was being handled, so the caller handles it and then
     /// each event `take` gives until it gives nil; false when it waits behind the one handled.
-    @inlinable public mutating func enter(_ event: Event) -> Bool {
+    @_transparent public mutating func enter(_ event: Event) -> Bool {
         pending.append(event)
         if handling { return false }
         handling = true
@@ -28,12 +29,12 @@ public struct EventQueue<Event> {
     }
 
     /// An event raised while one is handled (an effect's answer): handled after it.
-    @inlinable public mutating func raise(_ event: Event) { pending.append(event) }
+    @_transparent public mutating func raise(_ event: Event) { pending.append(event) }
 
     /// The next event to handle, in order; nil when every one was handled, and the queue is
     /// idle again. Bounded: each event is taken once, and an event raises events only through
     /// effects its machine returned (a finite walk per item or request).
-    @inlinable public mutating func take() -> Event? {
+    @_transparent public mutating func take() -> Event? {
         if next < pending.count {
             next += 1
             return pending[next - 1]
