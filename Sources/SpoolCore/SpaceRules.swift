@@ -85,6 +85,18 @@ public enum SpaceRules {
         return .later(reason: "not enough free space for its expected size: \(short)")
     }
 
+    /// Whether a body of `total` bytes (its response's length), `needed` of them not in its part
+    /// yet, fits beside `reserved`: asked at the body's first byte, when its headers give its size
+    /// (a start knows only the expected size: `answer(needed:reserved:on:)`). Never when the
+    /// whole body is larger than a filesystem it must be on can ever hold.
+    public static func answer(body total: Int64, needed: Int64, reserved: Int64, on filesystems: [FilesystemSpace]) -> SpaceAnswer {
+        for space in filesystems {
+            if let why = never(bytes: total, on: space) { return .never(reason: why) }
+        }
+        guard let short = shortage(needed: needed, reserved: reserved, on: filesystems) else { return .fits }
+        return .later(reason: "not enough free space for its \(total) bytes (from the response's headers): \(short)")
+    }
+
     /// What publishing a verified body of `bytes` needs on the final folder's filesystem: room
     /// for its marker and the batch journal, and the whole body when the final folder is on
     /// another filesystem (`copies`: the publish is a copy, not a rename).

@@ -14,6 +14,14 @@ extension TransferSession {
     /// Segmented items (for the engine's per-host accounting and `setStealing`).
     public var segmentedKeys: [Int] { Array(segmentSets.keys) }
 
+    /// Whether any body is fetched in segments now (no array made: the loop asks every wake-up).
+    public var hasSegments: Bool { !segmentSets.isEmpty }
+
+    /// Whether the segments' owner has anything to tend: a body in segments or one that may be
+    /// split, or a segment count not yet taken. False for every turn of small bodies, so the
+    /// loop skips `Hosts.tendSegments` (and the three lists it would make) on those wake-ups.
+    public var hasSegmentWork: Bool { !segmentSets.isEmpty || !splittable.isEmpty || !segmentConnectionChanges.isEmpty }
+
     /// Whether `key`'s finished ranges may take over half of a remaining one; false leaves the
     /// connection free for the host's other items.
     public func setStealing(_ key: Int, _ allowed: Bool) { segmentSets[key]?.stealing = allowed }

@@ -35,6 +35,22 @@ final class SpaceRulesTests: XCTestCase {
                        .fits, "unknown figures: the item tries, and a full disk answers")
     }
 
+    func testABodysAnswerIsNeverByItsWholeSizeAndLaterByWhatItStillNeeds() {
+        let staging = fs("/st", free: 10 * MiB, capacity: 100 * MiB, minFree: 2 * MiB)
+        let final = fs("/fi", free: 50 * MiB, capacity: 60 * MiB, minFree: 2 * MiB)
+        XCTAssertEqual(SpaceRules.answer(body: 20 * MiB, needed: 8 * MiB, reserved: 0, on: [staging, final]), .fits,
+                       "12 MiB already in the part: only what is still to come must fit now")
+        XCTAssertEqual(SpaceRules.answer(body: 20 * MiB, needed: 8 * MiB, reserved: 1, on: [staging, final]),
+                       .later(reason: "not enough free space for its 20971520 bytes (from the response's headers): "
+                              + "/st (tmpfs): 10485760 bytes free, 2097152 kept free, 8388609 needed"))
+        guard case .never(let why) = SpaceRules.answer(body: 59 * MiB, needed: 1, reserved: 0, on: [staging, final]) else {
+            return XCTFail("the whole body can never be published on the final folder's filesystem")
+        }
+        XCTAssertTrue(why.contains("/fi"), why)
+        XCTAssertEqual(SpaceRules.answer(body: 1 << 40, needed: 1 << 40, reserved: 0, on: [fs("/x", free: nil, capacity: nil, minFree: 0)]),
+                       .fits, "unknown figures: the body comes, and a full disk answers")
+    }
+
     func testPublishNeedsHeadroomAndTheWholeBodyOnlyForACopy() {
         let final = fs("/fi", free: 3 * MiB, capacity: 4 * MiB, minFree: MiB)
         XCTAssertNil(SpaceRules.publishShortage(bytes: 10 * MiB, copies: false, final: final), "a rename needs only headroom")

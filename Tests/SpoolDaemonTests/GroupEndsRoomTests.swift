@@ -43,7 +43,7 @@ final class GroupEndsRoomTests: XCTestCase {
             https://example.org/c.csv
 
             """, into: table)
-        groupEnds.send(.taken, to: request)
+        groupEnds.executor.send(.taken, to: request, now: Date())
         for record in request.items {
             if record.index == 1 {
                 record.recover(.failed(ItemFailed(code: "http-404", message: "the server answered 404", attempts: 1,
@@ -54,7 +54,7 @@ final class GroupEndsRoomTests: XCTestCase {
                 let file = ["a.csv", "", "c.csv"][record.index]
                 record.recover(.published(file: file, marker: spool.layout.final.path(of: file + ".done")), attempts: 1)
             }
-            groupEnds.send(.itemEnded, to: request)
+            groupEnds.executor.send(.itemEnded, to: request, now: Date())
             check(record.index)
         }
         return request

@@ -19,8 +19,9 @@ final class GroupEnds {
     private let hooks: any GroupHookStarting
     private var retries = DueTimers<String>()
     /// The group machines' one executor, given this room as its ports (`GroupEndsPorts`); made
-    /// with the room (not on first use: the first request's end then pays for it).
-    private var executor: GroupEndExecutor<GroupEndsPorts>!
+    /// with the room (not on first use: the first request's end then pays for it). Group events
+    /// are sent to it directly, as item events are to the item executor.
+    private(set) var executor: GroupEndExecutor<GroupEndsPorts>!
 
     init(store: SpoolStore, io: any IOSubmitting, logger: Logger, urls: URLPrivacy, table: ItemTable, ledger: JournalLedger,
          requestFile: RequestFileSlot, hooks: any GroupHookStarting) {
@@ -42,12 +43,6 @@ final class GroupEnds {
         for name in retries.takeDue(now: now) {
             if let request = table.request(named: name) { executor.send(.retryDue, to: request, now: now) }
         }
-    }
-
-    /// Hands `event` to the request's group machine and carries out its effects (the executor).
-    @discardableResult
-    func send(_ event: GroupMachine.Event, to request: RequestRecord, now: Date = Date()) -> [GroupMachine.Effect]? {
-        executor.send(event, to: request, now: now)
     }
 
     /// A failed end: tried again when due (`retryDue`).
@@ -84,7 +79,7 @@ final class GroupEnds {
         for record in published {
             if let item = record.loaded {
                 urls[record.key] = item.url.string
-                names[record.key] = item.name ?? ""
+                names[record.key] = item.name
             } else {
                 unread.append(record)
             }
@@ -105,10 +100,11 @@ final class GroupEnds {
             switch record.phase {
             case .published(let file, let marker):
                 let requestURL = urls[record.key] ?? ""
-                var line = GroupItem(index: record.index, url: ownFacts(record)?.url ?? self.urls.shown(requestURL),
+                let own = ownFacts(record)
+                var line = GroupItem(index: record.index, url: own?.url ?? self.urls.shown(requestURL),
                                      outcome: record.summary.isUpload ? "uploaded" : record.endedUnchanged ? "unchanged" : "published",
                                      file: file, marker: marker.isEmpty ? nil : (marker as NSString).lastPathComponent)
-                line.urlQuerySha256 = ownFacts(record).map(\.urlQuerySha256) ?? URLPrivacy.querySHA256(requestURL)
+                line.urlQuerySha256 = own.map(\.urlQuerySha256) ?? URLPrivacy.querySHA256(requestURL)
                 // Without per-file markers the group marker carries each file's facts.
                 if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
                 groupItems.append(line)

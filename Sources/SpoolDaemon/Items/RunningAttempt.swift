@@ -27,7 +27,8 @@ final class RunningAttempt {
         upload = (fd, digest)
     }
 
-    deinit { closeUpload() }
+    /// A download's attempt has no upload to close (asked here, not by a call per attempt).
+    deinit { if upload != nil { closeUpload() } }
 
     /// Closes the upload's file (its transfer ended or was stopped); does nothing when closed.
     func closeUpload() {

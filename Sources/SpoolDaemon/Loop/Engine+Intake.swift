@@ -10,7 +10,9 @@ extension Engine {
     func claim(_ name: String) {
         guard !runState.stopping else { return }
         switch intake.claim(name) {
-        case .claimed(let claim): accept(claim, adopted: false)
+        case .claimed(let claim):
+            let now = Date()
+            accepted(intake.accept(claim, adopted: false, now: now), claim, adopted: false, now: now)
         case .rejected:
             runState.summary.rejected += 1
             operators.metrics.metrics.requestRejected()
@@ -24,16 +26,19 @@ extension Engine {
     /// Takes in what the intake backlog holds, a turn's worth.
     func takeInBacklog() {
         guard !intake.backlogIsEmpty else { return }
-        intake.takeIn(stopping: runState.stopping, claim: claim, accept: { accept($0, adopted: true) },
+        intake.takeIn(stopping: runState.stopping, claim: claim, accept: {
+            let now = Date()
+            accepted(intake.accept($0, adopted: true, now: now), $0, adopted: true, now: now)
+        },
                       groupPending: hooks.groupPending)
         operators.status.dirty = true
     }
 
-    /// A claimed (or adopted) request taken in: counted, and each item sent its first event in
-    /// file order — queued, ended (found so by a recovery), or handed to the publisher.
-    func accept(_ claim: ClaimedRequest, adopted: Bool) {
-        let now = Date()
-        switch intake.accept(claim, adopted: adopted, now: now) {
+    /// What intake made of a claimed (or adopted) request (`Intake.accept`, asked by the caller):
+    /// counted, and each item sent its first event in file order — queued, ended (found so by a
+    /// recovery), or handed to the publisher.
+    func accepted(_ acceptance: Intake.Acceptance, _ claim: ClaimedRequest, adopted: Bool, now: Date) {
+        switch acceptance {
         case .rejected:
             runState.summary.rejected += 1
             operators.metrics.metrics.requestRejected()
@@ -68,7 +73,7 @@ extension Engine {
             if request.groupEnd.openItems > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
             // A request with nothing left to end (every item recovered ended) ends now; else it
             // sleeps once the turn is over.
-            if groupEnds.send(.taken, to: request, now: now)?.isEmpty ?? false { items.table.sleepAtTurnEnd(request) }
+            if groupEnds.executor.send(.taken, to: request, now: now)?.isEmpty ?? false { items.table.sleepAtTurnEnd(request) }
         }
     }
 }

@@ -9,9 +9,13 @@ import SpoolWatcher
 /// store's ingests and copies; and the stop they may start.
 extension Engine {
     func route(_ message: EngineMessage) {
+        // The I/O queue's answers come wrapped: counted out by the queue, then routed as what
+        // they carry (never wrapped twice).
+        var message = message
+        if case .ioDone(let answer) = message { message = io.answer(answer) }
         switch message {
-        case .ioDone(let answer):
-            route(io.answer(answer))
+        case .ioDone:
+            preconditionFailure("an I/O answer wrapped twice")
         case .watcher(.arrived(let name)):
             claim(name)
         case .watcher(.listing(let names, let initial)):

@@ -138,7 +138,7 @@ public final class Engine {
             let checkpoints = driver.session.takeCheckpoints()
             let anyCheckpoints = !checkpoints.isEmpty
             if anyCheckpoints { driver.checkpointsReached(checkpoints) }
-            let hostsChanged = hosts.tendSegments(driver, now: Date())
+            let hostsChanged = driver.session.hasSegmentWork && hosts.tendSegments(driver, now: Date())
             if hostsChanged { operators.status.dirty = true }
             for outcome in ended {
                 guard case (let record, var end)? = driver.ended(outcome) else { continue }
@@ -160,16 +160,11 @@ public final class Engine {
             // work is an event or a deadline): the loop sleeps again.
             let now = Date()
             let nothingCame = messages.isEmpty && ended.isEmpty && !anyStarts && !anyCheckpoints && !hostsChanged
-                && driver.session.segmentedKeys.isEmpty && intake.backlogIsEmpty
+                && !driver.session.hasSegments && intake.backlogIsEmpty
             var nothingDue = true
             if let deadline = runState.nextDeadline { nothingDue = now < deadline }
-            let reportDue: Date?
-            if nothingCame && nothingDue {
-                reportDue = runState.reportDue
-            } else {
-                reportDue = turn(now: now)
-                runState.reportDue = reportDue
-            }
+            let quiet = nothingCame && nothingDue
+            if !quiet { runState.reportDue = turn(now: now) }
             // A plain `run` ends only by a stop; a drain (`--once`, `--due`) asks each turn.
             if runState.stopping || configuration.once || configuration.due, shouldExit() { break }
             // The heap policy is told only of a change: work after a give-back, or the first
@@ -178,7 +173,19 @@ public final class Engine {
             if working != runState.heap.workedSinceGiveBack { runState.heap.turnEnded(working: working) }
             if runState.drain.enabled { tendWatcher() }
             if configuration.once { reportDrainWait() }
-            do { try driver.session.sleep(timeoutMilliseconds: sleepMilliseconds(reportDue: reportDue)) } catch {
+            // A quiet wake-up sleeps towards what the last turn left: no room's deadline moved,
+            // only the rate gate's (no list of eleven deadlines made at every socket wake-up).
+            var timeout: Int32
+            if quiet {
+                var nearest = runState.roomsDeadline
+                if let gate = driver.session.nextRateDeadline(), nearest == nil || gate < nearest! { nearest = gate }
+                runState.nextDeadline = nearest
+                timeout = Int32.max
+                if let next = nearest { timeout = Int32(max(0, min((next.timeIntervalSince(now) * 1000).rounded(.up), Double(Int32.max)))) }
+            } else {
+                timeout = sleepMilliseconds(reportDue: runState.reportDue)
+            }
+            do { try driver.session.sleep(timeoutMilliseconds: timeout) } catch {
                 logger.critical("the transfer session failed: \(error)")
                 beginStop(reason: "libcurl failed")
             }
@@ -211,7 +218,7 @@ public final class Engine {
         if let at = groupEnds.nextRetry, at <= now { groupEnds.retryDue(now: now) }
         if runState.stopping {
             if items.table.hasDrowsy { items.table.sleepWaiting() }
-            return operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0)
+            return operators.status.nextWrite(anyRunning: !driver.running.isEmpty || hooks.running > 0, now: now)
         }
         if let at = items.deadlines.next, at <= now {
             for due in items.deadlines.takeDue(now: now) {
@@ -265,10 +272,10 @@ public final class Engine {
         // next wake-up (which the sleep below does not bring forward: up to a second later).
         if let at = publishing.handOverAt, at <= now { publishing.kick(now: now) }
         let anyRunning = !driver.running.isEmpty || hooks.running > 0
-        var reportDue = operators.status.nextWrite(anyRunning: anyRunning)
+        var reportDue = operators.status.nextWrite(anyRunning: anyRunning, now: now)
         if let due = reportDue, due <= now {
             writeStatus(now: now)
-            reportDue = operators.status.nextWrite(anyRunning: anyRunning)
+            reportDue = operators.status.nextWrite(anyRunning: anyRunning, now: now)
         }
         if let due = operators.metrics.nextWrite, due <= now { writeMetrics(now: now) }
         return reportDue
@@ -284,12 +291,14 @@ public final class Engine {
             return 0
         }
         let now = Date()
-        let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.session.nextRateDeadline(), driver.rateChangesAt,
+        let wakeups = [hosts.scheduler.nextWakeup(now: now), driver.rateChangesAt,
                          publishing.nextRetry, groupEnds.nextRetry, space.checkAt, items.deadlines.next,
                          intake.nextAdoptionScan, reportDue,
                          operators.metrics.nextWrite, driver.contentStore?.executor.nextCheck]
         var nearest: Date? = nil
         for case let wakeup? in wakeups where nearest == nil || wakeup < nearest! { nearest = wakeup }
+        runState.roomsDeadline = nearest
+        if let gate = driver.session.nextRateDeadline(), nearest == nil || gate < nearest! { nearest = gate }
         runState.nextDeadline = nearest
         guard let next = nearest else { return Int32.max }
         let ms = (next.timeIntervalSince(now) * 1000).rounded(.up)

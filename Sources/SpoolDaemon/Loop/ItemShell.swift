@@ -256,12 +256,11 @@ final class ItemShell: ItemPorts {
             engine.runState.summary.failed += 1
             let request = record.request
             if request.items.count <= SpoolStore.listedFailuresLimit { engine.hooks.itemEnded(record) }
-            engine.groupEnds.send(.itemEnded, to: request, now: quiet.now)
+            engine.groupEnds.executor.send(.itemEnded, to: request, now: quiet.now)
             record.shed()
             return
         }
-        engine.operators.status.itemEnded(StatusReporter.task(record, now: Date(), progress: nil, window: nil, hostWait: nil,
-                                                              urls: engine.driver.urls))
+        engine.operators.status.itemEnded(record, urls: engine.driver.urls)
         let request = record.request
         var seconds: Double? = nil
         if let started = record.startedAt { seconds = Date().timeIntervalSince(started) }
@@ -282,7 +281,7 @@ final class ItemShell: ItemPorts {
         engine.driver.contentStore?.itemEnded(record.key)
         // The group end first: when this item ends it, its marker takes the URL from the
         // description the item still holds instead of reading the request file again.
-        engine.groupEnds.send(.itemEnded, to: request)
+        engine.groupEnds.executor.send(.itemEnded, to: request, now: Date())
         record.shed()
     }
 }

@@ -27,6 +27,9 @@ final class RunState {
     /// the turn (see `Engine.run`). The first turn always runs.
     var nextDeadline: Date? = .distantPast
     var reportDue: Date?
+    /// The nearest of the rooms' deadlines without the transfer session's rate gate (which moves
+    /// with the bytes): what a wake-up that skips the turn sleeps towards, with the gate's.
+    var roomsDeadline: Date?
 
     init(drain: Drain) { self.drain = drain }
 }

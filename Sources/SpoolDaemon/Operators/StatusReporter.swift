@@ -7,7 +7,9 @@ import SpoolStore
 
 /// The daemon's live report, `status/HOST-PID.json`, read by `spoolfetch status`: written
 /// atomically at most once a second while transfers run, once after any other change, and never
-/// while idle (idle means asleep).
+/// while idle (idle means asleep). A change after a quiet spell is written `settle` later, not at
+/// once: a small request that starts and ends within it is reported once, ended, instead of
+/// twice, and its walk to its marker carries no report.
 final class StatusReporter {
     private let directory: Directory
     private let spoolRoot: String
@@ -20,6 +22,11 @@ final class StatusReporter {
     /// (anyone may set it; only `write` clears it).
     var dirty = true
     private var lastWrite: Date?
+    /// When the next report is due, once a turn has asked (`nextWrite`); cleared by `write`.
+    private var due: Date?
+    /// How long a change after a quiet spell waits for the changes that follow it (the first
+    /// report at start-up waits for nothing).
+    static let settle: TimeInterval = 0.5
     /// Items that ended recently, newest last: the last `recentLimit` are reported (the list
     /// holds up to twice as many between trims).
     private var recentlyEnded: [TaskStatus] = []
@@ -58,20 +65,28 @@ final class StatusReporter {
     /// When the next report is due; nil when nothing changed and nothing runs. A report written
     /// with an old queue scan (see `scanQueue`) is written once more when a new scan is allowed,
     /// so the last report of a burst never keeps stale counts while the daemon sleeps.
-    func nextWrite(anyRunning: Bool) -> Date? {
+    func nextWrite(anyRunning: Bool, now: Date) -> Date? {
         guard dirty || anyRunning else {
             guard staleScan, let last = lastScan else { return nil }
             return last.at.addingTimeInterval(Self.scanInterval)
         }
         guard let last = lastWrite else { return .distantPast }
-        return last.addingTimeInterval(1)
+        if let due { return due }
+        // Within a second of the last report the once-a-second rule holds the next anyway; a
+        // change after a quiet spell waits `settle` for those that follow it.
+        let second = last.addingTimeInterval(1)
+        let next = second > now ? second : now.addingTimeInterval(Self.settle)
+        due = next
+        return next
     }
 
     /// Paused items listed in a report at most (the others counted in `states`).
     static let pausedListed = 1000
 
-    func itemEnded(_ task: TaskStatus) {
-        recentlyEnded.append(task)
+    /// `record` ended: its line among the recently ended (made now, while it still holds its
+    /// description).
+    func itemEnded(_ record: ItemRecord, urls: URLPrivacy) {
+        recentlyEnded.append(Self.task(record, now: Date(), progress: nil, window: nil, hostWait: nil, urls: urls))
         // Trimmed to the last `recentLimit` only once twice as many have ended: shifting the
         // whole list at every item end would copy 100 entries per item.
         if recentlyEnded.count >= 2 * Self.recentLimit { recentlyEnded.removeFirst(recentlyEnded.count - Self.recentLimit) }
@@ -232,6 +247,7 @@ final class StatusReporter {
             warnedWriteFailure = true
         }
         lastWrite = now
+        due = nil
         dirty = false
     }
 

@@ -125,8 +125,8 @@ final class Hosts {
     func answered(_ record: ItemRecord, _ facts: ResponseFacts, ended: Bool, now: Date) -> (free: Bool, reachableAgain: Bool) {
         // What the host speaks sets its budget: streams of one connection, or a connection each.
         if facts.httpStatus != 0 { scheduler.hostSpoke(record.hostKey, multiplexes: facts.multiplexed) }
-        record.outageEnded(at: now)
         let free = pace(record, facts, ended: ended, now: now)
+        record.outageEnded(at: now)
         guard let outage = scheduler.hostReachable(record.hostKey) else { return (free, false) }
         logger.notice("host reachable again", metadata: [
             "host": "\(outage.hostKey)", "unreachable-since": "\(RFC3339.format(outage.since))",

@@ -155,14 +155,11 @@ final class SpaceGate {
 
     /// Whether a body of `total` bytes, `needed` of them not in `record`'s file yet, fits beside
     /// what the other `running` transfers still expect: asked at the body's first byte, when
-    /// its headers give its size (`BodyRoomAnswers`).
-    /// The filesystems are read once for both questions.
+    /// its headers give its size (`BodyRoomAnswers`). The core's rule
+    /// (`SpaceRules.answer(body:…)`), on the filesystems read once for both of its questions.
     func answer(body total: Int64, needed: Int64, for record: ItemRecord, running: some Sequence<ItemRecord>) -> SpaceAnswer {
-        let spaces = folders.map(space(of:))
-        for space in spaces { if let why = SpaceRules.never(bytes: total, on: space) { return .never(reason: why) } }
         let reserved = demand(of: record, running: running).reserved
-        guard let short = SpaceRules.shortage(needed: needed, reserved: reserved, on: spaces) else { return .fits }
-        return .later(reason: "not enough free space for its \(total) bytes (from the response's headers): \(short)")
+        return SpaceRules.answer(body: total, needed: needed, reserved: reserved, on: folders.map(space(of:)))
     }
 
     /// The staging filesystem for a body of unknown length: bytes free less `min-free` and less
