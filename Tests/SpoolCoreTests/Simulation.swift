@@ -94,6 +94,8 @@ final class Simulation {
     let store: SimContentStore?
     /// Worker processes started so far: each has its own number (a claim names its holder's).
     private var incarnations = 0
+    /// The spool's files (Simulation+Spool.swift): what a recovery after a kill reads.
+    let spool = SimSpool()
 
     init(seed: UInt64, settings: Settings = Settings()) {
         rng = SimRandom(seed: seed)
@@ -269,11 +271,15 @@ final class Simulation {
         let dead = rng.below(workers.count)
         let adopter = rng.below(workers.count)
         let name = workers[dead].name
+        let deadIncarnation = workers[dead].incarnation
         workers[dead] = SimDaemon(world: self, name: name)
+        spool.foldersTaken(from: deadIncarnation, by: workers[adopter].incarnation)
         log("kill -9 of \(name) and restart (#\(kills)); \(workers[adopter].name) adopts its requests")
-        for request in requestOrder where requests[request]?.folder == .active && owner[request] == dead {
+        let adopted = requestOrder.filter { requests[$0]?.folder == .active && owner[$0] == dead }
+        workers[adopter].learnDeadJournals(adopting: adopted.count)
+        for request in adopted {
             owner[request] = adopter
-            workers[adopter].claim(request)
+            workers[adopter].claim(request, adopted: true)
         }
     }
 
@@ -376,7 +382,10 @@ final class Simulation {
         return nil
     }
 
-    func recordFailure(_ id: Int, _ failed: ItemFailed) { onDisk[id] = .failed(failed) }
+    func recordFailure(_ id: Int, _ failed: ItemFailed) {
+        onDisk[id] = .failed(failed)
+        spool.failed(spec(id), failed)
+    }
 
     func groupEnded(_ name: String, allPublished: Bool) {
         requests[name]!.endings += 1
@@ -431,6 +440,8 @@ final class SimDaemon {
     let name: String
     /// This worker process's number (a restart is a new one).
     let incarnation: Int
+    /// Its memory of its publish journals (Simulation+Spool.swift).
+    lazy var ledger = SimLedger(world: world)
     /// Its memory of the content store: the daemon's own `StoreExecutor` (Simulation+Store.swift).
     lazy var storeRoom = StoreExecutor(ports: SimStorePorts(daemon: self), timing: Self.storeTiming)
     /// Its drain watcher, as a look (Simulation+Drain.swift).
@@ -480,25 +491,17 @@ final class SimDaemon {
 
     // MARK: Events in
 
-    func claim(_ name: String) {
+    /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) item by item
+    /// as the daemon's recovery plans it from the spool's files (`recoverAdopted`).
+    func claim(_ name: String, adopted: Bool = false) {
         let request = world.request(name)
         var left = 0
         if let deadline = request.deadline { deadlines[name] = deadline }
+        if adopted { ledger.adopted.insert(name) }
         for id in request.items {
-            switch world.disk(id) {
-            case .published:
-                machines[id] = Machine(recovered: .published(file: "f\(id)", marker: "f\(id).done"), firstQueued: world.now, attempts: 1)
-            case .failed(let failed):
-                machines[id] = Machine(recovered: .failed(failed), firstQueued: world.now, attempts: failed.attempts)
-            case .staged:
-                let job = SimJob(item: id)
-                machines[id] = Machine(recovered: .publishing(job), firstQueued: world.now, attempts: 1)
-                publishing.add(job)
-                left += 1
-            case .nothing:
-                machines[id] = Machine(firstQueued: world.now)
-                left += 1
-            }
+            let machine = adopted ? recoverAdopted(id) : Machine(firstQueued: world.now)
+            machines[id] = machine
+            if !machine.phase.hasEnded { left += 1 }
         }
         groups[name] = GroupMachine(openItems: left)
         for id in request.items where machines[id]!.phase == .queued { send(.submitted, to: id) }
@@ -551,7 +554,11 @@ final class SimDaemon {
         if let b = batch, b.at <= now {
             batch = nil
             publishing.batchEnded()
-            for job in b.jobs { batchReports(job) }
+            let journal = world.spool.writeJournal(writer: incarnation, items: b.jobs.map {
+                (world.spec($0.item), machines[$0.item]?.attempts ?? 0)
+            })
+            for job in b.jobs { batchReports(job, journal: journal) }
+            attachJournal(journal, jobs: b.jobs)
         }
         if let jobs = publishing.takeBatch(now: now) { batch = (now.addingTimeInterval(0.05), jobs) }
         for id in spaceQueue.release(now: now, fits: fits) { send(.spaceAvailable, to: id) }
@@ -605,6 +612,7 @@ final class SimDaemon {
 
     /// The item's transfer starts from its source.
     func startFetch(_ id: Int) {
+        world.spool.partOpened(world.spool.base(world.spec(id)))
         if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
         if world.store != nil, storeRoom.servedFromStore(id) { violation = "item \(id) fetches after it was published from the store" }
         if !world.reserveStaging(id) { noRoom.insert(id) }
@@ -671,7 +679,7 @@ final class SimDaemon {
                                         hasPartial: world.random.chanceMut(0.5), wantedSHA256: spec.digest)), to: id)
     }
 
-    private func batchReports(_ job: SimJob) {
+    private func batchReports(_ job: SimJob, journal: String) {
         let id = job.item
         // The publisher publishes every job its batch holds (the I/O queue runs the batch; only
         // its result goes to the item): a job of an item that ended meanwhile would publish a
@@ -684,6 +692,7 @@ final class SimDaemon {
         if let fault = world.publish(id) {
             send(.publishFailed(fault, job: job), to: id)
         } else {
+            world.spool.published(world.spec(id), journal: journal)
             send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done"), to: id)
             storeIngest(id)
         }
