@@ -24,7 +24,10 @@ final class SimSpool: RecoverySpool {
     var parts: [String: Part] = [:]
     var journals: [String: Journal] = [:]
     var finals: [String: FinalFile] = [:]
-    var markers: Set<String> = []
+    /// Markers in the final folder (`NAME.done`), each with the digest it vouches for.
+    var markers: [String: String] = [:]
+    /// Names the operator paths' spool placed each item's file under (`Simulation.renamedBeforeCrash`).
+    var placedNames: [Int: String] = [:]
     private var inodes: UInt64 = 100
     private var journalCount = 0
 
@@ -98,9 +101,35 @@ final class SimSpool: RecoverySpool {
         if let part = parts.removeValue(forKey: base) {
             finals[file] = FinalFile(bytes: part.size, sha256: part.sha256 ?? "")
         }
-        markers.insert(file + ".done")
+        markers[file + ".done"] = finals[file]?.sha256
         journals[journal]?.entries[base]?.phase = .published
         journals[journal]?.entries[base]?.finalName = file
+    }
+
+    /// A batch renamed the item's part into the final folder, and died before its marker;
+    /// `overwritten`: another program then wrote into the file (its bytes are not the journaled digest).
+    func renamed(_ spec: Simulation.ItemSpec, placed: String?, overwritten: Bool) {
+        guard let part = parts.removeValue(forKey: base(spec)) else { return }
+        finals["f\(spec.id)"] = FinalFile(bytes: part.size, sha256: overwritten ? "overwritten-\(spec.id)" : part.sha256 ?? "")
+        placedNames[spec.id] = placed
+    }
+
+    /// The journal's line naming each renamed item's final file (written after all renames).
+    func journalNames(_ journal: String, _ specs: [Simulation.ItemSpec]) {
+        for spec in specs where finals["f\(spec.id)"] != nil {
+            journals[journal]?.entries[base(spec)]?.phase = .published
+            journals[journal]?.entries[base(spec)]?.finalName = "f\(spec.id)"
+        }
+    }
+
+    /// The contract's word on markers: a marker's digest is that of the bytes it stands beside.
+    func checkMarkers() -> String? {
+        for (marker, sha) in markers.sorted(by: { $0.key < $1.key }) {
+            if let file = finals[String(marker.dropLast(5))], file.sha256 != sha {
+                return "marker \(marker) vouches for SHA-256 \(sha), its file's bytes are \(file.sha256)"
+            }
+        }
+        return nil
     }
 
     /// The group ended: the request's items' staging files go.
@@ -144,7 +173,7 @@ final class SimSpool: RecoverySpool {
     /// The simulation names each item's file uniquely (`fN`): no `-1` suffixes, and no inode reuse.
     func findPublished(name: String, inode: UInt64) -> String? { finals[name] == nil ? nil : name }
     func publishedSize(_ file: String) -> Int64? { finals[file]?.bytes }
-    func hasMarker(ofPublished file: String) -> Bool { markers.contains(file + ".done") }
+    func hasMarker(ofPublished file: String) -> Bool { markers[file + ".done"] != nil }
     func sha256(ofPublished file: String) -> String? { finals[file]?.sha256 }
 }
 
@@ -204,8 +233,8 @@ extension SimDaemon {
             return Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts)
         case .published(let file):
             return Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts)
-        case .writeMarker(let file, _):
-            spool.markers.insert(file + ".done")
+        case .writeMarker(let file, let marker):
+            spool.markers[file + ".done"] = marker.sha256
             return Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts)
         case .publishPart:
             let job = SimJob(item: id)
@@ -213,6 +242,7 @@ extension SimDaemon {
             return Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts)
         case .discardUnverified(let file, _, _):
             spool.finals.removeValue(forKey: file)
+            world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
             spool.removeStaging(base)
             return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts)
         }
@@ -228,6 +258,33 @@ extension SimDaemon {
         case .publishPart: return "publishPart"
         case .discardUnverified(let file, _, _): return "discardUnverified(\(file))"
         }
+    }
+
+    /// While faults are on, now and then (drawn aside from the seed's main stream) the worker
+    /// dies in the middle of a batch: after its journal, with a prefix of its jobs' data renamed
+    /// into the final folder (now and then overwritten there by another program), before any
+    /// marker; the journal's line naming the files written when all were renamed, or not. Its
+    /// claims pass to an adopter, which recovers them from those files. True when it died.
+    func crashesMidBatch(_ jobs: [SimJob], journal: String) -> Bool {
+        guard world.faultsOn else { return false }
+        var side = world.sideRandom("batch crash \(journal)")
+        guard side.chance(0.04) else { return false }
+        let renamed = side.below(jobs.count + 1)
+        let named = renamed == jobs.count && side.chance(0.5)
+        var specs: [Simulation.ItemSpec] = []
+        for job in jobs.prefix(renamed) where machines[job.item]?.phase == .publishing {
+            let placed = world.renamedBeforeCrash(job.item)
+            // Overwritten only while no journal line names the file: a named file that a recovery
+            // removes as unverified reads, to a second adopter, as taken by a consumer (phase
+            // published, file gone) — the daemon's open gap, reported, not simulated.
+            world.spool.renamed(world.spec(job.item), placed: placed, overwritten: !named && side.chance(0.3))
+            specs.append(world.spec(job.item))
+        }
+        if named { world.spool.journalNames(journal, specs) }
+        world.log("\(name) dies in batch \(journal) after \(renamed) of \(jobs.count) renames\(named ? ", names journaled" : "")")
+        let me = world.workersForChecks.firstIndex { $0 === self }!
+        world.killWorker(me, adopter: side.below(world.workersForChecks.count))
+        return true
     }
 
     /// A batch came back: its journal (written before its renames) is attached to the open

@@ -267,9 +267,14 @@ final class Simulation {
     /// One worker is killed and starts again; its claims pass whole to one adopter (itself
     /// restarted, or the other worker), which recovers each request from what the spool holds.
     private func kill() {
-        kills += 1
         let dead = rng.below(workers.count)
-        let adopter = rng.below(workers.count)
+        killWorker(dead, adopter: rng.below(workers.count))
+    }
+
+    /// Worker `dead` is killed and starts again; `adopter` takes its claims over (Simulation+Spool.swift
+    /// kills one in the middle of a publish batch).
+    func killWorker(_ dead: Int, adopter: Int) {
+        kills += 1
         let name = workers[dead].name
         let deadIncarnation = workers[dead].incarnation
         workers[dead] = SimDaemon(world: self, name: name)
@@ -382,6 +387,28 @@ final class Simulation {
         return nil
     }
 
+    /// A batch renamed the item's data into the final folder, and its worker died before its
+    /// marker (Simulation+Spool.swift): the data is there, as a publish puts it.
+    func renamedBeforeCrash(_ id: Int) -> String? {
+        if faults { finalPublished += spec(id).bytes }
+        releaseStaging(id)
+        publishes[id, default: 0] += 1
+        onDisk[id] = .published
+        let before = operatorSpool.finalNames
+        placePublished(id)
+        return operatorSpool.finalNames.subtracting(before).first
+    }
+
+    /// A data file no marker ever vouched for was removed by a recovery (its bytes were not the
+    /// journaled digest): it was not published after all.
+    func unpublished(_ id: Int, placed: String?) {
+        publishes[id, default: 1] -= 1
+        onDisk[id] = .nothing
+        if let placed { operatorSpool.finalNames.remove(placed) }
+        let first = operatorSpool.origin[id] ?? id
+        operatorSpool.publishedByOrigin[first]?.removeAll { $0 == id }
+    }
+
     func recordFailure(_ id: Int, _ failed: ItemFailed) {
         onDisk[id] = .failed(failed)
         spool.failed(spec(id), failed)
@@ -423,6 +450,7 @@ final class Simulation {
         }
         if let broken = try checkOperatorPaths() { throw failure(broken) }
         if let broken = checkStore() { throw failure(broken) }
+        if let broken = spool.checkMarkers() { throw failure(broken) }
         for worker in workers {
             if let violation = worker.violation { throw failure("\(worker.name): \(violation)") }
             do { try worker.checkExits(); try worker.checkStatus() } catch { throw failure("\(worker.name): \(error)") }
@@ -557,6 +585,7 @@ final class SimDaemon {
             let journal = world.spool.writeJournal(writer: incarnation, items: b.jobs.map {
                 (world.spec($0.item), machines[$0.item]?.attempts ?? 0)
             })
+            if crashesMidBatch(b.jobs, journal: journal) { return }
             for job in b.jobs { batchReports(job, journal: journal) }
             attachJournal(journal, jobs: b.jobs)
         }
