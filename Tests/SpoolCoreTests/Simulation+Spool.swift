@@ -75,12 +75,18 @@ final class SimSpool: RecoverySpool {
 
     /// A batch's journal, written before any of its renames: an entry (phase ready) per job whose
     /// part is verified, with the part's inode and the marker's facts.
-    func writeJournal(writer: Int, items: [(spec: Simulation.ItemSpec, attempts: Int)]) -> String {
+    /// A marker-only job (`markerOnly`: the record a recovery found its file by) is journaled
+    /// with that record, as the daemon's publisher journals it.
+    func writeJournal(writer: Int, items: [(spec: Simulation.ItemSpec, attempts: Int, markerOnly: ItemState?)]) -> String {
         journalCount += 1
         let name = "batch-\(writer)-\(journalCount).journal"
         var entries: [String: ItemState] = [:]
-        for (spec, attempts) in items {
+        for (spec, attempts, markerOnly) in items {
             let base = base(spec)
+            if let markerOnly {
+                entries[base] = markerOnly
+                continue
+            }
             guard let part = parts[base], let sha = part.sha256 else { continue }
             let marker = ItemMarker(request: spec.request, group: spec.request, index: spec.index,
                                     url: "http://\(spec.host)/\(spec.id)", finalURL: nil, name: "f\(spec.id)", bytes: part.size,
@@ -122,6 +128,16 @@ final class SimSpool: RecoverySpool {
         }
     }
 
+    /// A consumer takes every file whose marker is there, with its marker (a file without one is
+    /// not yet published, and stays).
+    func consumerTakes() {
+        for (marker, _) in markers.sorted(by: { $0.key < $1.key }) {
+            let file = String(marker.dropLast(5))
+            guard finals.removeValue(forKey: file) != nil else { continue }
+            markers.removeValue(forKey: marker)
+        }
+    }
+
     /// The contract's word on markers: a marker's digest is that of the bytes it stands beside.
     func checkMarkers() -> String? {
         for (marker, sha) in markers.sorted(by: { $0.key < $1.key }) {
@@ -130,6 +146,16 @@ final class SimSpool: RecoverySpool {
             }
         }
         return nil
+    }
+
+    /// A marker-only job's batch: the marker written for `file` (false: the file is not there) and
+    /// the journal's line naming it.
+    func markerWritten(_ spec: Simulation.ItemSpec, file: String, journal: String) -> Bool {
+        let base = base(spec)
+        if let sha = journals[journal]?.entries[base]?.marker?.sha256 { markers[file + ".done"] = sha }
+        journals[journal]?.entries[base]?.phase = .published
+        journals[journal]?.entries[base]?.finalName = file
+        return finals[file] != nil
     }
 
     /// The group ended: the request's items' staging files go.
@@ -193,6 +219,8 @@ final class SimLedger {
     let keeper: JournalKeeper<ItemState, SimJournalPorts>
     var requestJournals: [String: [String]] = [:]
     var adopted: Set<String> = []
+    /// Marker-only jobs a recovery queued: the file and the record it was found by.
+    var markerOnly: [Int: (file: String, state: ItemState)] = [:]
     init(world: Simulation) { keeper = JournalKeeper(ports: SimJournalPorts(world: world)) }
 }
 
@@ -233,9 +261,13 @@ extension SimDaemon {
             return Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts)
         case .published(let file):
             return Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts)
-        case .writeMarker(let file, let marker):
-            spool.markers[file + ".done"] = marker.sha256
-            return Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts)
+        case .writeMarker(let file, _):
+            // As the daemon's `Recovery`: a job that writes the marker only, journaled with its batch.
+            guard let state = facts.state else { return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts) }
+            ledger.markerOnly[id] = (file, state)
+            let job = SimJob(item: id)
+            publishing.add(job)
+            return Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts)
         case .publishPart:
             let job = SimJob(item: id)
             publishing.add(job)
@@ -272,7 +304,8 @@ extension SimDaemon {
         let renamed = side.below(jobs.count + 1)
         let named = renamed == jobs.count && side.chance(0.5)
         var specs: [Simulation.ItemSpec] = []
-        for job in jobs.prefix(renamed) where machines[job.item]?.phase == .publishing {
+        // A marker-only job's data is in place already: it has nothing to rename.
+        for job in jobs.prefix(renamed) where machines[job.item]?.phase == .publishing && ledger.markerOnly[job.item] == nil {
             let placed = world.renamedBeforeCrash(job.item)
             // Overwritten only while no journal line names the file: a named file that a recovery
             // removes as unverified reads, to a second adopter, as taken by a consumer (phase

@@ -176,6 +176,7 @@ final class Simulation {
         case 31 ..< 36:
             if finalPublished > 0 { log("a consumer takes the published files away") }
             finalPublished = 0
+            spool.consumerTakes()
             operatorSpool.finalNames = []
         default:
             _ = advanceToNextEvent()
@@ -583,7 +584,7 @@ final class SimDaemon {
             batch = nil
             publishing.batchEnded()
             let journal = world.spool.writeJournal(writer: incarnation, items: b.jobs.map {
-                (world.spec($0.item), machines[$0.item]?.attempts ?? 0)
+                (world.spec($0.item), machines[$0.item]?.attempts ?? 0, ledger.markerOnly[$0.item]?.state)
             })
             if crashesMidBatch(b.jobs, journal: journal) { return }
             for job in b.jobs { batchReports(job, journal: journal) }
@@ -718,7 +719,13 @@ final class SimDaemon {
             violation = "item \(id) ended (\(machines[id]?.phase.label ?? "forgotten")) while a batch held its job: the batch publishes it anyway"
             return
         }
-        if let fault = world.publish(id) {
+        if let file = ledger.markerOnly.removeValue(forKey: id)?.file {
+            // A recovery's marker-only job: the data is in place; its marker written, journaled.
+            if world.spool.markerWritten(world.spec(id), file: file, journal: journal) == false {
+                violation = "item \(id): a marker is written for \(file), which is not there"
+            }
+            send(.publishSucceeded(file: file, marker: file + ".done"), to: id)
+        } else if let fault = world.publish(id) {
             send(.publishFailed(fault, job: job), to: id)
         } else {
             world.spool.published(world.spec(id), journal: journal)
