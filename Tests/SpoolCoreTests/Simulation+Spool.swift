@@ -235,8 +235,9 @@ extension SimDaemon {
     }
 
     /// An adopted item, recovered by the daemon's planner from the facts the daemon's gathering
-    /// reads from the simulated spool; the plan carried out on the spool's files as `Recovery` does.
-    func recoverAdopted(_ id: Int) -> Machine {
+    /// reads from the simulated spool; the plan carried out on the spool's files as `Recovery` does,
+    /// with the item's first step as `Intake.accept` makes it from `Recovery`'s.
+    func recoverAdopted(_ id: Int) -> (Machine, FirstStep) {
         let spec = world.spec(id)
         let spool = world.spool
         let base = spool.base(spec)
@@ -250,33 +251,29 @@ extension SimDaemon {
         switch plan {
         case .startOver:
             spool.removeStaging(base)
-            return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
         case .resume:
-            return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
         case .failed:
             guard let failed = spool.failures[base] else {
                 violation = "item \(id) recovered as failed with no failure recorded"
-                return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts)
+                return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
             }
-            return Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts), .ended)
         case .published(let file):
-            return Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts), .ended)
         case .writeMarker(let file, _):
             // As the daemon's `Recovery`: a job that writes the marker only, journaled with its batch.
-            guard let state = facts.state else { return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts) }
+            guard let state = facts.state else { return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit) }
             ledger.markerOnly[id] = (file, state)
-            let job = SimJob(item: id)
-            publishing.add(job)
-            return Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
         case .publishPart:
-            let job = SimJob(item: id)
-            publishing.add(job)
-            return Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
         case .discardUnverified(let file, _, _):
             spool.finals.removeValue(forKey: file)
             world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
             spool.removeStaging(base)
-            return Machine(recovered: .queued, firstQueued: world.now, attempts: attempts)
+            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
         }
     }
 
@@ -336,4 +333,12 @@ extension SimDaemon {
         var journals = ledger.requestJournals.removeValue(forKey: name) ?? []
         ledger.keeper.release(&journals, adopted: ledger.adopted.remove(name) != nil)
     }
+}
+
+/// A worker as the ports of an adopted request's start (`AdoptedStart`, the daemon's own).
+struct SimAdoptedStart: AdoptedStartPorts {
+    unowned let daemon: SimDaemon
+    func submit(_ id: Int) { daemon.send(.submitted, to: id) }
+    func ended(_ id: Int) { daemon.executor.ports.ended(id) }
+    func publish(_ id: Int) { daemon.publishing.add(SimJob(item: id)) }
 }

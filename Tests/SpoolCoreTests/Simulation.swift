@@ -521,19 +521,26 @@ final class SimDaemon {
     // MARK: Events in
 
     /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) item by item
-    /// as the daemon's recovery plans it from the spool's files (`recoverAdopted`).
+    /// as the daemon's recovery plans it from the spool's files (`recoverAdopted`), each item's
+    /// first step carried out by the daemon's `AdoptedStart`.
     func claim(_ name: String, adopted: Bool = false) {
         let request = world.request(name)
-        var left = 0
         if let deadline = request.deadline { deadlines[name] = deadline }
-        if adopted { ledger.adopted.insert(name) }
-        for id in request.items {
-            let machine = adopted ? recoverAdopted(id) : Machine(firstQueued: world.now)
-            machines[id] = machine
-            if !machine.phase.hasEnded { left += 1 }
+        groups[name] = GroupMachine(openItems: request.items.count)
+        guard adopted else {
+            for id in request.items { machines[id] = Machine(firstQueued: world.now) }
+            for id in request.items { send(.submitted, to: id) }
+            group(name, .taken)
+            return
         }
-        groups[name] = GroupMachine(openItems: left)
-        for id in request.items where machines[id]!.phase == .queued { send(.submitted, to: id) }
+        ledger.adopted.insert(name)
+        var steps: [(key: Int, first: FirstStep)] = []
+        for id in request.items {
+            let (machine, first) = recoverAdopted(id)
+            machines[id] = machine
+            steps.append((id, first))
+        }
+        AdoptedStart.begin(steps, ports: SimAdoptedStart(daemon: self))
         group(name, .taken)
     }
 
