@@ -253,48 +253,6 @@ public struct SpoolStore: Sendable {
         return (states, files)
     }
 
-    /// The data file in the final folder an item's record says it was published as: its
-    /// `finalName`, else a file among `NAME`, `NAME-1`, … with the record's part inode.
-    public func publishedFile(of state: ItemState) -> String? {
-        guard let marker = state.marker, let inode = state.inode else { return nil }
-        return state.finalName ?? findPublished(name: marker.name, inode: inode)
-    }
-
-    /// Of two records of one item, the one a restart goes by: `other` when the item was published
-    /// from it (its part is in the final folder) and not from `preferred`, else `preferred`.
-    ///
-    /// Why: a record outlives the attempt that wrote it. A worker killed between its batch
-    /// journal and its rename leaves an entry for a part that is gone; the next worker downloads
-    /// the item again and journals its own publish, so two dead journals name the item. And a
-    /// large body's `B.state`, written when its response began, stays until the group ends. Going
-    /// by the stale record, a restart fetches a published item again and publishes it a second
-    /// time (as `NAME-1`, under `on-exists: keep-both`).
-    ///
-    /// Both may name the same published file: the stale record's part was never linked, its
-    /// inode was freed when its worker died, and the filesystem gave that number to the part of
-    /// the attempt that was published (ext4 hands out the lowest free inode, and the adopting
-    /// worker creates that item's part again among its first). Then the record of the file is
-    /// the one whose size it has, and of two such the later one: a part is linked only once, and
-    /// the stale record's part was gone before the other was made. Going by the stale record, a
-    /// restart lists the wrong size and SHA-256 in the group marker (or writes them in the item's
-    /// marker), which nobody sees until the resource changes between the two attempts.
-    public func preferringPublished(_ preferred: ItemState, _ other: ItemState) -> ItemState {
-        guard let otherFile = publishedFile(of: other) else { return preferred }
-        guard let preferredFile = publishedFile(of: preferred) else { return other }
-        // A record whose batch finished publishing (phase `published`) is the file's.
-        if (preferred.phase == .published) != (other.phase == .published) {
-            return other.phase == .published ? other : preferred
-        }
-        guard preferredFile == otherFile, let size = layout.final.status(of: preferredFile).map({ Int64($0.st_size) }),
-              let p = preferred.marker, let o = other.marker else { return preferred }
-        if (o.bytes == size) != (p.bytes == size) { return o.bytes == size ? other : preferred }
-        // The daemon writes every time as `YYYY-MM-DDTHH:MM:SS.mmmZ`: in that one shape, the
-        // later time is the greater string.
-        guard p.finishedAt.utf8.count == o.finishedAt.utf8.count, p.finishedAt.hasSuffix("Z"),
-              o.finishedAt.hasSuffix("Z") else { return preferred }
-        return o.finishedAt > p.finishedAt ? other : preferred
-    }
-
     public func writeState(_ base: String, _ state: ItemState) throws(StoreError) {
         try layout.staging.writeAtomically(base + ".state", SpoolJSON.encode(record: state))
     }
@@ -386,4 +344,41 @@ public struct SpoolStore: Sendable {
 enum JournalCounter {
     private static let counter = Mutex<Int>(0)
     static func next() -> Int { counter.withLock { $0 += 1; return $0 } }
+}
+
+/// The disk as a recovery reads it (`RecoveryFacts.gather`); `publishedFile(of:)` and
+/// `preferringPublished` come with the protocol.
+///
+/// `preferringPublished(_:_:)`:
+/// Of two records of one item, the one a restart goes by: `other` when the item was published
+/// from it (its part is in the final folder) and not from `preferred`, else `preferred`.
+///
+/// Why: a record outlives the attempt that wrote it. A worker killed between its batch
+/// journal and its rename leaves an entry for a part that is gone; the next worker downloads
+/// the item again and journals its own publish, so two dead journals name the item. And a
+/// large body's `B.state`, written when its response began, stays until the group ends. Going
+/// by the stale record, a restart fetches a published item again and publishes it a second
+/// time (as `NAME-1`, under `on-exists: keep-both`).
+///
+/// Both may name the same published file: the stale record's part was never linked, its
+/// inode was freed when its worker died, and the filesystem gave that number to the part of
+/// the attempt that was published (ext4 hands out the lowest free inode, and the adopting
+/// worker creates that item's part again among its first). Then the record of the file is
+/// the one whose size it has, and of two such the later one: a part is linked only once, and
+/// the stale record's part was gone before the other was made. Going by the stale record, a
+/// restart lists the wrong size and SHA-256 in the group marker (or writes them in the item's
+/// marker), which nobody sees until the resource changes between the two attempts.
+extension SpoolStore: RecoverySpool {
+    public func state(_ base: String) -> ItemState? { readState(base) }
+
+    public func partSHA256(_ base: String) -> String? {
+        let fd = openat(layout.staging.fd, base + ".part", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return try? FileClone.sha256(of: fd, path: partPath(base)).digest
+    }
+
+    public func publishedSize(_ file: String) -> Int64? {
+        layout.final.status(of: file).map { Int64($0.st_size) }
+    }
 }

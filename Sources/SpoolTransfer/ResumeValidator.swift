@@ -1,21 +1,7 @@
-/// Which validator a resume sends in `If-Range`, and whether an answer to it is of the version
-/// the kept part holds. Pure rules, used by the daemon when it resumes, records a resumable part
-/// and recovers one after a crash.
-public enum ResumeValidator {
-    /// The `If-Range` value for a part whose response carried `etag` and `lastModified`: the ETag
-    /// when it is strong, else the Last-Modified date; nil when there is neither, and the part
-    /// cannot be resumed safely.
-    ///
-    /// A weak ETag (`W/"…"`) promises only an equivalent representation, not the same bytes, so
-    /// a client must not send one in `If-Range` (RFC 9110 §13.1.5). Some servers (nginx among
-    /// them) still compare it as a string and answer 206, which would splice bytes of two
-    /// representations.
-    public static func ifRange(etag: String?, lastModified: String?) -> String? {
-        if let etag, !etag.hasPrefix("W/") { return etag }
-        return lastModified
-    }
-}
+import SpoolRequest
 
+/// Whether an answer to a resume is of the version the kept part holds (the `If-Range` rule
+/// itself, `ResumeValidator`, is in SpoolRequest: the recovery planner goes by it too).
 extension ResponseFacts {
     /// This response's own validator when it contradicts `validator`, the `If-Range` a resume
     /// sent; nil when it agrees or the response has none of that kind.

@@ -96,9 +96,11 @@ final class SimItemPorts: ItemPorts {
         daemon.refreshes.removeValue(forKey: id)
     }
 
-    // The simulated spool keeps no resume state and has one source per item.
+    // The simulated spool has one source per item; its resume state is a file (Simulation+Spool.swift).
     func nextSource(_ id: Int, part: SimPart?) {}
-    func saveResumeState(_ id: Int, part: SimPart?) {}
+    func saveResumeState(_ id: Int, part: SimPart?) {
+        world.spool.saveResumeState(world.spec(id), attempts: daemon.machines[id]?.attempts ?? 0)
+    }
 
     /// The hook answers a second later (`SimDaemon.turn`).
     func refreshURL(_ id: Int, reason: String) -> ItemEvent<SimPart, SimJob>? {
@@ -115,6 +117,7 @@ final class SimItemPorts: ItemPorts {
 
     func publish(_ id: Int, sha256: String, part: SimPart?) -> SimJob? {
         world.stage(id)
+        world.spool.verified(world.spec(id), sha256: sha256)
         let job = SimJob(item: id)
         daemon.publishing.add(job)
         return job
@@ -130,7 +133,7 @@ final class SimItemPorts: ItemPorts {
 
     // MARK: The item's files and its ending
 
-    func discardPartial(_ id: Int) {}
+    func discardPartial(_ id: Int) { world.spool.discardPart(world.spool.base(world.spec(id))) }
     func keepPartialForRetry(_ id: Int) {}
 
     func failed(_ id: Int, _ failure: ItemFailed, wasPublishing: Bool) {
@@ -204,6 +207,7 @@ final class SimGroupEndPorts: GroupEndPorts {
         } else {
             let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
             world.groupEnded(name, allPublished: all)
+            for id in world.request(name).items { world.spool.removeStaging(world.spool.base(world.spec(id))) }
             daemon.groupEnds.send(.endWritten, to: name, now: world.now)
         }
     }
@@ -211,6 +215,7 @@ final class SimGroupEndPorts: GroupEndPorts {
     func forget(_ name: String, written: Void?) {
         daemon.groups.removeValue(forKey: name)
         daemon.deadlines.removeValue(forKey: name)
+        daemon.releaseJournals(name)
         for id in world.request(name).items { daemon.machines.removeValue(forKey: id) }
     }
 

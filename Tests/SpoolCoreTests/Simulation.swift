@@ -94,6 +94,8 @@ final class Simulation {
     let store: SimContentStore?
     /// Worker processes started so far: each has its own number (a claim names its holder's).
     private var incarnations = 0
+    /// The spool's files (Simulation+Spool.swift): what a recovery after a kill reads.
+    let spool = SimSpool()
 
     init(seed: UInt64, settings: Settings = Settings()) {
         rng = SimRandom(seed: seed)
@@ -174,6 +176,7 @@ final class Simulation {
         case 31 ..< 36:
             if finalPublished > 0 { log("a consumer takes the published files away") }
             finalPublished = 0
+            spool.consumerTakes()
             operatorSpool.finalNames = []
         default:
             _ = advanceToNextEvent()
@@ -265,15 +268,24 @@ final class Simulation {
     /// One worker is killed and starts again; its claims pass whole to one adopter (itself
     /// restarted, or the other worker), which recovers each request from what the spool holds.
     private func kill() {
-        kills += 1
         let dead = rng.below(workers.count)
-        let adopter = rng.below(workers.count)
+        killWorker(dead, adopter: rng.below(workers.count))
+    }
+
+    /// Worker `dead` is killed and starts again; `adopter` takes its claims over (Simulation+Spool.swift
+    /// kills one in the middle of a publish batch).
+    func killWorker(_ dead: Int, adopter: Int) {
+        kills += 1
         let name = workers[dead].name
+        let deadIncarnation = workers[dead].incarnation
         workers[dead] = SimDaemon(world: self, name: name)
+        spool.foldersTaken(from: deadIncarnation, by: workers[adopter].incarnation)
         log("kill -9 of \(name) and restart (#\(kills)); \(workers[adopter].name) adopts its requests")
-        for request in requestOrder where requests[request]?.folder == .active && owner[request] == dead {
+        let adopted = requestOrder.filter { requests[$0]?.folder == .active && owner[$0] == dead }
+        workers[adopter].learnDeadJournals(adopting: adopted.count)
+        for request in adopted {
             owner[request] = adopter
-            workers[adopter].claim(request)
+            workers[adopter].claim(request, adopted: true)
         }
     }
 
@@ -376,7 +388,32 @@ final class Simulation {
         return nil
     }
 
-    func recordFailure(_ id: Int, _ failed: ItemFailed) { onDisk[id] = .failed(failed) }
+    /// A batch renamed the item's data into the final folder, and its worker died before its
+    /// marker (Simulation+Spool.swift): the data is there, as a publish puts it.
+    func renamedBeforeCrash(_ id: Int) -> String? {
+        if faults { finalPublished += spec(id).bytes }
+        releaseStaging(id)
+        publishes[id, default: 0] += 1
+        onDisk[id] = .published
+        let before = operatorSpool.finalNames
+        placePublished(id)
+        return operatorSpool.finalNames.subtracting(before).first
+    }
+
+    /// A data file no marker ever vouched for was removed by a recovery (its bytes were not the
+    /// journaled digest): it was not published after all.
+    func unpublished(_ id: Int, placed: String?) {
+        publishes[id, default: 1] -= 1
+        onDisk[id] = .nothing
+        if let placed { operatorSpool.finalNames.remove(placed) }
+        let first = operatorSpool.origin[id] ?? id
+        operatorSpool.publishedByOrigin[first]?.removeAll { $0 == id }
+    }
+
+    func recordFailure(_ id: Int, _ failed: ItemFailed) {
+        onDisk[id] = .failed(failed)
+        spool.failed(spec(id), failed)
+    }
 
     func groupEnded(_ name: String, allPublished: Bool) {
         requests[name]!.endings += 1
@@ -414,6 +451,7 @@ final class Simulation {
         }
         if let broken = try checkOperatorPaths() { throw failure(broken) }
         if let broken = checkStore() { throw failure(broken) }
+        if let broken = spool.checkMarkers() { throw failure(broken) }
         for worker in workers {
             if let violation = worker.violation { throw failure("\(worker.name): \(violation)") }
             do { try worker.checkExits(); try worker.checkStatus() } catch { throw failure("\(worker.name): \(error)") }
@@ -431,6 +469,8 @@ final class SimDaemon {
     let name: String
     /// This worker process's number (a restart is a new one).
     let incarnation: Int
+    /// Its memory of its publish journals (Simulation+Spool.swift).
+    lazy var ledger = SimLedger(world: world)
     /// Its memory of the content store: the daemon's own `StoreExecutor` (Simulation+Store.swift).
     lazy var storeRoom = StoreExecutor(ports: SimStorePorts(daemon: self), timing: Self.storeTiming)
     /// Its drain watcher, as a look (Simulation+Drain.swift).
@@ -480,28 +520,27 @@ final class SimDaemon {
 
     // MARK: Events in
 
-    func claim(_ name: String) {
+    /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) item by item
+    /// as the daemon's recovery plans it from the spool's files (`recoverAdopted`), each item's
+    /// first step carried out by the daemon's `AdoptedStart`.
+    func claim(_ name: String, adopted: Bool = false) {
         let request = world.request(name)
-        var left = 0
         if let deadline = request.deadline { deadlines[name] = deadline }
-        for id in request.items {
-            switch world.disk(id) {
-            case .published:
-                machines[id] = Machine(recovered: .published(file: "f\(id)", marker: "f\(id).done"), firstQueued: world.now, attempts: 1)
-            case .failed(let failed):
-                machines[id] = Machine(recovered: .failed(failed), firstQueued: world.now, attempts: failed.attempts)
-            case .staged:
-                let job = SimJob(item: id)
-                machines[id] = Machine(recovered: .publishing(job), firstQueued: world.now, attempts: 1)
-                publishing.add(job)
-                left += 1
-            case .nothing:
-                machines[id] = Machine(firstQueued: world.now)
-                left += 1
-            }
+        groups[name] = GroupMachine(openItems: request.items.count)
+        guard adopted else {
+            for id in request.items { machines[id] = Machine(firstQueued: world.now) }
+            for id in request.items { send(.submitted, to: id) }
+            group(name, .taken)
+            return
         }
-        groups[name] = GroupMachine(openItems: left)
-        for id in request.items where machines[id]!.phase == .queued { send(.submitted, to: id) }
+        ledger.adopted.insert(name)
+        var steps: [(key: Int, first: FirstStep)] = []
+        for id in request.items {
+            let (machine, first) = recoverAdopted(id)
+            machines[id] = machine
+            steps.append((id, first))
+        }
+        AdoptedStart.begin(steps, ports: SimAdoptedStart(daemon: self))
         group(name, .taken)
     }
 
@@ -551,7 +590,12 @@ final class SimDaemon {
         if let b = batch, b.at <= now {
             batch = nil
             publishing.batchEnded()
-            for job in b.jobs { batchReports(job) }
+            let journal = world.spool.writeJournal(writer: incarnation, items: b.jobs.map {
+                (world.spec($0.item), machines[$0.item]?.attempts ?? 0, ledger.markerOnly[$0.item]?.state)
+            })
+            if crashesMidBatch(b.jobs, journal: journal) { return }
+            for job in b.jobs { batchReports(job, journal: journal) }
+            attachJournal(journal, jobs: b.jobs)
         }
         if let jobs = publishing.takeBatch(now: now) { batch = (now.addingTimeInterval(0.05), jobs) }
         for id in spaceQueue.release(now: now, fits: fits) { send(.spaceAvailable, to: id) }
@@ -605,6 +649,7 @@ final class SimDaemon {
 
     /// The item's transfer starts from its source.
     func startFetch(_ id: Int) {
+        world.spool.partOpened(world.spool.base(world.spec(id)))
         if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
         if world.store != nil, storeRoom.servedFromStore(id) { violation = "item \(id) fetches after it was published from the store" }
         if !world.reserveStaging(id) { noRoom.insert(id) }
@@ -671,7 +716,7 @@ final class SimDaemon {
                                         hasPartial: world.random.chanceMut(0.5), wantedSHA256: spec.digest)), to: id)
     }
 
-    private func batchReports(_ job: SimJob) {
+    private func batchReports(_ job: SimJob, journal: String) {
         let id = job.item
         // The publisher publishes every job its batch holds (the I/O queue runs the batch; only
         // its result goes to the item): a job of an item that ended meanwhile would publish a
@@ -681,9 +726,16 @@ final class SimDaemon {
             violation = "item \(id) ended (\(machines[id]?.phase.label ?? "forgotten")) while a batch held its job: the batch publishes it anyway"
             return
         }
-        if let fault = world.publish(id) {
+        if let file = ledger.markerOnly.removeValue(forKey: id)?.file {
+            // A recovery's marker-only job: the data is in place; its marker written, journaled.
+            if world.spool.markerWritten(world.spec(id), file: file, journal: journal) == false {
+                violation = "item \(id): a marker is written for \(file), which is not there"
+            }
+            send(.publishSucceeded(file: file, marker: file + ".done"), to: id)
+        } else if let fault = world.publish(id) {
             send(.publishFailed(fault, job: job), to: id)
         } else {
+            world.spool.published(world.spec(id), journal: journal)
             send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done"), to: id)
             storeIngest(id)
         }

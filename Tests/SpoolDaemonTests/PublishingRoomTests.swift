@@ -99,7 +99,7 @@ final class PublishingRoomTests: XCTestCase {
 
         // The batch's journal is tied to the request until its group ends (`JournalLedger`).
         XCTAssertEqual(record.request.journals.count, 1)
-        let journalName = try XCTUnwrap(record.request.journals.first?.file.name)
+        let journalName = try XCTUnwrap(record.request.journals.first)
         XCTAssertTrue(spool.names(in: "staging").contains(journalName))
     }
 

@@ -1,3 +1,4 @@
+import SpoolRequest
 import SpoolTransfer
 import XCTest
 

@@ -64,18 +64,8 @@ final class Intake {
         let index: RequestIndex
         /// For an adopted request, each item's first step, in file order; nil for a fresh one,
         /// whose items are all queued (no list for a fresh list of 100,000 URLs).
-        var recovered: [(record: ItemRecord, first: FirstStep)]?
-    }
-
-    /// An adopted item's first step, as its recovery decided.
-    enum FirstStep {
-        /// Queue it: afresh, or to resume its part.
-        case submit
-        /// It had ended already (published or failed).
-        case ended
-        /// Its data is staged and verified, or published without its marker: its job, in its
-        /// phase (`ItemLifecycle.State.publishing`), goes to the publisher.
-        case publish
+        /// Carried out by the core's `AdoptedStart`, as the simulator's workers carry theirs out.
+        var recovered: [(key: ItemRecord, first: FirstStep)]?
     }
 
     /// What became of a claimed request file.
@@ -124,7 +114,7 @@ final class Intake {
         // The operator cancelled the whole request before the crash (`recordCancel`): what would
         // be queued again ends cancelled, as its cancel had ended it.
         let cancelled = store.cancelRecord(of: claim) != nil
-        var steps: [(record: ItemRecord, first: FirstStep)] = []
+        var steps: [(key: ItemRecord, first: FirstStep)] = []
         steps.reserveCapacity(request.items.count)
         var confirmed: [ItemState] = []
         for record in request.items {

@@ -119,46 +119,16 @@ struct Recovery {
         return .schedule
     }
 
+    /// The facts, gathered by `RecoveryFacts.gather` from the disk (the simulator gathers them by
+    /// the same code from its simulated spool), and the part opened here, which a plan may carry on.
     private func gatherFacts(_ record: ItemRecord, deadStates: [String: ItemState]) -> (facts: RecoveryFacts, part: StagingFile?) {
-        let own = itsOwn(store.readState(record.base), record)
-        let journaled = itsOwn(deadStates[record.base], record)
-        var state = own ?? journaled
-        // A large body's `B.state` (phase running) is written when its response begins and stays
-        // until the group ends; the batch journal that published it is newer. When the item was
-        // published from the journal's part, that record wins (see `preferringPublished`).
-        if let own, own.phase == .running, let journaled { state = store.preferringPublished(own, journaled) }
-        let publishedFile = state.flatMap(store.publishedFile(of:))
         var part: StagingFile? = nil
         do { part = try store.openPartIfPresent(record.base) } catch {
             logger.warning("could not open a kept partial; starting the item over: \(error)", metadata: ["item": "\(record.id)"])
         }
-        let markerExists = publishedFile.map { store.hasMarker(ofPublished: $0) } ?? false
-        // Read the part only when it could be published again: rare (a crash between a batch's
-        // journal and its renames), and then worth one read of it.
-        var partSHA256: String? = nil
-        if publishedFile == nil, let state, state.phase == .ready || state.phase == .published, let marker = state.marker,
-           let part, part.size == marker.bytes, part.inode == state.inode {
-            partSHA256 = try? HashState.ofPrefix(fd: part.fd, length: part.size).hexDigest
-        }
-        let publishedFileExists = publishedFile.map { store.layout.final.exists($0) } ?? false
-        // A marker still to be written for a published file is written from the bytes in the final
-        // folder: hashed again (rare — a crash between a batch's renames and its markers, or a
-        // `markers: group` request whose group had not ended — and then worth one read).
-        var publishedSHA256: String? = nil
-        if let publishedFile, publishedFileExists, !markerExists, state?.marker != nil {
-            publishedSHA256 = store.sha256(ofPublished: publishedFile)
-        }
-        return (RecoveryFacts(state: state, partSize: part?.size, partInode: part?.inode, partSHA256: partSHA256,
-                              publishedFile: publishedFile,
-                              publishedMarkerExists: markerExists,
-                              publishedFileExists: publishedFileExists,
-                              markersPerItem: record.writesItemMarker, currentBoot: BootID.current,
-                              publishedSHA256: publishedSHA256), part)
-    }
-
-    /// The state if it is this item's (same request, same index), else nil.
-    private func itsOwn(_ state: ItemState?, _ record: ItemRecord) -> ItemState? {
-        guard let state, state.request == record.request.name, state.index == record.index else { return nil }
-        return state
+        let facts = RecoveryFacts.gather(request: record.request.name, index: record.index, base: record.base,
+                                         journaled: deadStates[record.base], part: part.map { ($0.size, $0.inode) },
+                                         markersPerItem: record.writesItemMarker, currentBoot: BootID.current, spool: store)
+        return (facts, part)
     }
 }

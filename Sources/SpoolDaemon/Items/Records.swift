@@ -17,8 +17,8 @@ final class RequestRecord {
     /// The daemon's `host:port` table, which its items' `hostID`s index.
     let hosts: HostTable
     var items: [ItemRecord] = []
-    /// Publish-batch journals that record items of this request (see `JournalLedger`).
-    var journals: [BatchJournal] = []
+    /// Names of the publish-batch journals that record items of this request (see `JournalKeeper`).
+    var journals: [String] = []
     /// Its items not ended yet, and its group end (the core's `GroupMachine`; its 32-bit count
     /// and the flag packed after it keep a one-item request's record in one 144-byte malloc chunk).
     var groupEnd: GroupMachine

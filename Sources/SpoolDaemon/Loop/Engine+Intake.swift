@@ -56,15 +56,7 @@ extension Engine {
             }
             let request = accepted.request
             if let recovered = accepted.recovered {
-                for (record, first) in recovered {
-                    switch first {
-                    case .submit: executor.send(.submitted, to: record)
-                    case .ended: executor.ports.ended(record)
-                    case .publish:
-                        items.table.note(record)
-                        if let job = record.lifecycle.state.job { publishing.enqueue(job) }
-                    }
-                }
+                AdoptedStart.begin(recovered, ports: AdoptedStartShell(engine: self))
             } else {
                 for record in request.items { executor.send(.submitted, to: record) }
             }
@@ -75,5 +67,17 @@ extension Engine {
             // sleeps once the turn is over.
             if groupEnds.executor.send(.taken, to: request, now: now)?.isEmpty ?? false { items.table.sleepAtTurnEnd(request) }
         }
+    }
+}
+
+/// The engine as the ports of an adopted request's start (`AdoptedStart`): an item queued through
+/// the executor, counted as ended through its shell, or its job handed to the publishing room.
+private struct AdoptedStartShell: AdoptedStartPorts {
+    unowned let engine: Engine
+    func submit(_ record: ItemRecord) { engine.executor.send(.submitted, to: record) }
+    func ended(_ record: ItemRecord) { engine.executor.ports.ended(record) }
+    func publish(_ record: ItemRecord) {
+        engine.items.table.note(record)
+        if let job = record.lifecycle.state.job { engine.publishing.enqueue(job) }
     }
 }

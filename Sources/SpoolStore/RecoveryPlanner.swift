@@ -1,50 +1,60 @@
 import Foundation
-import SpoolCore
-import SpoolStore
-import SpoolTransfer
+import SpoolRequest
 
 /// What the spool says about one item of an adopted request (a dead worker's, or this worker's
-/// from before a crash). Gathered from disk by `Recovery`; the planner itself does no I/O.
-struct RecoveryFacts: Equatable {
+/// from before a crash). Gathered by `RecoveryFacts.gather` through a `RecoverySpool` (the daemon's
+/// `Recovery` reads the disk, the simulator its simulated spool); the planner itself does no I/O.
+/// In SpoolStore, beside the records it reads, so that the daemon and the seeded simulator
+/// (SpoolCoreTests) recover with the one planner.
+public struct RecoveryFacts: Equatable {
     /// `staging/B.state`, else the item's entry in a dead worker's publish journal — only when it
     /// names this request and item. A resume state (phase running) gives way to a journal entry
     /// the item was published from, and of several journal entries that one wins
     /// (`SpoolStore.preferringPublished`).
-    var state: ItemState?
+    public var state: ItemState?
     /// Size of `staging/B.part`; nil when there is none.
-    var partSize: Int64?
+    public var partSize: Int64?
     /// Inode of `staging/B.part`: whether it is the part `state` describes, or one of a later
     /// attempt whose bytes nobody has verified against `state`'s marker.
-    let partInode: UInt64?
+    public let partInode: UInt64?
     /// SHA-256 of `staging/B.part`, read only when the part could be published again (it has the
     /// record's inode and the marker's size). The inode alone does not prove the part is the
     /// record's: a filesystem gives a freed inode to the next file at once (ext4 does), so a
     /// part of a later attempt can carry the number of the record's part, which died unlinked.
-    let partSHA256: String?
+    public let partSHA256: String?
     /// The data file in the final folder this item was published as: the state's `finalName`, else
     /// a file among `NAME`, `NAME-1`, … with the part's inode. nil when none is found.
-    var publishedFile: String?
+    public var publishedFile: String?
     /// `FINAL/publishedFile.done` exists.
-    var publishedMarkerExists: Bool
+    public var publishedMarkerExists: Bool
     /// `FINAL/publishedFile` exists (found by inode it does; named by a journal line it may be
     /// gone: a consumer took it).
-    let publishedFileExists: Bool
+    public let publishedFileExists: Bool
     /// The request writes per-file markers (`markers: item`). Under `markers: group` the data
     /// file found under its final name (by the journal's `finalName` or the part's inode) is
     /// itself the proof of publication: its data was durable before it was renamed there.
-    var markersPerItem = true
+    public var markersPerItem = true
     /// The boot this one is (`BootID.current`): a running state written in another boot holds
     /// only its synced prefix (`ItemState.syncedBytes`).
-    var currentBoot: String? = nil
+    public var currentBoot: String? = nil
     /// SHA-256 of `FINAL/publishedFile`, read only when a marker must still be written for it from
     /// the journal (its own `.done`, or its line in the group marker under `markers: group`): the
     /// digest in a marker is computed from the bytes published, and after a crash those are the
     /// bytes in the final folder, not the ones the journal once hashed. nil when unread or unreadable.
-    var publishedSHA256: String? = nil
+    public var publishedSHA256: String? = nil
+
+    public init(state: ItemState?, partSize: Int64?, partInode: UInt64?, partSHA256: String?, publishedFile: String?,
+                publishedMarkerExists: Bool, publishedFileExists: Bool, markersPerItem: Bool = true,
+                currentBoot: String? = nil, publishedSHA256: String? = nil) {
+        self.state = state; self.partSize = partSize; self.partInode = partInode; self.partSHA256 = partSHA256
+        self.publishedFile = publishedFile; self.publishedMarkerExists = publishedMarkerExists
+        self.publishedFileExists = publishedFileExists; self.markersPerItem = markersPerItem
+        self.currentBoot = currentBoot; self.publishedSHA256 = publishedSHA256
+    }
 }
 
 /// How to pick an adopted item up again (the "after a crash" column of the state table).
-enum RecoveryPlan: Equatable {
+public enum RecoveryPlan: Equatable {
     /// Nothing usable: remove its staging files and queue it afresh.
     case startOver
     /// Queue it; the next attempt resumes the kept part with `Range` + `If-Range`.
@@ -85,8 +95,8 @@ enum RecoveryPlan: Equatable {
 /// | running | otherwise | startOver |
 ///
 /// Attempts carry over in every plan but `startOver` of an item without a state.
-enum RecoveryPlanner {
-    static func plan(_ facts: RecoveryFacts) -> RecoveryPlan {
+public enum RecoveryPlanner {
+    public static func plan(_ facts: RecoveryFacts) -> RecoveryPlan {
         guard let state = facts.state else { return .startOver }
         switch state.phase {
         case .failed:
@@ -137,7 +147,7 @@ enum RecoveryPlanner {
     /// state was written in, as far as each was written (a killed process loses no write); in a
     /// later boot (a power cut), as far as each was synced (`[from, done, to, durable]`), and nil
     /// when none was. Only ranges in order after its prefix and within the part; nil otherwise.
-    static func keptRanges(_ facts: RecoveryFacts) -> [[Int64]]? {
+    public static func keptRanges(_ facts: RecoveryFacts) -> [[Int64]]? {
         guard let state = facts.state, state.phase == .running, state.segments != nil,
               let ranges = state.ranges, !ranges.isEmpty, let size = facts.partSize else { return nil }
         let sameBoot = state.bootID != nil && state.bootID == facts.currentBoot
