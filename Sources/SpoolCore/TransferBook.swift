@@ -55,7 +55,8 @@ public final class TransferBook<Ports: TransferBookPorts> {
 
     public let ports: Ports
     /// Items whose transfer is in the session, by key.
-    public private(set) var running: [Int: Record] = [:]
+    public var running: [Int: Record] { table }
+    @usableFromInline var table: [Int: Record] = [:]
 
     /// Bodies smaller than this are simply fetched again after a crash: no `B.state` is written
     /// when they begin.
@@ -65,24 +66,26 @@ public final class TransferBook<Ports: TransferBookPorts> {
 
     public init(ports: Ports) { self.ports = ports }
 
+    // Inlinable: SpoolDaemon specialises the book for its `TransferShell` (as `ItemExecutor`).
+
     /// The item's transfer is in the session now.
-    public func started(_ key: Int, _ record: Record) { running[key] = record }
+    @inlinable public func started(_ key: Int, _ record: Record) { table[key] = record }
 
     /// The item's transfer left the session with nothing for the book to decide (an upload's).
-    @discardableResult
-    public func forget(_ key: Int) -> Record? { running.removeValue(forKey: key) }
+    @inlinable @discardableResult
+    public func forget(_ key: Int) -> Record? { table.removeValue(forKey: key) }
 
     /// The transfer was taken out (pause, cancel, preemption, stop): its part keeps what it holds.
-    public func stopped(_ record: Record, _ report: Report) {
-        running.removeValue(forKey: report.key)
+    @inlinable public func stopped(_ record: Record, _ report: Report) {
+        table.removeValue(forKey: report.key)
         keep(record, report)
     }
 
     /// A transfer ended on its own: the part's step, then the end its machine is told, with its
     /// host's one answer. nil when the transfer is not the book's, or a hashed mirror's failure
     /// started the item again from its next source (`fallsThrough`).
-    public func ended(_ report: Report) -> (record: Record, end: TransferEnd)? {
-        guard let record = running.removeValue(forKey: report.key) else { return nil }
+    @inlinable public func ended(_ report: Report) -> (record: Record, end: TransferEnd)? {
+        guard let record = table.removeValue(forKey: report.key) else { return nil }
         keep(record, report)
         let held = ports.held(record)
         var end: TransferEnd
@@ -123,9 +126,9 @@ public final class TransferBook<Ports: TransferBookPorts> {
     /// staging name and (with a validator) its state at once — so even a `kill -9` leaves a part
     /// the next run resumes — and their hosts answered, except for a body that ends whole in the
     /// same turn (`endingWhole`): its host answers once, at its end.
-    public func bodiesBegan(_ starts: [BodyStart<Ports.Facts>], endingWhole: Set<Int>) {
+    @inlinable public func bodiesBegan(_ starts: [BodyStart<Ports.Facts>], endingWhole: Set<Int>) {
         for start in starts {
-            guard let record = running[start.key] else { continue }
+            guard let record = table[start.key] else { continue }
             ports.bodyBegan(record, etag: start.etag, lastModified: start.lastModified, restartedFromZero: start.restartedFromZero)
             let held = ports.held(record)
             let total = start.total ?? held.expectedBytes ?? Int64.max
@@ -140,9 +143,9 @@ public final class TransferBook<Ports: TransferBookPorts> {
     /// Large bodies reached a checkpoint (`--sync-every`): their state says how much of the
     /// part a resume may build on after a power cut. Only a body whose state was written when
     /// it began (named, with a validator) gets one.
-    public func checkpointsReached(_ checkpoints: [(key: Int, durableBytes: Int64)]) {
+    @inlinable public func checkpointsReached(_ checkpoints: [(key: Int, durableBytes: Int64)]) {
         for (key, durable) in checkpoints {
-            guard let record = running[key] else { continue }
+            guard let record = table[key] else { continue }
             let held = ports.held(record)
             guard held.hasStateFile, held.validator != nil, held.partOpen, held.partNamed else { continue }
             ports.writeResumeState(record, bytes: durable, synced: durable)
@@ -155,7 +158,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
     /// ranges (bytes past the prefix otherwise go); the response's validators only when its
     /// body went into the part — a 200 or 206 names the part's version, an error page's or a
     /// 416's validators must not become the next resume's `If-Range`.
-    public static func keepStep(_ report: Report) -> PartKeep {
+    @inlinable public static func keepStep(_ report: Report) -> PartKeep {
         let ofThePart = (report.status == 200 || report.status == 206) && (report.etag != nil || report.lastModified != nil)
         var step = PartKeep(bytes: report.bytesInOrder, etag: ofThePart ? report.etag : nil,
                             lastModified: ofThePart ? report.lastModified : nil, adoptsValidators: ofThePart)
@@ -164,7 +167,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
         return step
     }
 
-    private func keep(_ record: Record, _ report: Report) {
+    @usableFromInline func keep(_ record: Record, _ report: Report) {
         ports.transferLeft(record)
         ports.keep(record, Self.keepStep(report), hash: report.hash)
     }
@@ -172,7 +175,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
     /// A 416 to a resume says the part is whole when the server's total is the bytes it holds,
     /// and only if the answer is about the part's version: a server ignoring `If-Range` sized
     /// another version. The part's digest then, else nil.
-    private func wholePart(_ report: Report, _ held: PartHeld) -> String? {
+    @usableFromInline func wholePart(_ report: Report, _ held: PartHeld) -> String? {
         guard report.fault?.httpStatus == 416, let total = report.rangeTotal, total == report.bytesInOrder, let hash = report.hash,
               !answerContradicts(sent: held.validator, etag: report.etag, lastModified: report.lastModified) else { return nil }
         return ports.digest(hash)

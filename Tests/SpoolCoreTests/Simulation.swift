@@ -319,16 +319,11 @@ final class Simulation {
     /// Decided by the core's `SpaceRules` on the simulated filesystems, as `SpaceGate` decides on
     /// the real ones; the final folder, on a filesystem of its own, must be able to hold the body.
     func stagingAnswer(_ id: Int) -> SpaceAnswer {
-        let bytes = spec(id).bytes
-        let answer = SpaceRules.answer(needed: inStaging.contains(id) ? 0 : bytes, reserved: 0, on: [stagingSpace])
+        let bytes = size(id, version(id))
+        let answer = SpaceRules.answer(needed: inStaging[id] != nil ? 0 : bytes, reserved: 0, on: [stagingSpace])
         if case .never = answer { return answer }
         if let why = SpaceRules.never(bytes: bytes, on: finalSpace) { return .never(reason: why) }
         return answer
-    }
-
-    /// The shell's fact for a full disk: the body's length is larger than staging can ever hold.
-    func neverFitsStaging(_ id: Int) -> String? {
-        SpaceRules.never(bytes: spec(id).bytes, on: stagingSpace)
     }
 
     /// The simulated filesystems as the shell reads them.
@@ -342,21 +337,23 @@ final class Simulation {
 
     var finalFree: Int64 { finalCapacity - finalForeign - finalPublished }
 
-    /// Items whose part holds staging space (from their first start until they end).
-    private var inStaging: Set<Int> = []
+    /// Items whose part holds staging space (from their first start until they end), and how
+    /// much: the size of the resource's version when it first started.
+    private var inStaging: [Int: Int64] = [:]
 
     /// The part takes its body's space in staging; false (and nothing taken) when it does not
     /// fit: its writes will hit ENOSPC.
     func reserveStaging(_ id: Int) -> Bool {
-        if inStaging.contains(id) { return true }
-        guard stagingTaken + spec(id).bytes <= stagingCapacity else { return false }
-        inStaging.insert(id)
-        stagingTaken += spec(id).bytes
+        if inStaging[id] != nil { return true }
+        let bytes = size(id, version(id))
+        guard stagingTaken + bytes <= stagingCapacity else { return false }
+        inStaging[id] = bytes
+        stagingTaken += bytes
         return true
     }
 
     func releaseStaging(_ id: Int) {
-        if inStaging.remove(id) != nil { stagingTaken -= spec(id).bytes }
+        if let bytes = inStaging.removeValue(forKey: id) { stagingTaken -= bytes }
     }
 
     func stage(_ id: Int) { onDisk[id] = .staged }
