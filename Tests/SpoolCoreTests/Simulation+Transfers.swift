@@ -31,22 +31,34 @@ final class SimTransferItem {
     /// Its host's answers in this attempt, and those at its end.
     var answers = 0
     var endAnswers = 0
+    /// Its host paces it and said its refusal at the end costs no attempt (the scheduler's word).
+    var freeRefusal = false
+    /// A stopped segmented body's ranges past the prefix, on disk (the world's truth): the next
+    /// start must fetch only what is missing of them.
+    var rangesOnDisk: [[Int64]]?
 
     init(id: Int) { self.id = id }
 
     /// A start: a part without a validator to resume with starts from byte 0; kept ranges go
     /// into the transfer (as `TransferDriver.start`).
-    func begin() {
+    func begin() -> String? {
+        var broken: String? = nil
+        if let onDisk = rangesOnDisk, keptRanges != onDisk {
+            broken = "item \(id): its part holds the ranges \(onDisk) of a stopped segmented body; its start takes \(keptRanges.map { "\($0)" } ?? "none")"
+        }
+        rangesOnDisk = nil
         if bytes > 0 && etag == nil && lastModified == nil { bytes = 0; version = nil }
         resumeFrom = bytes
         ifRange = bytes > 0 ? etag : nil
         keptRanges = nil
         answers = 0
         endAnswers = 0
+        freeRefusal = false
         bodyTotal = 0
+        return broken
     }
 
-    func discard() { bytes = 0; version = nil; etag = nil; lastModified = nil; keptRanges = nil }
+    func discard() { bytes = 0; version = nil; etag = nil; lastModified = nil; keptRanges = nil; rangesOnDisk = nil }
 }
 
 /// The running hash of a simulated part: which version's bytes, how many.
@@ -106,7 +118,8 @@ final class SimTransferPorts: TransferBookPorts {
         guard ended else { return false }
         item.endAnswers += 1
         if facts.status == 429 || facts.status == 503 {
-            return daemon.scheduler.hostRefused(host, now: world.now, retryAfter: facts.retryAfter)
+            item.freeRefusal = daemon.scheduler.hostRefused(host, now: world.now, retryAfter: facts.retryAfter)
+            return item.freeRefusal
         }
         if facts.status >= 200 && facts.status < 400 { daemon.scheduler.hostAnsweredRequest(host, now: world.now) }
         return false
@@ -264,7 +277,9 @@ extension SimDaemon {
     /// The book decides the end; the machine is told; the part checked against the world.
     private func end(_ item: SimTransferItem, _ report: Report) {
         transfers.removeValue(forKey: item.id)
+        let attempts = machines[item.id]?.attempts ?? 0
         guard let (_, end) = book.ended(report) else { return }
+        if let kept = report.keptRanges, report.partOpen { item.rangesOnDisk = kept }
         let expected = end.outage || end.fault?.cancelled == true ? 0 : 1
         if item.endAnswers != expected {
             violation = "item \(item.id): its host answered \(item.endAnswers) times at the transfer's end (\(expected) expected)"
@@ -274,6 +289,11 @@ extension SimDaemon {
         }
         send(.transferEnded(end), to: item.id)
         checkPart(item)
+        // A paced host's refusal costs no attempt (while the item is within its resource timeout).
+        if item.freeRefusal, let machine = machines[item.id], !machine.phase.hasEnded,
+           world.now.timeIntervalSince(machine.firstQueued) < policy.resourceTimeout, machine.attempts != attempts - 1 {
+            violation = "item \(item.id): a paced host's refusal cost an attempt (\(attempts) before, \(machine.attempts) after)"
+        }
     }
 
     /// The book's running map holds exactly the transfers in flight.

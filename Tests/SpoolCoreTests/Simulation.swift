@@ -613,7 +613,7 @@ final class SimDaemon {
         if !world.reserveStaging(id) { noRoom.insert(id) }
         let item = parts[id] ?? SimTransferItem(id: id)
         parts[id] = item
-        item.begin()
+        if let broken = item.begin() { violation = broken }
         book.started(id, item)
         send(.partOpened(SimPart(item: id)), to: id)
         transfers[id] = world.now.addingTimeInterval(0.1 + Double(world.random.belowMut(600)) / 10)
