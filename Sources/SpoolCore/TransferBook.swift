@@ -18,6 +18,9 @@ public protocol TransferBookPorts: AnyObject {
     func transferLeft(_ record: Record)
     /// What the item holds, read after the part's step.
     func held(_ record: Record) -> PartHeld
+    /// What a `too-large` failure's message gets appended (the limit came from
+    /// `expected-bytes` × slack); asked only for that failure.
+    func tooLargeHint(_ record: Record) -> String?
     /// The hex sha256 of the bytes `hash` covers.
     func digest(_ hash: Hash) -> String
     /// A 304 answered a conditional fetch (`on-exists: skip-unchanged`): the existing file, when
@@ -94,7 +97,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
         } else if let fault = report.fault {
             end = TransferEnd(fault: fault, retryAfter: report.retryAfter, hasPartial: report.bytesInOrder > 0,
                               wholePartialSHA256: wholePart(report, held), wantedSHA256: held.wantedSHA256,
-                              tooLargeHint: fault.tooLarge ? held.tooLargeHint : nil, outage: report.outage)
+                              tooLargeHint: fault.tooLarge ? ports.tooLargeHint(record) : nil, outage: report.outage)
             if fault.diskFull {
                 // Cut for room before (or, of unknown length, while) writing its body: a body that
                 // waits is waited for with the size its headers gave (else 1 MiB more than it

@@ -105,9 +105,8 @@ public struct PartKeep: Sendable, Hashable {
 public struct PartHeld: Sendable, Hashable {
     /// The `If-Range` its part's bytes would be resumed with (nil: none).
     public var validator: String?
-    /// The request's `sha256:` and the hint a `too-large` failure's message gets.
+    /// The request's `sha256:`.
     public var wantedSHA256: String?
-    public var tooLargeHint: String?
     /// The size the request announced (`expected-bytes`).
     public var expectedBytes: Int64?
     /// A `B.state` was written for it; its part has its staging name.
@@ -116,9 +115,9 @@ public struct PartHeld: Sendable, Hashable {
     /// A part is open for it.
     public var partOpen: Bool
 
-    public init(validator: String? = nil, wantedSHA256: String? = nil, tooLargeHint: String? = nil, expectedBytes: Int64? = nil,
+    public init(validator: String? = nil, wantedSHA256: String? = nil, expectedBytes: Int64? = nil,
                 hasStateFile: Bool = false, partNamed: Bool = false, partOpen: Bool = true) {
-        self.validator = validator; self.wantedSHA256 = wantedSHA256; self.tooLargeHint = tooLargeHint
+        self.validator = validator; self.wantedSHA256 = wantedSHA256
         self.expectedBytes = expectedBytes; self.hasStateFile = hasStateFile; self.partNamed = partNamed
         self.partOpen = partOpen
     }

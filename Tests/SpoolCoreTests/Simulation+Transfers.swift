@@ -94,6 +94,8 @@ final class SimTransferPorts: TransferBookPorts {
 
     /// A whole version's digest (the one a request's `sha256:` names for version 0), else one
     /// that names what the bytes are: the publish invariant refuses those.
+    func tooLargeHint(_ item: SimTransferItem) -> String? { nil }
+
     func digest(_ hash: SimHash) -> String {
         guard let v = hash.version, hash.bytes == world.size(hash.id, v) else {
             return "partial-\(hash.id)-v\(hash.version ?? -1)-\(hash.bytes)"

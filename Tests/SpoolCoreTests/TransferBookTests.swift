@@ -8,7 +8,7 @@ import XCTest
 final class TransferBookTests: XCTestCase {
     /// The fake ports: an item's part as plain fields, and every call written down.
     final class Item {
-        var held = PartHeld(validator: "\"v1\"", wantedSHA256: "want", tooLargeHint: " (hint)", expectedBytes: nil,
+        var held = PartHeld(validator: "\"v1\"", wantedSHA256: "want", expectedBytes: nil,
                             hasStateFile: false, partNamed: false, partOpen: true)
         var steps: [PartKeep] = []
         var hashes: [String?] = []
@@ -33,6 +33,7 @@ final class TransferBookTests: XCTestCase {
         func keep(_ r: Item, _ step: PartKeep, hash: String?) { r.steps.append(step); r.hashes.append(hash) }
         func transferLeft(_ r: Item) { left += 1 }
         func held(_ r: Item) -> PartHeld { r.held }
+        func tooLargeHint(_ r: Item) -> String? { " (hint)" }
         func digest(_ hash: String) -> String { "digest(\(hash))" }
         func unchanged(_ r: Item) -> UnchangedFile? { unchangedFile }
         func neverFits(body: Int64?) -> String? { neverAsked.append(body); return never }

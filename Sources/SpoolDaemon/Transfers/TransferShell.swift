@@ -44,10 +44,11 @@ final class TransferShell: TransferBookPorts {
 
     func held(_ record: ItemRecord) -> PartHeld {
         let part = record.part
-        return PartHeld(validator: record.validator, wantedSHA256: record.loaded?.sha256,
-                        tooLargeHint: record.loaded.flatMap(driver.requests.tooLargeHint), expectedBytes: record.expectedBytes,
+        return PartHeld(validator: record.validator, wantedSHA256: record.loaded?.sha256, expectedBytes: record.expectedBytes,
                         hasStateFile: record.hasStateFile, partNamed: part?.isNamed ?? false, partOpen: part != nil)
     }
+
+    func tooLargeHint(_ record: ItemRecord) -> String? { record.loaded.flatMap(driver.requests.tooLargeHint) }
 
     func digest(_ hash: HashState) -> String { hash.hexDigest }
 
