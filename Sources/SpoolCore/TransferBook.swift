@@ -12,10 +12,9 @@ public protocol TransferBookPorts: AnyObject {
     /// The running hash of a part's bytes.
     associatedtype Hash
 
-    /// The part's step at a transfer's end or stop (`PartKeep`), with the hash of its bytes.
+    /// The item's transfer left the session (what was kept about it while it ran, its
+    /// segments, goes), and the part's step (`PartKeep`), with the hash of its bytes.
     func keep(_ record: Record, _ step: PartKeep, hash: Hash?)
-    /// The item's transfer left the session: what was kept about it while it ran (its segments) goes.
-    func transferLeft(_ record: Record)
     /// What the item holds, read after the part's step.
     func held(_ record: Record) -> PartHeld
     /// What a `too-large` failure's message gets appended (the limit came from
@@ -81,7 +80,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
     /// The transfer was taken out (pause, cancel, preemption, stop): its part keeps what it holds.
     @inlinable public func stopped(_ record: Record, _ report: Report) {
         table.removeValue(forKey: report.key)
-        keep(record, report)
+        ports.keep(record, PartKeep(report), hash: report.hash)
     }
 
     /// A transfer ended on its own: the part's step, then the end its machine is told, with its
@@ -89,7 +88,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
     /// started the item again from its next source (`fallsThrough`).
     @inlinable public func ended(_ report: Report) -> (record: Record, end: TransferEnd)? {
         guard let record = table.removeValue(forKey: report.key) else { return nil }
-        keep(record, report)
+        ports.keep(record, PartKeep(report), hash: report.hash)
         let held = ports.held(record)
         var end: TransferEnd
         if report.fault?.httpStatus == 304, let unchanged = ports.unchanged(record) {
@@ -155,25 +154,7 @@ public final class TransferBook<Ports: TransferBookPorts> {
         }
     }
 
-    // MARK: The rules
-
-    /// What the part keeps: the bytes in order with their hash; a stopped segmented transfer's
-    /// ranges (bytes past the prefix otherwise go); the response's validators only when its
-    /// body went into the part — a 200 or 206 names the part's version, an error page's or a
-    /// 416's validators must not become the next resume's `If-Range`.
-    @inlinable public static func keepStep(_ report: Report) -> PartKeep {
-        let ofThePart = (report.status == 200 || report.status == 206) && (report.etag != nil || report.lastModified != nil)
-        var step = PartKeep(bytes: report.bytesInOrder, etag: ofThePart ? report.etag : nil,
-                            lastModified: ofThePart ? report.lastModified : nil, adoptsValidators: ofThePart)
-        if let kept = report.keptRanges, !kept.isEmpty, report.partOpen { step.ranges = kept }
-        else { step.cutBack = report.partHasMore && report.partOpen }
-        return step
-    }
-
-    @usableFromInline func keep(_ record: Record, _ report: Report) {
-        ports.transferLeft(record)
-        ports.keep(record, Self.keepStep(report), hash: report.hash)
-    }
+    // MARK: The rules (and `PartKeep.init(_:)`, the part's step)
 
     /// A 416 to a resume says the part is whole when the server's total is the bytes it holds,
     /// and only if the answer is about the part's version: a server ignoring `If-Range` sized

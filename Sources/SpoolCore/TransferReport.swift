@@ -40,6 +40,8 @@ public struct TransferReport<Facts, Hash> {
     /// The adapter's own facts of the response (the host's answer reads them).
     public var facts: Facts
 
+    // Transparent, as the other plain-data steps of the walk (inlined in debug builds too).
+    @_transparent
     public init(key: Int, fault: TransferFault?, status: Int, sha256: String? = nil, bytesInOrder: Int64, hash: Hash?,
                 etag: String? = nil, lastModified: String? = nil, rangeTotal: Int64? = nil, contentLength: Int64? = nil,
                 retryAfter: Double? = nil, keptRanges: [[Int64]]? = nil, partHasMore: Bool = false, noRoom: NoRoom? = nil,
@@ -94,10 +96,27 @@ public struct PartKeep: Sendable, Hashable {
     /// Bytes past `bytes` are cut off (ranges nothing may build on).
     public var cutBack: Bool
 
+    @_transparent
     public init(bytes: Int64, etag: String? = nil, lastModified: String? = nil, adoptsValidators: Bool = false,
                 ranges: [[Int64]]? = nil, cutBack: Bool = false) {
         self.bytes = bytes; self.etag = etag; self.lastModified = lastModified
         self.adoptsValidators = adoptsValidators; self.ranges = ranges; self.cutBack = cutBack
+    }
+}
+
+extension PartKeep {
+    /// What the part keeps of a transfer that ended or stopped: the bytes in order with their
+    /// hash; a stopped segmented transfer's ranges (bytes past the prefix otherwise go); the
+    /// response's validators only when its body went into the part — a 200 or 206 names the
+    /// part's version, an error page's or a 416's validators must not become the next resume's
+    /// `If-Range`. `TransferBook`'s rule, a plain-data step (transparent: no call in the walk).
+    @_transparent
+    public init<Facts, Hash>(_ report: TransferReport<Facts, Hash>) {
+        let ofThePart = (report.status == 200 || report.status == 206) && (report.etag != nil || report.lastModified != nil)
+        self.init(bytes: report.bytesInOrder, etag: ofThePart ? report.etag : nil,
+                  lastModified: ofThePart ? report.lastModified : nil, adoptsValidators: ofThePart)
+        if let kept = report.keptRanges, !kept.isEmpty, report.partOpen { ranges = kept }
+        else { cutBack = report.partHasMore && report.partOpen }
     }
 }
 
@@ -115,6 +134,7 @@ public struct PartHeld: Sendable, Hashable {
     /// A part is open for it.
     public var partOpen: Bool
 
+    @_transparent
     public init(validator: String? = nil, wantedSHA256: String? = nil, expectedBytes: Int64? = nil,
                 hasStateFile: Bool = false, partNamed: Bool = false, partOpen: Bool = true) {
         self.validator = validator; self.wantedSHA256 = wantedSHA256

@@ -84,8 +84,6 @@ final class SimTransferPorts: TransferBookPorts {
         if let ranges = step.ranges { item.keptRanges = ranges }
     }
 
-    func transferLeft(_ item: SimTransferItem) {}
-
     func held(_ item: SimTransferItem) -> PartHeld {
         let spec = world.spec(item.id)
         return PartHeld(validator: item.etag ?? item.lastModified, wantedSHA256: spec.digest,

@@ -30,8 +30,7 @@ final class TransferBookTests: XCTestCase {
         var states: [(bytes: Int64, synced: Int64)] = []
         var left = 0
 
-        func keep(_ r: Item, _ step: PartKeep, hash: String?) { r.steps.append(step); r.hashes.append(hash) }
-        func transferLeft(_ r: Item) { left += 1 }
+        func keep(_ r: Item, _ step: PartKeep, hash: String?) { left += 1; r.steps.append(step); r.hashes.append(hash) }
         func held(_ r: Item) -> PartHeld { r.held }
         func tooLargeHint(_ r: Item) -> String? { " (hint)" }
         func digest(_ hash: String) -> String { "digest(\(hash))" }

@@ -27,6 +27,7 @@ final class TransferShell: TransferBookPorts {
     init(driver: TransferDriver) { self.driver = driver }
 
     func keep(_ record: ItemRecord, _ step: PartKeep, hash: HashState?) {
+        driver.states.transferEnded(record.key)
         record.partKept(bytes: step.bytes, hash: hash,
                         validators: step.adoptsValidators ? (step.etag, step.lastModified) : nil)
         if let ranges = step.ranges {
@@ -40,7 +41,6 @@ final class TransferShell: TransferBookPorts {
         }
     }
 
-    func transferLeft(_ record: ItemRecord) { driver.states.transferEnded(record.key) }
 
     func held(_ record: ItemRecord) -> PartHeld {
         let part = record.part
@@ -64,8 +64,12 @@ final class TransferShell: TransferBookPorts {
         return true
     }
 
+    /// `Hosts.answered`; a host reachable again changes the status report.
     func hostAnswered(_ record: ItemRecord, _ facts: ResponseFacts, ended: Bool) -> Bool {
-        engine?.hostAnswered(record, facts, ended: ended) ?? false
+        guard let engine else { return false }
+        let answer = engine.hosts.answered(record, facts, ended: ended, now: Date())
+        if answer.reachableAgain { engine.operators.status.dirty = true }
+        return answer.free
     }
 
     func bodyBegan(_ record: ItemRecord, etag: String?, lastModified: String?, restartedFromZero: Bool) {
@@ -90,7 +94,7 @@ extension TransferReport where Facts == ResponseFacts, Hash == HashState {
     /// The book's facts of a download's outcome. `failure`: the outcome's, as the driver names it
     /// (a client certificate's failure names its credentials file); `partOpen`: the part the
     /// transfer wrote is still open.
-    init(_ outcome: TransferOutcome, failure: TransferFailure?, partOpen: Bool) {
+    @_transparent init(_ outcome: TransferOutcome, failure: TransferFailure?, partOpen: Bool) {
         let facts = outcome.facts
         var noRoom: NoRoom? = nil
         if case .noRoom(let never, let why)? = failure { noRoom = never ? .never(why) : .later }
