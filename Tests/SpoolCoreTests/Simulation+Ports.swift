@@ -94,6 +94,12 @@ final class SimItemPorts: ItemPorts {
         daemon.hitReads.removeValue(forKey: id)
         daemon.transfers.removeValue(forKey: id)
         daemon.refreshes.removeValue(forKey: id)
+        // Taken out of the session: the part keeps what it holds (`TransferBook.stopped`).
+        if let item = daemon.book.running[id] {
+            daemon.book.stopped(item, TransferReport(key: id, fault: nil, status: 0, bytesInOrder: item.bytes,
+                                                     hash: SimHash(id: id, version: item.version, bytes: item.bytes),
+                                                     partOpen: part != nil, facts: SimFacts(status: 0)))
+        }
     }
 
     // The simulated spool has one source per item; its resume state is a file (Simulation+Spool.swift).
@@ -116,6 +122,8 @@ final class SimItemPorts: ItemPorts {
     // MARK: Publishing
 
     func publish(_ id: Int, sha256: String, part: SimPart?) -> SimJob? {
+        // What is published is one whole version of the resource (`SimTransferPorts.digest`).
+        if sha256.hasPrefix("partial-") { daemon.violation = "item \(id) publishes a part that is no whole version: \(sha256)" }
         world.stage(id)
         world.spool.verified(world.spec(id), sha256: sha256)
         let job = SimJob(item: id)
@@ -133,7 +141,10 @@ final class SimItemPorts: ItemPorts {
 
     // MARK: The item's files and its ending
 
-    func discardPartial(_ id: Int) { world.spool.discardPart(world.spool.base(world.spec(id))) }
+    func discardPartial(_ id: Int) {
+        world.spool.discardPart(world.spool.base(world.spec(id)))
+        daemon.parts[id]?.discard()
+    }
     func keepPartialForRetry(_ id: Int) {}
 
     func failed(_ id: Int, _ failure: ItemFailed, wasPublishing: Bool) {
@@ -141,6 +152,8 @@ final class SimItemPorts: ItemPorts {
         if wasPublishing { daemon.publishing.drop { $0.item == id } }
         daemon.transfers.removeValue(forKey: id)
         daemon.refreshes.removeValue(forKey: id)
+        daemon.book.forget(id)
+        daemon.parts.removeValue(forKey: id)
         world.releaseStaging(id)
         world.recordFailure(id, failure)
     }
@@ -148,6 +161,7 @@ final class SimItemPorts: ItemPorts {
     func ended(_ id: Int) {
         portCall {
             world.releaseStaging(id)
+            daemon.parts.removeValue(forKey: id)
             daemon.itemEnded(id)
         }
     }

@@ -96,6 +96,8 @@ final class Simulation {
     private var incarnations = 0
     /// The spool's files (Simulation+Spool.swift): what a recovery after a kill reads.
     let spool = SimSpool()
+    /// Each item's resource version now (absent: 0), replaced now and then (Simulation+Transfers.swift).
+    var versions: [Int: Int] = [:]
 
     init(seed: UInt64, settings: Settings = Settings()) {
         rng = SimRandom(seed: seed)
@@ -329,16 +331,11 @@ final class Simulation {
     /// Decided by the core's `SpaceRules` on the simulated filesystems, as `SpaceGate` decides on
     /// the real ones; the final folder, on a filesystem of its own, must be able to hold the body.
     func stagingAnswer(_ id: Int) -> SpaceAnswer {
-        let bytes = spec(id).bytes
-        let answer = SpaceRules.answer(needed: inStaging.contains(id) ? 0 : bytes, reserved: 0, on: [stagingSpace])
+        let bytes = size(id, version(id))
+        let answer = SpaceRules.answer(needed: inStaging[id] != nil ? 0 : bytes, reserved: 0, on: [stagingSpace])
         if case .never = answer { return answer }
         if let why = SpaceRules.never(bytes: bytes, on: finalSpace) { return .never(reason: why) }
         return answer
-    }
-
-    /// The shell's fact for a full disk: the body's length is larger than staging can ever hold.
-    func neverFitsStaging(_ id: Int) -> String? {
-        SpaceRules.never(bytes: spec(id).bytes, on: stagingSpace)
     }
 
     /// The simulated filesystems as the shell reads them.
@@ -352,21 +349,23 @@ final class Simulation {
 
     var finalFree: Int64 { finalCapacity - finalForeign - finalPublished }
 
-    /// Items whose part holds staging space (from their first start until they end).
-    private var inStaging: Set<Int> = []
+    /// Items whose part holds staging space (from their first start until they end), and how
+    /// much: the size of the resource's version when it first started.
+    private var inStaging: [Int: Int64] = [:]
 
     /// The part takes its body's space in staging; false (and nothing taken) when it does not
     /// fit: its writes will hit ENOSPC.
     func reserveStaging(_ id: Int) -> Bool {
-        if inStaging.contains(id) { return true }
-        guard stagingTaken + spec(id).bytes <= stagingCapacity else { return false }
-        inStaging.insert(id)
-        stagingTaken += spec(id).bytes
+        if inStaging[id] != nil { return true }
+        let bytes = size(id, version(id))
+        guard stagingTaken + bytes <= stagingCapacity else { return false }
+        inStaging[id] = bytes
+        stagingTaken += bytes
         return true
     }
 
     func releaseStaging(_ id: Int) {
-        if inStaging.remove(id) != nil { stagingTaken -= spec(id).bytes }
+        if let bytes = inStaging.removeValue(forKey: id) { stagingTaken -= bytes }
     }
 
     func stage(_ id: Int) { onDisk[id] = .staged }
@@ -504,7 +503,11 @@ final class SimDaemon {
     var violation: String?
     var refreshes: [Int: Date] = [:]
     /// Running items whose part found no room in staging: their transfer ends with ENOSPC.
-    private var noRoom: Set<Int> = []
+    var noRoom: Set<Int> = []
+    /// The daemon's own transfer bookkeeping (`TransferBook`), over this worker's simulated parts
+    /// (Simulation+Transfers.swift); `parts`: every item's part, kept between attempts.
+    lazy var book = TransferBook(ports: SimTransferPorts(daemon: self))
+    var parts: [Int: SimTransferItem] = [:]
 
     init(world: Simulation, name: String) {
         self.world = world
@@ -585,7 +588,7 @@ final class SimDaemon {
         }
         for (id, at) in transfers.sorted(by: { $0.key < $1.key }) where at <= now {
             transfers.removeValue(forKey: id)
-            transferReports(id)
+            transferEnds(id)
         }
         if let b = batch, b.at <= now {
             batch = nil
@@ -653,6 +656,10 @@ final class SimDaemon {
         if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
         if world.store != nil, storeRoom.servedFromStore(id) { violation = "item \(id) fetches after it was published from the store" }
         if !world.reserveStaging(id) { noRoom.insert(id) }
+        let item = parts[id] ?? SimTransferItem(id: id)
+        parts[id] = item
+        if let broken = item.begin() { violation = broken }
+        book.started(id, item)
         send(.partOpened(SimPart(item: id)), to: id)
         transfers[id] = world.now.addingTimeInterval(0.1 + Double(world.random.belowMut(600)) / 10)
     }
@@ -673,47 +680,6 @@ final class SimDaemon {
     /// Hands the request's group machine an event; its effects carried out by the executor.
     private func group(_ name: String, _ event: GroupMachine.Event) {
         groupEnds.send(event, to: name, now: world.now)
-    }
-
-    /// A transfer reports: its outcome drawn from the seed, faults or not.
-    private func transferReports(_ id: Int) {
-        let spec = world.spec(id)
-        if world.isDown(spec.host) {
-            send(.transferEnded(TransferEnd(fault: TransferFault(code: "connect", description: "connection refused", isTransient: true),
-                                            hasPartial: false, outage: true)), to: id)
-            return
-        }
-        scheduler.hostReachable(spec.host)
-        if noRoom.remove(id) != nil {
-            var end = TransferEnd(fault: TransferFault(code: "disk-full", description: "ENOSPC in staging", isTransient: true,
-                                                       diskFull: true), hasPartial: true)
-            end.neverFits = world.neverFitsStaging(id)
-            send(.transferEnded(end), to: id)
-            return
-        }
-        var digest = spec.digest ?? "sha-\(id)"
-        guard world.faultsOn else {
-            send(.transferEnded(TransferEnd(fault: nil, sha256: digest, hasPartial: true, wantedSHA256: spec.digest)), to: id)
-            return
-        }
-        // A body of another digest than the request's `sha256:` (drawn aside: only store seeds have one).
-        if spec.digest != nil, world.sideChance(0.05, "body \(id) \(world.trace.count)") { digest = "other-\(id)" }
-        let fault: TransferFault?
-        var retryAfter: Double? = nil
-        switch world.random.belowMut(20) {
-        case 0: fault = TransferFault(code: "http-status", description: "HTTP status 500", httpStatus: 500, isTransient: true)
-        case 1: fault = TransferFault(code: "http-status", description: "HTTP status 404", httpStatus: 404, movesToNextSource: true)
-        case 2:
-            fault = TransferFault(code: "http-status", description: "HTTP status 429", httpStatus: 429, isTransient: true)
-            retryAfter = Double(world.random.belowMut(30))
-        case 3: fault = TransferFault(code: "transfer", description: "connection cut", isTransient: true)
-        case 4: fault = TransferFault(code: "disk-full", description: "ENOSPC", isTransient: true, diskFull: true)
-        case 5: fault = TransferFault(code: "resource-changed", description: "the resource changed", isTransient: true, discardsPartial: true)
-        case 6: fault = TransferFault(code: "http-status", description: "HTTP status 410", httpStatus: 410)
-        default: fault = nil
-        }
-        send(.transferEnded(TransferEnd(fault: fault, sha256: fault == nil ? digest : nil, retryAfter: retryAfter,
-                                        hasPartial: world.random.chanceMut(0.5), wantedSHA256: spec.digest)), to: id)
     }
 
     private func batchReports(_ job: SimJob, journal: String) {
@@ -768,6 +734,7 @@ final class SimDaemon {
             }
             if !ok { throw SimulationError("item \(id) in phase \(machine.phase.label) has no exit") }
         }
+        try checkTransferBook()
         for outage in scheduler.hostOutages where scheduler.itemCount(ofHost: outage.hostKey) == 0 {
             throw SimulationError("host \(outage.hostKey) is held unreachable with no item that needs it")
         }

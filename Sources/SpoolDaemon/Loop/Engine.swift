@@ -103,6 +103,7 @@ public final class Engine {
         driver = try TransferDriver(configuration: configuration, store: store, logger: logger)
         wakeTarget.set(driver.session.waker)
         driver.session.room.rules = BodyRoomAnswers(space: space, driver: driver)
+        driver.book.ports.engine = self
         let inbox = self.inbox
         driver.contentStore = try ContentStoreRoom.open(configuration, spool: layout, worker: status.workerName, metrics: counts,
                                                  post: { inbox.post($0) }, logger: logger)
@@ -124,16 +125,17 @@ public final class Engine {
                 beginStop(reason: "libcurl failed")
                 ended = []
             }
-            // A body that began and ended within this turn is answered once, at its end (with
-            // the facts the beginning had too).
             // The session's lists are taken here, and a room is asked only when one holds
-            // something: most turns begin no body and reach no checkpoint.
-            var endedWhole: Set<Int> = []
-            for outcome in ended where outcome.failure == nil { endedWhole.insert(outcome.key) }
+            // something: most turns begin no body and reach no checkpoint. What each start, end
+            // and checkpoint decides (the part, the end the machine is told, resume states, the
+            // host's one answer) is the driver's `TransferBook`'s.
             let starts = driver.session.takeBodyStarts()
             let anyStarts = !starts.isEmpty
             if anyStarts {
-                for (record, facts) in driver.bodiesBegan(starts) where !endedWhole.contains(record.key) { hostAnswered(record, facts) }
+                // A body that began and ends whole within this turn is answered once, at its end.
+                var endingWhole: Set<Int> = []
+                for outcome in ended where outcome.failure == nil { endingWhole.insert(outcome.key) }
+                driver.bodiesBegan(starts, endingWhole: endingWhole)
             }
             let checkpoints = driver.session.takeCheckpoints()
             let anyCheckpoints = !checkpoints.isEmpty
@@ -141,16 +143,7 @@ public final class Engine {
             let hostsChanged = driver.session.hasSegmentWork && hosts.tendSegments(driver, now: Date())
             if hostsChanged { operators.status.dirty = true }
             for outcome in ended {
-                guard case (let record, var end)? = driver.ended(outcome) else { continue }
-                if let (next, credentials) = driver.contentStore?.fallThrough(record, end) {
-                    if endedWhole.contains(outcome.key) { hostAnswered(record, outcome.facts) }
-                    fetchAgain(record, hashedMirror: next, credentials: credentials)
-                    continue
-                }
-                if end.fault?.diskFull == true {
-                    end.neverFits = end.neverFits ?? space.never(body: outcome.facts.rangeTotal ?? outcome.facts.contentLength)
-                }
-                if !end.outage && end.fault?.cancelled != true { end.pacedRefusal = hostAnswered(record, outcome.facts, ended: true) }
+                guard let (record, end) = driver.ended(outcome) else { continue }
                 executor.send(.transferEnded(end), to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { operators.status.dirty = true }

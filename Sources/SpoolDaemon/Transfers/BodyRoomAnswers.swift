@@ -9,8 +9,6 @@ final class BodyRoomAnswers: BodyRoomRules {
     private let space: SpaceGate
     /// The driver owns the session, which holds this: unowned, or the three never go.
     private unowned let driver: TransferDriver
-    /// A body of unknown length cut for room waits until this much more than it holds is free.
-    static let unsizedStep: Int64 = 1 << 20
 
     init(space: SpaceGate, driver: TransferDriver) {
         self.space = space

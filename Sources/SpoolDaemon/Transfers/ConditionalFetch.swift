@@ -6,7 +6,7 @@ import SpoolTransfer
 
 /// `on-exists: skip-unchanged`: a fresh transfer asks with the existing file's validators, and a
 /// 304 ends the item with that file instead of publishing a new one. A value asked by
-/// `TransferRequests` (the question) and `TransferDriver.ended` (the answer); the running phase's
+/// `TransferRequests` (the question) and `TransferBook.ended` (the answer, through `TransferShell`); the running phase's
 /// attempt keeps which marker was asked on, so it holds no state of its own.
 struct ConditionalFetch {
     let store: SpoolStore
@@ -30,10 +30,10 @@ struct ConditionalFetch {
         return headers
     }
 
-    /// The existing file, when the transfer asked conditionally and the server answered 304; the
-    /// empty part is removed then (there is nothing to publish).
-    func notModified(_ record: ItemRecord, _ outcome: TransferOutcome) -> UnchangedFile? {
-        guard let previous = record.attempt?.previousMarker, case .httpStatus(304) = outcome.failure else { return nil }
+    /// The existing file, when the transfer asked conditionally (the server answered 304:
+    /// `TransferBook` asks only then); the empty part is removed then (there is nothing to publish).
+    func notModified(_ record: ItemRecord) -> UnchangedFile? {
+        guard let previous = record.attempt?.previousMarker else { return nil }
         record.partDiscarded()
         store.removePart(record.base)
         record.notePublished(previous)

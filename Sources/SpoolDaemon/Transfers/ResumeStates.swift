@@ -40,17 +40,11 @@ final class ResumeStates {
         segmentStateWritten.removeValue(forKey: key)
     }
 
-    /// A large body began: its part gets its staging name now, resumable or not (a crash must
-    /// not lose it unseen, and `ls staging/` shows it), and, with a validator, its state — whose
-    /// prefix up to `synced` (where a resume's range began) was synced when it started.
-    func bodyBegan(_ record: ItemRecord, _ part: StagingFile, synced: Int64) {
-        guard nameForResume(record, part), record.validator != nil else { return }
-        write(record, runningState(record, part, bytes: 0, synced: synced))
-    }
-
-    /// A checkpoint: `durable` bytes of the part are synced.
-    func checkpoint(_ record: ItemRecord, _ part: StagingFile, durable: Int64) {
-        write(record, runningState(record, part, bytes: durable, synced: durable))
+    /// A `B.state` in phase running for a transfer that runs: `bytes` of its part, `synced` of
+    /// them synced. When it is written (a large body's start, a checkpoint) is `TransferBook`'s
+    /// decision.
+    func writeRunning(_ record: ItemRecord, _ part: StagingFile, bytes: Int64, synced: Int64) {
+        write(record, runningState(record, part, bytes: bytes, synced: synced))
     }
 
     /// A `B.state` in phase running: the part's validators and how much of it is synced, in this boot.
@@ -115,9 +109,10 @@ final class ResumeStates {
         write(record, runningState(record, part, bytes: record.bytesOnDisk, synced: synced, keptSynced: synced != nil))
     }
 
-    /// Gives an unnamed part its staging name, so that a restart finds it; false (logged) when
-    /// that fails: the item then starts over after a restart instead of resuming.
-    private func nameForResume(_ record: ItemRecord, _ part: StagingFile) -> Bool {
+    /// Gives an unnamed part its staging name, so that a restart finds it (a large body's part
+    /// gets it when the body begins, resumable or not: a crash must not lose it unseen, and
+    /// `ls staging/` shows it); false (logged) when that fails: the item then starts over after a restart instead of resuming.
+    func nameForResume(_ record: ItemRecord, _ part: StagingFile) -> Bool {
         do {
             try store.name(part)
             return true

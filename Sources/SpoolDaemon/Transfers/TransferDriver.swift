@@ -27,8 +27,12 @@ final class TransferDriver {
     /// The content store (`--store`), nil when off: a body may come from it instead of a
     /// transfer, and its hashed mirrors are asked first (see `ContentStoreRoom`).
     var contentStore: ContentStoreRoom?
-    /// Items whose transfer is in the session, by key.
-    var running: [Int: ItemRecord] = [:]
+    /// Which transfers run, and what their ends and body starts decide (the part's steps, the
+    /// machine's `TransferEnd`, resume states, the host's answer): the core's `TransferBook`,
+    /// reaching the daemon through `TransferShell`.
+    private(set) lazy var book = TransferBook(ports: TransferShell(driver: self))
+    /// Items whose transfer is in the session, by key (the book's).
+    var running: [Int: ItemRecord] { book.running }
     /// The daemon-wide rate in force (bytes per second, 0: none) and when the schedule changes it.
     private(set) var rateInForce: Int64 = 0
     private(set) var rateChangesAt: Date?
@@ -40,10 +44,6 @@ final class TransferDriver {
     private let uploads: UploadTransfers
     /// Writes the small bodies transfers leave unwritten, off the engine's thread.
     private let writer = PartWriter()
-
-    /// Bodies smaller than this are simply fetched again after a crash: no `B.state` is written
-    /// when they begin.
-    static let resumeStateThreshold: Int64 = 1 << 20
 
     /// Sets up the transfer session (one libcurl multi handle) for `configuration`.
     init(configuration: DaemonConfiguration, store: SpoolStore, logger: Logger) throws(DaemonError) {
@@ -101,7 +101,7 @@ final class TransferDriver {
                      credentials: [RequestHeader]) throws(UploadStartError) -> RunningAttempt {
         let requests = self.requests
         let attempt = try uploads.start(record, item, upload) { requests.request(record, item, credentials: credentials, body: .upload($0)) }
-        running[record.key] = record
+        book.started(record.key, record)
         return attempt
     }
 
@@ -143,7 +143,7 @@ final class TransferDriver {
                 // A small body's first attempt: its part starts unnamed and is published without
                 // ever having a staging name. Not for a later attempt, nor an item with a state
                 // file: a named part of theirs may be on disk, and only a named create replaces it.
-                let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < Self.resumeStateThreshold
+                let unnamed = firstStart && !record.hasStateFile && (record.expectedBytes ?? 0) < TransferBook<TransferShell>.resumeStateThreshold
                 part = try store.openPart(record.base, fresh: true, unnamed: unnamed)
                 record.partEmptied()
             }
@@ -181,98 +181,62 @@ final class TransferDriver {
         } catch {
             throw StoreError("curl_multi_add_handle", "\(urls.shown(item.url.string)) (\(error))", errno: EIO)
         }
-        running[record.key] = record
+        book.started(record.key, record)
         logger.debug("transfer started", metadata: ["item": "\(record.id)", "url": "\(urls.shown(item.url.string))",
                                                     "attempt": "\(record.attempts)", "resume-from": "\(resumeFrom)"])
     }
 
     /// Takes the item's transfer out of the session (pause, cancel, preemption, stop), keeping
-    /// its partial; does nothing when it is not running.
+    /// its partial (`TransferBook.stopped`); does nothing when it is not running.
     /// `attempt`: what the running phase held (the item has left it by now).
     func stop(_ record: ItemRecord, attempt: RunningAttempt?) {
         guard let outcome = session.remove(record.key) else { return }
-        running.removeValue(forKey: record.key)
-        if record.summary.isUpload { attempt?.closeUpload(); return }
-        keepPartial(record, outcome, part: attempt?.file)
+        if record.summary.isUpload {
+            book.forget(record.key)
+            attempt?.closeUpload()
+            return
+        }
+        book.ports.stoppedPart = attempt?.file
+        book.stopped(record, TransferReport(outcome, failure: outcome.failure, partOpen: attempt?.file != nil))
+        book.ports.stoppedPart = nil
     }
 
-    /// A transfer ended on its own: records what it left and reduces it to what the lifecycle
-    /// decides on.
+    /// A transfer ended on its own: what the record notes of it, then what the book decides
+    /// (the part's step, the end the machine is told, the host's answer). nil when it is not
+    /// running, or it started again from its next hashed mirror.
     func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
-        guard let record = running.removeValue(forKey: outcome.key) else { return nil }
-        if record.summary.isUpload { return (record, uploads.ended(record, outcome)) }
-        keepPartial(record, outcome, part: record.part)
+        guard let record = running[outcome.key] else { return nil }
+        if record.summary.isUpload {
+            book.forget(outcome.key)
+            return (record, uploads.ended(record, outcome))
+        }
         if let body = outcome.unwritten, let part = record.part {
             part.unwritten = body
             writer.writeSoon(part)
         }
         record.noteResponse(outcome.facts)
-        if let unchanged = requests.conditional.notModified(record, outcome) {
-            return (record, TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false, notModified: unchanged))
-        }
-        if outcome.failure == nil, let digest = outcome.sha256 {
-            return (record, TransferEnd(failure: nil, sha256: digest, retryAfter: nil, hasPartial: true,
-                                        wantedSHA256: record.loaded?.sha256))
-        }
-        var failure = outcome.failure ?? .curl(code: -1, text: "no result")
-        if case .clientCertificate(let why) = failure, let name = record.loaded?.credentials {
+        var failure = outcome.failure
+        if failure == nil && outcome.sha256 == nil { failure = .curl(code: -1, text: "no result") }
+        if case .clientCertificate(let why)? = failure, let name = record.loaded?.credentials {
             failure = .clientCertificate("credentials '\(name)': \(why)")
         }
-        record.noteFailure(failure)
-        var whole: String? = nil
-        // A 416 says the kept part is whole only if it is about the part's version (see
-        // `validatorContradicting`): else a server ignoring If-Range sized another version.
-        if case .httpStatus(416) = failure, outcome.facts.rangeTotal == record.bytesOnDisk, let hash = record.hash,
-           outcome.facts.validatorContradicting(record.validator) == nil {
-            whole = hash.hexDigest
-        }
-        var end = TransferEnd(failure: failure, sha256: nil, retryAfter: outcome.facts.retryAfter,
-                              hasPartial: record.bytesOnDisk > 0, wholePartialSHA256: whole,
-                              wantedSHA256: record.loaded?.sha256, tooLargeHint: record.loaded.flatMap(requests.tooLargeHint),
-                              outage: outcome.isOutage, serverError: outcome.facts.serverError)
-        if case .noRoom(let never, let why) = failure {
-            // Cut for room before (or, of unknown length, while) writing its body: a body that
-            // waits is waited for with the size its headers gave (else 1 MiB more than it holds).
-            if never { end.neverFits = why }
-            else { record.noteAnnounced(bytes: outcome.facts.rangeTotal ?? outcome.facts.contentLength
-                                                   ?? outcome.bytesOnDisk + BodyRoomAnswers.unsizedStep) }
-        }
-        return (record, end)
+        let decided = book.ended(TransferReport(outcome, failure: failure, partOpen: record.part != nil))
+        // A failure the machine is told (not a 304 that ends the item) is what its error file reports.
+        if let failure, decided?.end.notModified == nil { record.noteFailure(failure) }
+        return decided
     }
 
-    /// Remembers the resume validators as soon as a large body starts, so that even a `kill -9`
-    /// leaves a partial the next run can resume with `Range` + `If-Range`. `starts`: what the
-    /// session's `takeBodyStarts` gave (the loop asks only when it gave some).
-    /// Returns the items whose response began: their host answered.
-    @discardableResult
-    func bodiesBegan(_ starts: [(key: Int, facts: ResponseFacts, restartedFromZero: Bool)]) -> [(record: ItemRecord, facts: ResponseFacts)] {
-        var began: [(record: ItemRecord, facts: ResponseFacts)] = []
-        for started in starts {
-            guard let record = running[started.key] else { continue }
-            began.append((record, started.facts))
-            if started.restartedFromZero {
-                logger.info("server sent the whole body again; starting over", metadata: ["item": "\(record.id)"])
-            }
-            record.partBodyBegan(etag: started.facts.etag, lastModified: started.facts.lastModified,
-                                 restartedFromZero: started.restartedFromZero)
-            let total = started.facts.rangeTotal ?? started.facts.contentLength ?? record.expectedBytes ?? Int64.max
-            guard total >= Self.resumeStateThreshold, let part = record.part else { continue }
-            states.bodyBegan(record, part, synced: started.restartedFromZero ? 0 : started.facts.rangeStart ?? 0)
-        }
-        return began
+    /// Responses began (the session's `takeBodyStarts`; the loop asks only when it gave some):
+    /// `TransferBook.bodiesBegan`. `endingWhole`: transfers that ended whole in this turn.
+    func bodiesBegan(_ starts: [(key: Int, facts: ResponseFacts, restartedFromZero: Bool)], endingWhole: Set<Int>) {
+        book.bodiesBegan(starts.map { BodyStart(key: $0.key, etag: $0.facts.etag, lastModified: $0.facts.lastModified,
+                                                 total: $0.facts.rangeTotal ?? $0.facts.contentLength, rangeStart: $0.facts.rangeStart,
+                                                 restartedFromZero: $0.restartedFromZero, facts: $0.facts) },
+                         endingWhole: endingWhole)
     }
 
-    /// Large bodies that reached a checkpoint (`--sync-every`): their `B.state` says how much of
-    /// the part a resume may build on after a power cut. Only a body whose state was written
-    /// when it began (named, with a validator) gets one. `checkpoints`: the session's
-    /// `takeCheckpoints`.
-    func checkpointsReached(_ checkpoints: [(key: Int, durableBytes: Int64)]) {
-        for (key, durable) in checkpoints {
-            guard let record = running[key], record.hasStateFile, record.validator != nil, let part = record.part,
-                  part.isNamed else { continue }
-            states.checkpoint(record, part, durable: durable)
-        }
-    }
+    /// Large bodies that reached a checkpoint (`--sync-every`; the session's `takeCheckpoints`).
+    func checkpointsReached(_ checkpoints: [(key: Int, durableBytes: Int64)]) { book.checkpointsReached(checkpoints) }
 
     /// A reload: new limits for what starts next, and the new `--max-rate` at once.
     func update(_ configuration: DaemonConfiguration) {
@@ -305,34 +269,6 @@ final class TransferDriver {
     /// Bytes on disk and the expected total of a running transfer.
     func progress(of record: ItemRecord) -> (bytes: Int64, total: Int64?)? {
         session.progress(of: record.key)
-    }
-
-    private func keepPartial(_ record: ItemRecord, _ outcome: TransferOutcome, part: StagingFile?) {
-        states.transferEnded(record.key)
-        if outcome.overshootBytes > 0 {
-            logger.debug("segments: bytes received past their ranges' ends", metadata: [
-                "item": "\(record.id)", "bytes": "\(outcome.overshootBytes)"])
-        }
-        if let kept = outcome.keptRanges, !kept.isEmpty, part != nil {
-            // A segmented transfer stopped: its ranges stay in the part, the next start fetches
-            // only what is missing of them (`saveResumeState` syncs them and records them).
-            let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
-            record.partKept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
-                            validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
-            record.partKeptRanges(kept)
-            return
-        }
-        if outcome.partHasMore, let part {
-            // Ranges past the in-order prefix go: nothing may build on them. Should this fail,
-            // the next start cuts the part back to the prefix anyway.
-            try? part.truncate(to: outcome.bytesOnDisk)
-        }
-        // Only a response whose body went into the part names the part's version: an error
-        // page's or a 416's validators must not become the next resume's If-Range (nor the
-        // validator a 416 is checked against).
-        let ofThePart = outcome.facts.httpStatus == 200 || outcome.facts.httpStatus == 206
-        record.partKept(bytes: outcome.bytesOnDisk, hash: outcome.hashState,
-                        validators: ofThePart ? (outcome.facts.etag, outcome.facts.lastModified) : nil)
     }
 }
 
