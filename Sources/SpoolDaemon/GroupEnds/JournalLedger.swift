@@ -38,13 +38,14 @@ final class JournalLedger {
     /// An adopted request could not be taken in (unreadable, rejected): it needs no journal.
     func adoptionDropped() { keeper.adoptionDropped() }
 
-    /// Ties each batch journal to the requests whose items it records.
-    func attach(_ results: [PublishResult], requestOf: (String) -> RequestRecord?) {
+    /// Ties each batch journal to the requests whose items it records (`items`: each result's
+    /// item, nil for one that ended meanwhile).
+    func attach(_ results: [PublishResult], items: [ItemRecord?]) {
         var names: [String] = []
-        for result in results {
+        for (result, record) in zip(results, items) {
             guard let file = result.journal else { continue }
             if !names.contains(file.name) { names.append(file.name) }
-            guard let request = requestOf(result.base) else { continue }
+            guard let request = record?.request else { continue }
             keeper.attach(file.name, to: &request.journals)
         }
         keeper.batchAttached(names)

@@ -8,13 +8,17 @@ import SpoolStore
 /// What a waiter does next is `StoreExecutor`'s (through `StoreShell`). Apart from the item
 /// events so that the store's touch points in the engine stay a few calls.
 extension Engine {
-    /// The item's transfer starts (the content store, if any, decided it fetches): from its first
-    /// hashed mirror when it has one, else from its own source.
-    func startFetch(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader]) {
-        let mirror = driver.contentStore?.firstSource(record, item, credentials: credentials)
+    /// The item's transfer starts (the content store, if any, decided it fetches): from
+    /// `hashedMirror` (the store's first hashed mirror for it, or the next after one failed),
+    /// else from its own source. The part the driver opened goes to the item's machine; then,
+    /// if the start failed after opening it, the failure.
+    func startFetch(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader], hashedMirror: String?) {
+        var opened: RunningAttempt?
         do {
-            try driver.start(record, item, credentials: credentials, hashedMirror: mirror) { part in executor.send(.partOpened(part), to: record) }
+            try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror, opened: &opened)
+            if let opened { executor.send(.partOpened(opened), to: record) }
         } catch {
+            if let opened { executor.send(.partOpened(opened), to: record) }
             couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
         }
     }
@@ -24,11 +28,7 @@ extension Engine {
     func fetchAgain(_ record: ItemRecord, hashedMirror: String?, credentials: [RequestHeader]) {
         guard let item = record.loaded else { return }
         record.partDiscarded()
-        do {
-            try driver.start(record, item, credentials: credentials, hashedMirror: hashedMirror) { part in executor.send(.partOpened(part), to: record) }
-        } catch {
-            couldNotStart(record, StartProblem(errno: error.errno), "\(error)")
-        }
+        startFetch(record, item, credentials: credentials, hashedMirror: hashedMirror)
     }
 
     /// A fresh part for a body taken from the content store: unnamed (it never needs a staging

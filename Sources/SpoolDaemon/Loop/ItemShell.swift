@@ -169,7 +169,7 @@ final class ItemShell: ItemPorts {
         }
         // With the store: a hit, a wait (its slot given back) or a claimed fetch (`StoreExecutor`).
         if let contentStore = engine.driver.contentStore { return contentStore.executor.startTransfer(record.key, credentials: credentials) }
-        engine.startFetch(record, item, credentials: credentials)
+        engine.startFetch(record, item, credentials: credentials, hashedMirror: nil)
     }
 
     func stopTransfer(_ record: ItemRecord, part: RunningAttempt?) {

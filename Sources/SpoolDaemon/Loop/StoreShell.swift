@@ -62,7 +62,8 @@ final class StoreShell: StorePorts {
 
     func fetch(_ key: Int, credentials: [RequestHeader]) {
         guard let record = record(key), let item = record.loaded else { return }
-        engine.startFetch(record, item, credentials: credentials)
+        engine.startFetch(record, item, credentials: credentials,
+                          hashedMirror: engine.driver.contentStore?.firstSource(record, item, credentials: credentials))
     }
 
     func readHit(_ key: Int, digest: String, credentials: [RequestHeader]) -> Bool {

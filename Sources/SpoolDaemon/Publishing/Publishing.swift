@@ -126,10 +126,14 @@ final class Publishing {
     /// done (`alreadyPublishedAs`).
     func batchEnded(_ results: [PublishResult], item: (String) -> ItemRecord?) -> [(ItemRecord, ItemEvent)] {
         jobs.batchEnded()
-        ledger.attach(results, requestOf: { item($0)?.request })
+        // Each result's item looked up once, for the ledger and for its event.
+        var records: [ItemRecord?] = []
+        records.reserveCapacity(results.count)
+        for result in results { records.append(item(result.base)) }
+        ledger.attach(results, items: records)
         var events: [(ItemRecord, ItemEvent)] = []
         events.reserveCapacity(results.count)
-        for result in results { if let record = item(result.base) { events.append((record, event(for: result, of: record))) } }
+        for (result, record) in zip(results, records) { if let record { events.append((record, event(for: result, of: record))) } }
         return events
     }
 

@@ -118,15 +118,17 @@ final class TransferDriver {
     /// description (`ItemRecord.load()`).
     /// `credentials`: header lines from `--credentials-dir`, read for this start only; they take
     /// the place of the request's own headers of the same name.
-    /// `partOpened` hands a part it opened to the item's machine (the running phase holds it).
+    /// `opened`: the attempt over a part it opened, for the item's machine (the running phase
+    /// holds it); set before anything that may throw after it, so the caller hands it over
+    /// either way. Left nil when the running phase already held one.
     /// `hashedMirror`: a `--hashed-mirror` URL to ask instead of the item's own, with none of the
     /// item's headers or credentials (they are for its own server).
     func start(_ record: ItemRecord, _ item: RequestItem, credentials: [RequestHeader] = [], hashedMirror: String? = nil,
-               partOpened: (RunningAttempt) -> Void) throws(StoreError) {
+               opened: inout RunningAttempt?) throws(StoreError) {
         let firstStart = record.startedAt == nil
         record.noteStarted(at: Date())
-        // The part opened here is used at once; the machine takes it with `partOpened`, an event
-        // handled after the effect that started this transfer (events never nest).
+        // The part opened here is used at once; the machine takes it with `partOpened`, which the
+        // caller sends (handled after the effect that started this transfer: events never nest).
         let part: StagingFile
         let attempt: RunningAttempt
         if let held = record.attempt, let file = held.file {
@@ -148,7 +150,7 @@ final class TransferDriver {
                 record.partEmptied()
             }
             attempt = RunningAttempt(file: part)
-            partOpened(attempt)
+            opened = attempt
         }
         // Bytes an earlier attempt left unwritten (its publish failed, or its body was refused)
         // go into the file before it is resumed or cut back.
