@@ -123,6 +123,10 @@ extension Scheduler {
     /// Hosts whose connection limit is adaptive (HTTP/1.1 hosts that ran something), for status.
     public var hostConnectionLimits: [String: HostConnectionLimit] { limits }
 
+    /// Whether a host's limit changed since `takeHostLimitChanges` was last called (inlinable: the
+    /// engine's loop asks at every wake-up, reading this one field).
+    @inlinable public var hasHostLimitChanges: Bool { !limitChanges.isEmpty }
+
     /// Hosts whose limit changed since the last call, with the new limit and why (for the log).
     public mutating func takeHostLimitChanges() -> [(host: String, limit: Int, reason: String)] {
         defer { limitChanges.removeAll() }

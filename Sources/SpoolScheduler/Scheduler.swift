@@ -42,7 +42,7 @@ public struct Scheduler: Sendable {
     var decidedAt: Double = 0
     /// HTTP/1.1 hosts' adaptive connection limits, and what measures them (`HostConnectionLimit.swift`).
     var limits: [String: HostConnectionLimit] = [:]
-    var limitChanges: Set<String> = []
+    @usableFromInline var limitChanges: Set<String> = []
     var startedAt: [ItemKey: Double] = [:]
     var endedSince: [(String, Double)] = []
     /// Items in a heap, with the arrival number of their live entry. An entry whose number does

@@ -19,7 +19,8 @@ extension TransferSession {
 
     /// Whether the segments' owner has anything to tend: a body in segments or one that may be
     /// split, or a segment count not yet taken. False for every turn of small bodies, so the
-    /// loop skips `Hosts.tendSegments` (and the three lists it would make) on those wake-ups.
+    /// loop skips `Hosts.tendSegments` (and the three lists it would make) on those wake-ups
+    /// unless a host's adaptive connection limit changed.
     public var hasSegmentWork: Bool { !segmentSets.isEmpty || !splittable.isEmpty || !segmentConnectionChanges.isEmpty }
 
     /// Whether `key`'s finished ranges may take over half of a remaining one; false leaves the

@@ -140,7 +140,9 @@ public final class Engine {
             let checkpoints = driver.session.takeCheckpoints()
             let anyCheckpoints = !checkpoints.isEmpty
             if anyCheckpoints { driver.checkpointsReached(checkpoints) }
-            let hostsChanged = driver.session.hasSegmentWork && hosts.tendSegments(driver, now: Date())
+            // The segments and the hosts' adaptive limits, asked only when either has something.
+            let hostsChanged = (driver.session.hasSegmentWork || hosts.scheduler.hasHostLimitChanges)
+                && hosts.tendSegments(driver, now: Date())
             if hostsChanged { operators.status.dirty = true }
             for outcome in ended {
                 guard let (record, end) = driver.ended(outcome) else { continue }
