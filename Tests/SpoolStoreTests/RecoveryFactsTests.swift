@@ -131,4 +131,17 @@ final class RecoveryFactsTests: XCTestCase {
         spool.finals = [:]; spool.markers = []
         XCTAssertEqual(RecoveryPlanner.plan(gather(spool, journaled: again)), .published(file: "f"), "then consumed")
     }
+
+    /// Of two dead journals' records of one file, the one `B.voided` names loses whatever its size
+    /// or time: else a real publish after the voided one is taken for the voided one, and fetched again.
+    func testAVoidedRecordLosesToAnyOtherRecordOfTheItem() {
+        let spool = FakeSpool()
+        let voided = state(.published, marker: marker(finished: "2026-12-06T12:00:00.000Z"), finalName: "f")
+        let later = state(.published, inode: 9, marker: marker(), finalName: "f")
+        spool.finals["f"] = (9, 10, "s1")
+        XCTAssertEqual(spool.preferringPublished(later, voided), voided, "without the record: the later time wins")
+        spool.voided["r.0"] = voided
+        XCTAssertEqual(spool.preferringPublished(later, voided), later)
+        XCTAssertEqual(spool.preferringPublished(voided, later), later)
+    }
 }
