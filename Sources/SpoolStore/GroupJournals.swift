@@ -63,7 +63,7 @@ extension SpoolStore {
         return pendingHook(held, journal)
     }
 
-    /// Removes the item staging files (`B.N.part`, `B.N.state`) of requests whose group ended in
+    /// Removes the item staging files (`B.N.part`, `B.N.state`, `B.N.voided`) of requests whose group ended in
     /// an earlier run; returns how many. Call before `pendingGroupHooks`, whose hooks remove the
     /// journals this goes by.
     ///
@@ -93,7 +93,7 @@ extension SpoolStore {
             let prefix = Self.stagingBase(request) + "."
             let leftovers = names.filter { name in
                 guard name.hasPrefix(prefix), let dot = name.lastIndex(of: "."),
-                      name[dot...] == ".part" || name[dot...] == ".state" || name[dot...] == ".cancelled" else { return false }
+                      [".part", ".state", ".cancelled", ".voided"].contains(name[dot...]) else { return false }
                 let index = name[name.index(name.startIndex, offsetBy: prefix.count)..<dot]
                 return !index.isEmpty && index.allSatisfy { $0.isASCII && $0.isNumber }
             }

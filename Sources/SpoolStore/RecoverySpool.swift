@@ -18,6 +18,8 @@ public protocol RecoverySpool {
     func hasMarker(ofPublished file: String) -> Bool
     /// SHA-256 of `FINAL/file` (nil: unreadable). Asked only when a marker is still to be written for it.
     func sha256(ofPublished file: String) -> String?
+    /// `staging/B.voided`: the journal record whose published file a recovery removed as unverified.
+    func voided(_ base: String) -> ItemState?
 }
 
 extension RecoverySpool {
@@ -30,8 +32,15 @@ extension RecoverySpool {
 
     /// Of two records of one item, the one a restart goes by (`SpoolStore.preferringPublished`
     /// says why): `other` when the item was published from it and not from `preferred`; of two
-    /// naming one file, a `published` one, then the one whose size the file has, then the later.
+    /// naming one file, a `published` one, then the one whose size the file has, then the later;
+    /// never one `B.voided` names.
     public func preferringPublished(_ preferred: ItemState, _ other: ItemState) -> ItemState {
+        // A record whose file a recovery removed as unverified (`B.voided`) loses to any other.
+        if preferred.index == other.index, preferred.request == other.request,
+           case let v = voided(SpoolStore.stagingBase(preferred.request, index: preferred.index)),
+           preferred.isVoided(by: v) != other.isVoided(by: v) {
+            return preferred.isVoided(by: v) ? other : preferred
+        }
         guard let otherFile = publishedFile(of: other) else { return preferred }
         guard let preferredFile = publishedFile(of: preferred) else { return other }
         // A record whose batch finished publishing (phase `published`) is the file's.
@@ -69,7 +78,10 @@ extension RecoveryFacts {
             return state
         }
         let own = itsOwn(spool.state(base))
-        let journaled = itsOwn(journaled)
+        var journaled = itsOwn(journaled)
+        // A journal record whose file a recovery removed as unverified (`B.voided`, same marker and
+        // part) holds no more: its file gone means nothing was consumed. A later publish differs.
+        if let record = journaled, record.isVoided(by: spool.voided(base)) { journaled = nil }
         var state = own ?? journaled
         if let own, own.phase == .running, let journaled { state = spool.preferringPublished(own, journaled) }
         let publishedFile = state.flatMap { spool.publishedFile(of: $0) }

@@ -289,10 +289,12 @@ public struct SpoolStore: Sendable {
         layout.final.path(of: file)
     }
 
-    /// Removes an item's staging files (after its group ended).
-    public func removeStaging(_ base: String) {
+    /// Removes an item's staging files (after its group ended). `voided: false` (an item started
+    /// over by a recovery) keeps `B.voided`: the journal line it voids lasts as long as the request.
+    public func removeStaging(_ base: String, voided: Bool = true) {
         layout.staging.remove(base + ".part")
         layout.staging.remove(base + ".state")
+        if voided { layout.staging.remove(base + ".voided") }
     }
 
     /// After a crash between the data rename and the marker rename: the published data file of

@@ -26,6 +26,8 @@ final class SimSpool: RecoverySpool {
     var finals: [String: FinalFile] = [:]
     /// Markers in the final folder (`NAME.done`), each with the digest it vouches for.
     var markers: [String: String] = [:]
+    /// `staging/B.voided`: the record whose published file a recovery removed as unverified.
+    var voidedRecords: [String: ItemState] = [:]
     /// Names the operator paths' spool placed each item's file under (`Simulation.renamedBeforeCrash`).
     var placedNames: [Int: String] = [:]
     private var inodes: UInt64 = 100
@@ -159,10 +161,12 @@ final class SimSpool: RecoverySpool {
     }
 
     /// The group ended: the request's items' staging files go.
-    func removeStaging(_ base: String) {
+    /// `voided: false` (an adopted item started over): `B.voided` stays, as the daemon's `Recovery` keeps it.
+    func removeStaging(_ base: String, voided: Bool = true) {
         states.removeValue(forKey: base)
         parts.removeValue(forKey: base)
         failures.removeValue(forKey: base)
+        if voided { voidedRecords.removeValue(forKey: base) }
     }
 
     /// Which worker process holds each writer's folder in `active/` (absent: the writer itself):
@@ -201,6 +205,7 @@ final class SimSpool: RecoverySpool {
     func publishedSize(_ file: String) -> Int64? { finals[file]?.bytes }
     func hasMarker(ofPublished file: String) -> Bool { markers[file + ".done"] != nil }
     func sha256(ofPublished file: String) -> String? { finals[file]?.sha256 }
+    func voided(_ base: String) -> ItemState? { voidedRecords[base] }
 }
 
 /// The simulated staging folder as the journal keeper's port.
@@ -250,7 +255,7 @@ extension SimDaemon {
         world.log("item \(id): recovered as \(planName(plan))")
         switch plan {
         case .startOver:
-            spool.removeStaging(base)
+            spool.removeStaging(base, voided: false)
             return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
         case .resume:
             return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
@@ -270,9 +275,11 @@ extension SimDaemon {
         case .publishPart:
             return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
         case .discardUnverified(let file, _, _):
+            // As `Recovery`: staging files gone, then the record voided (synced), then the file.
+            spool.removeStaging(base, voided: false)
+            if let state = facts.state { spool.voidedRecords[base] = state }
             spool.finals.removeValue(forKey: file)
             world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
-            spool.removeStaging(base)
             return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
         }
     }
@@ -304,10 +311,9 @@ extension SimDaemon {
         // A marker-only job's data is in place already: it has nothing to rename.
         for job in jobs.prefix(renamed) where machines[job.item]?.phase == .publishing && ledger.markerOnly[job.item] == nil {
             let placed = world.renamedBeforeCrash(job.item)
-            // Overwritten only while no journal line names the file: a named file that a recovery
-            // removes as unverified reads, to a second adopter, as taken by a consumer (phase
-            // published, file gone) — the daemon's open gap, reported, not simulated.
-            world.spool.renamed(world.spec(job.item), placed: placed, overwritten: !named && side.chance(0.3))
+            // Overwritten whether or not a journal line names the file: a recovery that removes a
+            // named one as unverified voids the line first (`B.voided`) for later adopters.
+            world.spool.renamed(world.spec(job.item), placed: placed, overwritten: side.chance(0.3))
             specs.append(world.spec(job.item))
         }
         if named { world.spool.journalNames(journal, specs) }

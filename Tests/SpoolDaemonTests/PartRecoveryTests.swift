@@ -15,7 +15,7 @@ final class PartRecoveryTests: SpoolTestCase {
     /// claimed, item 0's part holding `part`, and its journal entry (phase ready) with a marker
     /// describing `journaled`. `then` runs before the worker dies (its store, the marker, the
     /// part's staging base).
-    private func deadWorker(paths: [String], part: [UInt8], journaled: [UInt8],
+    private func deadWorker(paths: [String], part: [UInt8], journaled: [UInt8], phase: ItemState.Phase = .ready,
                             then: (SpoolStore, ItemMarker, String) throws -> Void = { _, _, _ in }) throws {
         try spool.drop("held", paths.map { server.url($0) + "\nname: \($0.dropFirst()).bin\n" }.joined())
         let store = SpoolStore(layout: try SpoolLayout(root: spool.root))
@@ -27,8 +27,9 @@ final class PartRecoveryTests: SpoolTestCase {
                                 name: "f.bin", bytes: Int64(journaled.count), sha256: TestBody.sha256Hex(journaled),
                                 httpStatus: 200, etag: nil, lastModified: nil, contentType: nil,
                                 startedAt: "2026-11-26T05:00:00.000Z", finishedAt: "2026-11-26T05:00:01.000Z", attempts: 1)
-        _ = try store.writeJournal([ItemState(request: "held", index: 0, url: marker.url, phase: .ready,
-                                              inode: staged.inode, attempts: 1, marker: marker)])
+        _ = try store.writeJournal([ItemState(request: "held", index: 0, url: marker.url, phase: phase,
+                                              inode: staged.inode, attempts: 1, marker: marker,
+                                              finalName: phase == .published ? "f.bin" : nil)])
         try then(store, marker, base)
         store.releaseWorkerFolder()    // the worker died
     }
@@ -136,6 +137,36 @@ final class PartRecoveryTests: SpoolTestCase {
         XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "f.bin")), TestBody.sha256Hex(journaled))
         XCTAssertEqual(try json("final", "f.bin.done")["sha256"] as? String, TestBody.sha256Hex(journaled))
         XCTAssertEqual(spool.files(in: "final").sorted(), ["f.bin", "f.bin.done", "held.group.done"], "published once")
+    }
+
+    /// The journal's line names `f.bin` (phase published) but another program overwrote the file
+    /// before its marker. The first adopter removes it as unverified and is killed while fetching
+    /// it again; the dead journal still names the file, now gone. The next run must fetch the item
+    /// again (the adopter voided the line, `B.voided`), not take the missing file for consumed.
+    func testAFileRemovedAsUnverifiedIsFetchedAgainAfterTheAdopterIsKilledToo() throws {
+        let journaled = TestBody.random(count: 200_000, seed: 58)
+        let overwritten = TestBody.random(count: 200_000, seed: 59)
+        server.serve("/f", body: journaled, etag: "\"f\"", script: [.stall(afterBytes: 1000), .normal])
+        try deadWorker(paths: ["/f"], part: overwritten, journaled: journaled, phase: .published) { _, _, base in
+            XCTAssertEqual(rename(self.spool.path("staging", base + ".part"), self.spool.path("final", "f.bin")), 0)
+        }
+        let adopter = try DaemonProcess.launch(["run", "--spool", spool.root, "--log-level", "debug"])
+        try DirectoryWaiter.wait(in: spool.path("final"), timeout: 30, what: "f.bin removed as unverified") {
+            !FileManager.default.fileExists(atPath: self.spool.path("final", "f.bin"))
+        }
+        let voided = SpoolStore.stagingBase("held", index: 0) + ".voided"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: spool.path("staging", voided)), "voided before the file went")
+        adopter.signal(SIGKILL)
+        XCTAssertEqual(try adopter.waitForExit(timeout: 10), 128 + SIGKILL)
+        XCTAssertEqual(spool.claimed(), ["held"], "the premise: the request is still open")
+
+        // The first request of `/f` stalls, whichever run made it: a stall timeout cuts it.
+        let (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--stall-timeout", "1", "--retry-base", "0.05"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(TestBody.sha256Hex(try spool.read("final", "f.bin")), TestBody.sha256Hex(journaled), "not lost")
+        XCTAssertEqual(try json("final", "f.bin.done")["sha256"] as? String, TestBody.sha256Hex(journaled))
+        XCTAssertGreaterThanOrEqual(server.requests(for: "/f").count, 1, "fetched again")
+        XCTAssertEqual(spool.leftovers(in: "staging"), [], "the voided record went with the group")
     }
 
     /// Leaves a dead worker's resumable part of `/f`: `part` in `staging/`, its state (phase

@@ -11,6 +11,7 @@ final class RecoveryFactsTests: XCTestCase {
         var partDigests: [String: String] = [:]
         var finals: [String: (inode: UInt64, bytes: Int64, sha: String)] = [:]
         var markers: Set<String> = []
+        var voided: [String: ItemState] = [:]
         var hashed: [String] = []
 
         func state(_ base: String) -> ItemState? { states[base] }
@@ -19,6 +20,7 @@ final class RecoveryFactsTests: XCTestCase {
         func publishedSize(_ file: String) -> Int64? { finals[file]?.bytes }
         func hasMarker(ofPublished file: String) -> Bool { markers.contains(file) }
         func sha256(ofPublished file: String) -> String? { hashed.append("final " + file); return finals[file]?.sha }
+        func voided(_ base: String) -> ItemState? { voided[base] }
     }
 
     private func marker(bytes: Int64 = 10, sha: String = "s1", finished: String = "2026-12-06T10:00:00.000Z") -> ItemMarker {
@@ -100,5 +102,46 @@ final class RecoveryFactsTests: XCTestCase {
         let unpublished = state(.ready, inode: 99, marker: marker())
         XCTAssertEqual(spool.preferringPublished(unpublished, ready), ready, "only the other names a file")
         XCTAssertEqual(spool.preferringPublished(ready, unpublished), ready)
+    }
+
+    /// The gap the simulator found (seed 286): a journal's `published` line whose file a recovery
+    /// removed as unverified must not read, to the next adopter, as a file a consumer took.
+    func testAJournalRecordWhoseFileWasRemovedAsUnverifiedIsIgnoredAndTheItemFetchedAgain() {
+        let spool = FakeSpool()
+        let journaled = state(.published, marker: marker(), finalName: "f")
+        XCTAssertEqual(RecoveryPlanner.plan(gather(spool, journaled: journaled)), .published(file: "f"),
+                       "without the record: file gone under a published line = consumed")
+        spool.voided["r.0"] = journaled
+        let facts = gather(spool, journaled: journaled)
+        XCTAssertNil(facts.state)
+        XCTAssertEqual(RecoveryPlanner.plan(facts), .startOver)
+        // The adopter's own running state of the fetch again does not bring the voided line back.
+        spool.states["r.0"] = state(.running, inode: 9)
+        XCTAssertEqual(gather(spool, journaled: journaled).state, spool.states["r.0"])
+    }
+
+    func testALaterPublishOfAVoidedItemStillWins() {
+        let spool = FakeSpool()
+        spool.voided["r.0"] = state(.published, marker: marker(), finalName: "f")
+        // Fetched again, same name and digest: a new marker time and a new part.
+        let again = state(.published, inode: 9, marker: marker(finished: "2026-12-06T11:00:00.000Z"), finalName: "f")
+        spool.finals["f"] = (9, 10, "s1")
+        spool.markers = ["f"]
+        XCTAssertEqual(RecoveryPlanner.plan(gather(spool, journaled: again)), .published(file: "f"))
+        spool.finals = [:]; spool.markers = []
+        XCTAssertEqual(RecoveryPlanner.plan(gather(spool, journaled: again)), .published(file: "f"), "then consumed")
+    }
+
+    /// Of two dead journals' records of one file, the one `B.voided` names loses whatever its size
+    /// or time: else a real publish after the voided one is taken for the voided one, and fetched again.
+    func testAVoidedRecordLosesToAnyOtherRecordOfTheItem() {
+        let spool = FakeSpool()
+        let voided = state(.published, marker: marker(finished: "2026-12-06T12:00:00.000Z"), finalName: "f")
+        let later = state(.published, inode: 9, marker: marker(), finalName: "f")
+        spool.finals["f"] = (9, 10, "s1")
+        XCTAssertEqual(spool.preferringPublished(later, voided), voided, "without the record: the later time wins")
+        spool.voided["r.0"] = voided
+        XCTAssertEqual(spool.preferringPublished(later, voided), later)
+        XCTAssertEqual(spool.preferringPublished(voided, later), later)
     }
 }

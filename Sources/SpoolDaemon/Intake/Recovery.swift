@@ -100,8 +100,18 @@ struct Recovery {
             logger.error("a published file without its marker does not hash to the digest its journal recorded; removed, the item is fetched again",
                          metadata: ["item": "\(record.id)", "path": "\(store.publishedPath(file))", "expected": "\(expected)",
                                     "actual": "\(found ?? "unreadable")"])
+            // The journal line naming the file outlives this worker: before the file goes, a synced
+            // `B.voided` says that line holds no more, else a later adopter reads "file gone" as
+            // consumed. Without it the file stays (it has no marker: no consumer takes it).
+            let step = startOver(record, attempts: attempts)
+            guard let state = facts.facts.state else { return step }
+            do { try store.writeVoided(record.base, state) } catch {
+                logger.error("could not record the unverified file as void; it is left in place: \(error)",
+                             metadata: ["item": "\(record.id)", "path": "\(store.publishedPath(file))"])
+                return step
+            }
             store.layout.final.remove(file)
-            return startOver(record, attempts: attempts)
+            return step
         case .publishPart(let marker):
             guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
             record.partRecoveredWhole(bytes: part.size)
@@ -113,8 +123,9 @@ struct Recovery {
     }
 
     /// Nothing usable: the item's staging files go and it is queued afresh, its attempts kept.
+    /// `B.voided` stays: the dead journal line it voids is read again if this worker dies too.
     private func startOver(_ record: ItemRecord, attempts: Int) -> RecoveryStep {
-        store.removeStaging(record.base)
+        store.removeStaging(record.base, voided: false)
         record.recover(.queued, attempts: attempts)
         return .schedule
     }
