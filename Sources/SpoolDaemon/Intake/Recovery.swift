@@ -52,7 +52,9 @@ struct Recovery {
         let facts = gatherFacts(record, deadStates: deadStates)
         let plan = RecoveryPlanner.plan(facts.facts)
         let attempts = facts.facts.state?.attempts ?? 0
-        if facts.facts.state != nil { record.noteStateFile() }
+        // Staging files the group end removes: a record, or a void a dead adopter left
+        // (`B.voided`, which outlives its start-over while the journal line it voids lasts).
+        if facts.facts.state != nil || store.voided(record.base) != nil { record.noteStateFile() }
         switch plan {
         case .startOver:
             return startOver(record, attempts: attempts)
