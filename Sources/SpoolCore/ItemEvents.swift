@@ -43,9 +43,11 @@ public enum ItemPhase: Sendable, Hashable {
 
 /// What happened to an item: the inputs of `ItemMachine`. `Part` and `Job` are the shell's
 /// open staging file and publish job, which the machine only holds (in the phase they belong
-/// to) and hands back; it never looks into them. Large payloads are boxed (`indirect`): an event
-/// is copied at each step, and one as large as a publish job would copy it whole every time.
-public enum ItemEvent<Part, Job> {
+/// to) and hands back; it never looks into them. `Receipt` is the shell's record of a published
+/// file (the daemon's: its marker's facts), which the events that end an item published carry
+/// and its published phase keeps. Large payloads are boxed (`indirect`): an event is copied at
+/// each step, and one as large as a publish job would copy it whole every time.
+public enum ItemEvent<Part, Job, Receipt> {
     /// Queued for the first time, or again after a recovery that starts it over.
     case submitted
     /// The scheduler gave it a slot; `space` is the space gate's answer for its expected size.
@@ -68,12 +70,17 @@ public enum ItemEvent<Part, Job> {
     case sourceUnreachable
     /// The scheduler took its slot for a higher-priority item.
     case preempted
-    indirect case transferEnded(TransferEnd)
+    /// `receipt`: for a 304 that ends the item (`TransferEnd.notModified`), the existing
+    /// file's record, which its published phase keeps; nil otherwise, or when the shell keeps none.
+    indirect case transferEnded(TransferEnd, receipt: Receipt? = nil)
     /// The space gate found room for it again.
     case spaceAvailable
     /// The shell built the item's publish job and queued it.
     indirect case publishQueued(Job)
-    case publishSucceeded(file: String, marker: String)
+    /// The batch published it as `file` with its marker at `marker` (empty under `markers:
+    /// group`); `receipt`: the published file's record, which its published phase keeps (nil when
+    /// the shell keeps none: a per-file marker already holds the facts).
+    case publishSucceeded(file: String, marker: String, receipt: Receipt? = nil)
     /// The batch failed for this item; `job` comes back with what the batch got done.
     indirect case publishFailed(PublishFault, job: Job?)
     /// The shell took a cancelled item's job out of its queue before any batch had it.

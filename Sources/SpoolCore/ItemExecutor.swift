@@ -17,7 +17,7 @@ import Foundation
 /// the optimiser keep the unspecialised path (runtime metadata and witness tables per event: a
 /// fifth of a 200,000-item cancel).
 public final class ItemExecutor<Ports: ItemPorts> {
-    public typealias Event = ItemEvent<Ports.Part, Ports.Job>
+    public typealias Event = ItemEvent<Ports.Part, Ports.Job, Ports.Receipt>
     public typealias Effect = ItemEffect<Ports.Part, Ports.Job>
 
     /// The world, as ports. Held strongly: a shell's ports are a small adapter that holds the

@@ -19,9 +19,10 @@ extension ItemMachine {
         }
     }
 
-    mutating func transferEnded(_ end: TransferEnd, part: Part?, policy: RetryPolicy, context: ItemContext) -> [Effect] {
+    mutating func transferEnded(_ end: TransferEnd, receipt: Receipt?, part: Part?, policy: RetryPolicy,
+                                context: ItemContext) -> [Effect] {
         if let unchanged = end.notModified {
-            state = .published(file: unchanged.file, marker: unchanged.marker)
+            state = .published(file: unchanged.file, marker: unchanged.marker, receipt: receipt)
             return [.releaseSlot, .ended]
         }
         // A signed URL refused (expired, revoked): a new one, once per attempt, keeping the slot

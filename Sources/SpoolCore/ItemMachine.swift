@@ -29,7 +29,7 @@ import SpoolRequest
 /// | running | transferEnded | 404, 410, DNS, TLS verification, or an outage past `--mirror-after`; a source not failed in this round; not stopping | queued (an outage: attempt − 1) | releaseSlot, nextSource, schedule |
 /// | queued, retrying | sourceUnreachable | a source not failed in this round | queued | unschedule, nextSource, schedule |
 /// | running | preempted | | queued | stopTransfer, saveResumeState |
-/// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file) | releaseSlot, ended |
+/// | running | transferEnded | 304 to a conditional request (`skip-unchanged`) | published (the existing file, with the event's receipt) | releaseSlot, ended |
 /// | running | transferEnded | complete, sha256 matches or none asked | publishing | releaseSlot, publish |
 /// | running | transferEnded | complete, sha256 differs | failed | releaseSlot, fail(sha256-mismatch) |
 /// | running | transferEnded | 416, the partial is the whole file | publishing | releaseSlot, publish |
@@ -44,7 +44,7 @@ import SpoolRequest
 /// | running | transferEnded | otherwise | failed | releaseSlot, fail(code) |
 /// | waitingForSpace | spaceAvailable | | queued | schedule |
 /// | publishing | publishQueued | | publishing (holding the job) | — |
-/// | publishing | publishSucceeded | | published | ended |
+/// | publishing | publishSucceeded | | published (with the event's receipt) | ended |
 /// | publishing | publishFailed | cancel asked meanwhile | failed | fail(cancelled) |
 /// | publishing | publishFailed | part gone or permanent | failed | fail(publish) |
 /// | publishing | publishFailed | disk full, never fits | failed | fail(disk-full) |
@@ -70,8 +70,9 @@ import SpoolRequest
 ///
 /// Anything not in the table changes nothing and returns no effect (a control command then
 /// answers that the item's state does not allow it).
-public struct ItemMachine<Part, Job> {
+public struct ItemMachine<Part, Job, Receipt> {
     public typealias Effect = ItemEffect<Part, Job>
+    public typealias Event = ItemEvent<Part, Job, Receipt>
     /// The phase with the data that belongs to it, so that the data ends with the phase: a
     /// running item's open part, a publishing item's job. Nothing is cleared by hand when a
     /// phase ends; the next phase simply does not hold it (a part's descriptor closes with it).
@@ -96,7 +97,11 @@ public struct ItemMachine<Part, Job> {
         indirect case publishing(job: Job?, tries: Int, cancelAsked: String?)
         /// The job waits for space on the final folder's filesystem; `reason` names it.
         indirect case waitingToPublish(job: Job?, tries: Int, reason: String)
-        indirect case published(file: String, marker: String)
+        /// `receipt`: the shell's record of the published file (the daemon's: the facts a
+        /// `markers: group` marker lists and hooks read), as the event that ended it carried it;
+        /// nil when the shell keeps none. Boxed with the rest: an ended item's phase stays one
+        /// pointer in its record.
+        indirect case published(file: String, marker: String, receipt: Receipt?)
         indirect case failed(ItemFailed)
 
         /// The phase without its data: what the table, status and tests compare.
@@ -109,9 +114,15 @@ public struct ItemMachine<Part, Job> {
             case .paused: .paused
             case .publishing: .publishing
             case .waitingToPublish: .waitingToPublish
-            case .published(let file, let marker): .published(file: file, marker: marker)
+            case .published(let file, let marker, _): .published(file: file, marker: marker)
             case .failed(let failure): .failed(failure)
             }
+        }
+
+        /// The published file's record, which a published phase keeps.
+        public var receipt: Receipt? {
+            if case .published(_, _, let receipt) = self { return receipt }
+            return nil
         }
 
         /// The open part the phase holds: a running item's.
@@ -136,7 +147,8 @@ public struct ItemMachine<Part, Job> {
         case queued
         /// Its data is staged and verified: straight to the publisher with `job`.
         case publishing(Job)
-        case published(file: String, marker: String)
+        /// Published before: `receipt` as `publishSucceeded`'s (nil when the shell keeps none).
+        case published(file: String, marker: String, receipt: Receipt? = nil)
         case failed(ItemFailed)
     }
 
@@ -160,13 +172,13 @@ public struct ItemMachine<Part, Job> {
         switch recovered {
         case .queued: state = .queued
         case .publishing(let job): state = .publishing(job: job, tries: 0, cancelAsked: nil)
-        case .published(let file, let marker): state = .published(file: file, marker: marker)
+        case .published(let file, let marker, let receipt): state = .published(file: file, marker: marker, receipt: receipt)
         case .failed(let failure): state = .failed(failure)
         }
     }
 
     /// Applies `event`; returns what the shell must do (empty: nothing changed).
-    public mutating func handle(_ event: ItemEvent<Part, Job>, policy: RetryPolicy, context: ItemContext) -> [Effect] {
+    public mutating func handle(_ event: Event, policy: RetryPolicy, context: ItemContext) -> [Effect] {
         if phase.hasEnded { return [] }
         switch (state, event) {
         case (_, .submitted):
@@ -223,8 +235,8 @@ public struct ItemMachine<Part, Job> {
             state = .queued
             return [.stopTransfer(part: part), .saveResumeState(part: part)]
 
-        case (.running(let part), .transferEnded(let end)):
-            return transferEnded(end, part: part, policy: policy, context: context)
+        case (.running(let part), .transferEnded(let end, let receipt)):
+            return transferEnded(end, receipt: receipt, part: part, policy: policy, context: context)
 
         case (.waitingForSpace, .spaceAvailable):
             state = .queued
@@ -234,8 +246,8 @@ public struct ItemMachine<Part, Job> {
             state = .publishing(job: job, tries: tries, cancelAsked: cancelAsked)
             return []
 
-        case (.publishing, .publishSucceeded(let file, let marker)):
-            state = .published(file: file, marker: marker)
+        case (.publishing, .publishSucceeded(let file, let marker, let receipt)):
+            state = .published(file: file, marker: marker, receipt: receipt)
             return [.ended]
 
         case (.publishing(let held, let tries, let cancelAsked), .publishFailed(let fault, let returned)):

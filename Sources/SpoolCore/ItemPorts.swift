@@ -8,13 +8,15 @@ import SpoolRequest
 // the executor's `send`, which queues it behind the event being handled.
 //
 // `Key` names an item (the daemon's record, the simulator's number); `Part` and `Job` are the
-// shell's open staging file and publish job, which the machine holds and the effects carry.
+// shell's open staging file and publish job, which the machine holds and the effects carry;
+// `Receipt` the shell's record of a published file, which the events carry to the published phase.
 
 /// Where the items' machines live, and the facts besides the event they decide with.
 public protocol ItemMachinePort: AnyObject {
     associatedtype Key
     associatedtype Part
     associatedtype Job
+    associatedtype Receipt
     /// Hands `event` to the machine of `key` through its one entry, `handle`, with the retry
     /// policy and the facts besides the event (clock, stop flag, jitter, the failure facts, read
     /// only if the item fails); returns the effects. The machine lives with the port (the
@@ -22,7 +24,7 @@ public protocol ItemMachinePort: AnyObject {
     /// are a closure on the port's stack, which costs no allocation per event. When the effects
     /// are not empty the item changed: the port notes it (its table, the status report, a
     /// trace). No effect when there is nothing to decide: the item is unknown, or has ended.
-    func decide(_ key: Key, _ event: ItemEvent<Part, Job>) -> [ItemEffect<Part, Job>]
+    func decide(_ key: Key, _ event: ItemEvent<Part, Job, Receipt>) -> [ItemEffect<Part, Job>]
 }
 
 /// The scheduler: slots, timers, and the hold of a host that cannot be reached.
@@ -43,6 +45,7 @@ public protocol ItemTransferPort: AnyObject {
     associatedtype Key
     associatedtype Part
     associatedtype Job
+    associatedtype Receipt
     /// Reads the item's description, its URL's expiry and its credentials for this attempt.
     func checkStart(_ key: Key) -> StartCheck
     /// Opens the part and starts the transfer. What follows comes back through `send`:
@@ -52,7 +55,7 @@ public protocol ItemTransferPort: AnyObject {
     func nextSource(_ key: Key, part: Part?)
     func saveResumeState(_ key: Key, part: Part?)
     /// Asks the refresh hook for a new URL: its answer now, or nil when it comes later (`send`).
-    func refreshURL(_ key: Key, reason: String) -> ItemEvent<Part, Job>?
+    func refreshURL(_ key: Key, reason: String) -> ItemEvent<Part, Job, Receipt>?
 }
 
 /// The space gate's queue of items waiting for room.
@@ -88,6 +91,6 @@ public protocol ItemEndingPort: AnyObject {
     func ended(_ key: Key)
 }
 
-/// Every port the executor needs, over one `Key`, `Part` and `Job`.
+/// Every port the executor needs, over one `Key`, `Part`, `Job` and `Receipt`.
 public protocol ItemPorts: ItemMachinePort, ItemSchedulingPort, ItemTransferPort, ItemSpacePort, ItemPublishPort,
                            ItemEndingPort {}

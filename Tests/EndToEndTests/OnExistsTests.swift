@@ -101,6 +101,40 @@ final class OnExistsTests: SpoolTestCase {
         XCTAssertNotEqual(third["etag"] as? String, etag)
     }
 
+    /// Under `markers: group` a 304 publishes no marker either: the group marker is where the
+    /// existing file's facts (the marker the conditional request was asked on) are listed, and
+    /// the item hook's `SPOOLFETCH_SHA256` is theirs. The item's published phase keeps them
+    /// from the 304's event to its group's end.
+    func testSkipUnchangedUnderGroupMarkersListsTheExistingFilesFactsInTheGroupMarker() throws {
+        let root = NSTemporaryDirectory() + "/spoolfetch-www-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let body = TestBody.random(count: 30_000, seed: 3041)
+        try Data(body).write(to: URL(fileURLWithPath: root + "/weekly.bin"))
+        let nginx = try NginxServer(root: root)
+        try spool.drop("week1", "on-exists: skip-unchanged\n" + nginx.url("/weekly.bin") + "\n")
+        var (status, stderr) = try DaemonProcess.drain(spool: spool.root)
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertEqual(try json("final", "weekly.bin.done")["sha256"] as? String, TestBody.sha256Hex(body))
+
+        let log = spool.path("tmp", "hooks.log")
+        let hook = "echo \"$SPOOLFETCH_STATUS|$SPOOLFETCH_SHA256\" >> '\(log)'"
+        try spool.drop("week2", "markers: group\non-exists: skip-unchanged\n" + nginx.url("/weekly.bin") + "\n")
+        (status, stderr) = try DaemonProcess.drain(spool: spool.root, extra: ["--on-item", hook, "--log-level", "debug"])
+        XCTAssertEqual(status, 0, stderr)
+        XCTAssertTrue(stderr.contains("unchanged (304)"), "the premise: a 304 ended it")
+        let group = try json("final", "week2.group.done")
+        XCTAssertEqual(group["unchanged"] as? Int, 1)
+        let item = try XCTUnwrap((group["items"] as? [[String: Any]])?.first)
+        XCTAssertEqual(item["outcome"] as? String, "unchanged")
+        XCTAssertEqual(item["file"] as? String, "weekly.bin")
+        XCTAssertEqual(item["sha256"] as? String, TestBody.sha256Hex(body), "the existing file's facts are listed")
+        XCTAssertEqual(item["bytes"] as? Int, body.count)
+        XCTAssertEqual(item["httpStatus"] as? Int, 200, "the status that published it, not the 304")
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines, ["unchanged|\(TestBody.sha256Hex(body))"])
+    }
+
     func testSkipUnchangedSendsIfNoneMatchAndIfModifiedSinceFromThePreviousMarker() throws {
         server.serve("/s", body: Array("v1".utf8), etag: "\"s1\"", lastModified: "Mon, 23 Nov 2026 10:00:00 GMT")
         try spool.drop("s1", "on-exists: skip-unchanged\n" + server.url("/s") + "\n")

@@ -6,7 +6,7 @@ import XCTest
 /// `ItemCause`: what a deadline's or a cancel's ending says the item waited on or last failed
 /// with, decided by the machine from the phase it leaves and the shell's facts.
 final class ItemCauseTests: XCTestCase {
-    typealias Machine = ItemMachine<Int, Int>
+    typealias Machine = ItemMachine<Int, Int, Int>
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
     let policy = RetryPolicy(maxAttempts: 0, resourceTimeout: 3600, backoff: Backoff(base: 10, cap: 60))
 
@@ -25,7 +25,7 @@ final class ItemCauseTests: XCTestCase {
         }
     }
 
-    private func ended(_ events: [ItemEvent<Int, Int>], by last: ItemEvent<Int, Int>, _ context: ItemContext) -> ItemFailed? {
+    private func ended(_ events: [ItemEvent<Int, Int, Int>], by last: ItemEvent<Int, Int, Int>, _ context: ItemContext) -> ItemFailed? {
         var m = Machine(firstQueued: t0)
         for e in [.submitted] + events { _ = m.handle(e, policy: policy, context: self.context()) }
         _ = m.handle(last, policy: policy, context: context)

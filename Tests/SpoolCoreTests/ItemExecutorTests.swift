@@ -14,8 +14,9 @@ final class ItemExecutorTests: XCTestCase {
         typealias Key = Int
         typealias Part = Int
         typealias Job = Int
+        typealias Receipt = Int
 
-        var machines: [Int: ItemMachine<Int, Int>] = [:]
+        var machines: [Int: ItemMachine<Int, Int, Int>] = [:]
         var calls: [String] = []
         var policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: .init(base: 1, cap: 60))
         var now: Date
@@ -26,7 +27,7 @@ final class ItemExecutorTests: XCTestCase {
         var partToOpen: Int? = nil
         var jobToQueue: Int? = 70
         var withdraws = true
-        var refreshAnswer: ItemEvent<Int, Int>? = nil
+        var refreshAnswer: ItemEvent<Int, Int, Int>? = nil
         weak var executor: ItemExecutor<FakePorts>?
         /// Run inside the `hostUnreachable` port, as the daemon's tells other items of the outage.
         var whileHostUnreachable: () -> Void = {}
@@ -43,7 +44,7 @@ final class ItemExecutorTests: XCTestCase {
             depth -= 1
         }
 
-        func decide(_ key: Int, _ event: ItemEvent<Int, Int>) -> [ItemEffect<Int, Int>] {
+        func decide(_ key: Int, _ event: ItemEvent<Int, Int, Int>) -> [ItemEffect<Int, Int>] {
             if depth != 0 { nestedDecides += 1 }
             guard var machine = machines[key], !machine.phase.hasEnded else { return [] }
             var context = ItemContext(now: now, stopping: false, jitter: 0,
@@ -78,7 +79,7 @@ final class ItemExecutorTests: XCTestCase {
         func stopTransfer(_ key: Int, part: Int?) { call("stopTransfer \(key) part \(part.map(String.init) ?? "none")") }
         func nextSource(_ key: Int, part: Int?) { call("nextSource \(key) part \(part.map(String.init) ?? "none")") }
         func saveResumeState(_ key: Int, part: Int?) { call("saveResumeState \(key) part \(part.map(String.init) ?? "none")") }
-        func refreshURL(_ key: Int, reason: String) -> ItemEvent<Int, Int>? {
+        func refreshURL(_ key: Int, reason: String) -> ItemEvent<Int, Int, Int>? {
             call("refreshURL \(key) \(reason)")
             return refreshAnswer
         }

@@ -6,7 +6,7 @@ import XCTest
 /// `ItemMachine.status`, a row per state: what `spoolfetch status` shows of an item, and the exit
 /// it names when it is not moving.
 final class ItemStatusTests: XCTestCase {
-    typealias Machine = ItemMachine<Int, Int>
+    typealias Machine = ItemMachine<Int, Int, Int>
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
     let policy = RetryPolicy(maxAttempts: 3, resourceTimeout: 3600, backoff: Backoff(base: 10, cap: 60))
     let utc = TimeZone(identifier: "UTC")!
@@ -18,7 +18,7 @@ final class ItemStatusTests: XCTestCase {
                         hostKey: "h:80", hostWait: hostWait, space: space)
     }
 
-    private func machine(_ events: [ItemEvent<Int, Int>]) -> Machine {
+    private func machine(_ events: [ItemEvent<Int, Int, Int>]) -> Machine {
         var m = Machine(firstQueued: t0)
         for e in [.submitted] + events { _ = m.handle(e, policy: policy, context: context) }
         return m

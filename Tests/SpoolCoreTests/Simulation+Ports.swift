@@ -11,7 +11,8 @@ final class SimItemPorts: ItemPorts {
     typealias Key = Int
     typealias Part = SimPart
     typealias Job = SimJob
-    typealias Machine = ItemMachine<SimPart, SimJob>
+    typealias Receipt = SimReceipt
+    typealias Machine = ItemMachine<SimPart, SimJob, SimReceipt>
 
     /// Not owned: the worker owns the executor, which owns this.
     unowned let daemon: SimDaemon
@@ -33,7 +34,7 @@ final class SimItemPorts: ItemPorts {
 
     /// The context is drawn from the seed (jitter, whether a refresh hook may be asked), as
     /// the daemon reads it from its clock, stop flag and hooks.
-    func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob>) -> [ItemEffect<SimPart, SimJob>] {
+    func decide(_ id: Int, _ event: ItemEvent<SimPart, SimJob, SimReceipt>) -> [ItemEffect<SimPart, SimJob>] {
         guard var machine = daemon.machines[id] else { return [] }
         if portCalls > 0 { daemon.violation = "item \(id) decided \(eventName(event)) inside a port call: events nest" }
         let spec = world.spec(id)
@@ -109,7 +110,7 @@ final class SimItemPorts: ItemPorts {
     }
 
     /// The hook answers a second later (`SimDaemon.turn`).
-    func refreshURL(_ id: Int, reason: String) -> ItemEvent<SimPart, SimJob>? {
+    func refreshURL(_ id: Int, reason: String) -> ItemEvent<SimPart, SimJob, SimReceipt>? {
         daemon.refreshes[id] = world.now.addingTimeInterval(1)
         return nil
     }
@@ -168,9 +169,9 @@ final class SimItemPorts: ItemPorts {
 
     // MARK: The trace's words
 
-    private func eventName(_ e: ItemEvent<SimPart, SimJob>) -> String {
+    private func eventName(_ e: ItemEvent<SimPart, SimJob, SimReceipt>) -> String {
         switch e {
-        case .transferEnded(let end): return "transferEnded(\(end.fault?.description ?? "complete")\(end.outage ? ", outage" : ""))"
+        case .transferEnded(let end, _): return "transferEnded(\(end.fault?.description ?? "complete")\(end.outage ? ", outage" : ""))"
         case .publishFailed(let f, _): return "publishFailed(\(f.message))"
         case .partOpened: return "partOpened"
         case .publishQueued: return "publishQueued"

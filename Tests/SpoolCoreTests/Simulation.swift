@@ -462,7 +462,7 @@ final class Simulation {
 /// through the daemon's own `ItemExecutor`; its simulated rooms (scheduler, transfers in flight,
 /// space queue, publishing, group ends) are the executor's ports (`SimItemPorts`).
 final class SimDaemon {
-    typealias Machine = ItemMachine<SimPart, SimJob>
+    typealias Machine = ItemMachine<SimPart, SimJob, SimReceipt>
 
     unowned let world: Simulation
     let name: String
@@ -646,7 +646,7 @@ final class SimDaemon {
     lazy var executor = ItemExecutor(ports: SimItemPorts(daemon: self))
 
     @discardableResult
-    func send(_ event: ItemEvent<SimPart, SimJob>, to id: Int) -> [ItemEffect<SimPart, SimJob>] {
+    func send(_ event: ItemEvent<SimPart, SimJob, SimReceipt>, to id: Int) -> [ItemEffect<SimPart, SimJob>] {
         executor.send(event, to: id) ?? []
     }
 
@@ -697,16 +697,20 @@ final class SimDaemon {
             if world.spool.markerWritten(world.spec(id), file: file, journal: journal) == false {
                 violation = "item \(id): a marker is written for \(file), which is not there"
             }
-            send(.publishSucceeded(file: file, marker: file + ".done"), to: id)
+            send(.publishSucceeded(file: file, marker: file + ".done", receipt: SimReceipt(item: id)), to: id)
         } else if let fault = world.publish(id) {
             send(.publishFailed(fault, job: job), to: id)
         } else {
             world.spool.published(world.spec(id), journal: journal)
-            send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done"), to: id)
+            send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done", receipt: SimReceipt(item: id)), to: id)
             storeIngest(id)
         }
         if cancelledInBatch.contains(id), !(machines[id]?.phase.hasEnded ?? true) {
             violation = "item \(id) was cancelled while a batch held its job, and did not end when the batch reported"
+        }
+        // What a `markers: group` marker lists of the file is its published phase's to keep.
+        if let machine = machines[id], case .published = machine.state, machine.state.receipt != SimReceipt(item: id) {
+            violation = "item \(id) is published without the receipt its batch's result carried"
         }
     }
 
@@ -771,6 +775,8 @@ struct SimulationError: Error, CustomStringConvertible {
 
 struct SimPart: Hashable { let item: Int }
 struct SimJob: Hashable { let item: Int }
+/// The simulator's record of a published file (the machine's `Receipt`): the item it names.
+struct SimReceipt: Hashable { let item: Int }
 
 /// SplitMix64: a fixed sequence per seed, so a seed replays its trace exactly.
 struct SimRandom {

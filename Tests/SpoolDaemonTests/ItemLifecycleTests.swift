@@ -8,8 +8,8 @@ import XCTest
 
 // The table is the core's machine, whatever the shell's part and job: these tests drive it over
 // plain numbers for them, so that its effects (which carry the part and the job) compare as values.
-private typealias ItemLifecycle = ItemMachine<Int, Int>
-private typealias LifecycleEvent = SpoolCore.ItemEvent<Int, Int>
+private typealias ItemLifecycle = ItemMachine<Int, Int, Int>
+private typealias LifecycleEvent = SpoolCore.ItemEvent<Int, Int, Int>
 private typealias ItemAction = ItemEffect<Int, Int>
 
 /// One test per row of `ItemLifecycle`'s transition table (and of its copy in docs/ARCHITECTURE.md).
@@ -213,9 +213,10 @@ final class ItemLifecycleTests: XCTestCase {
         var l = running()
         let unchanged = UnchangedFile(file: "f.csv", marker: "/spool/final/f.csv.done")
         let event = LifecycleEvent.transferEnded(TransferEnd(failure: nil, sha256: nil, retryAfter: nil, hasPartial: false,
-                                                        notModified: unchanged))
+                                                        notModified: unchanged), receipt: 304)
         XCTAssertEqual(l.handle(event, policy: policy, context: context), [.releaseSlot, .ended])
         XCTAssertEqual(l.phase, .published(file: "f.csv", marker: "/spool/final/f.csv.done"))
+        XCTAssertEqual(l.state.receipt, 304, "the published phase keeps the existing file's receipt the event carried")
         XCTAssertEqual(l.attempts, 1)
         XCTAssertEqual(l.handle(end(nil, sha256: "abc"), policy: policy, context: context), [], "it has ended")
     }
@@ -346,6 +347,11 @@ final class ItemLifecycleTests: XCTestCase {
         var l = publishing()
         XCTAssertEqual(l.handle(.publishSucceeded(file: "f", marker: "/d/f.done"), policy: policy, context: context), [.ended])
         XCTAssertEqual(l.phase, .published(file: "f", marker: "/d/f.done"))
+        XCTAssertNil(l.state.receipt, "none given: a per-file marker holds the facts")
+        var kept = publishing()
+        XCTAssertEqual(kept.handle(.publishSucceeded(file: "g", marker: "", receipt: 42), policy: policy, context: context), [.ended])
+        XCTAssertEqual(kept.phase, .published(file: "g", marker: ""))
+        XCTAssertEqual(kept.state.receipt, 42, "the published phase keeps the receipt the event carried")
     }
 
     func testPublishFailedWithThePartKeptIsTriedAgainLater() {
@@ -503,6 +509,9 @@ final class ItemLifecycleTests: XCTestCase {
     func testRecoveredMachineStartsWhereThePlanPutIt() {
         let l = ItemLifecycle(recovered: .published(file: "f", marker: "m"), firstQueued: t0, attempts: 2)
         XCTAssertEqual(l.phase, .published(file: "f", marker: "m"))
+        XCTAssertNil(l.state.receipt)
+        let kept = ItemLifecycle(recovered: .published(file: "f", marker: "", receipt: 9), firstQueued: t0, attempts: 2)
+        XCTAssertEqual(kept.state.receipt, 9, "a recovered published item keeps its receipt in its phase")
         XCTAssertEqual(l.attempts, 2)
         let q = ItemLifecycle(recovered: .queued, firstQueued: t0, attempts: 1)
         XCTAssertEqual(q.phase, .queued)

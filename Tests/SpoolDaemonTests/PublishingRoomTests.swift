@@ -77,7 +77,7 @@ final class PublishingRoomTests: XCTestCase {
         let events = publishing.batchEnded(results, item: { $0 == record.base ? record : nil })
         XCTAssertFalse(publishing.inFlight)
         XCTAssertTrue(publishing.isIdle)
-        guard events.count == 1, events[0].0 === record, case .publishSucceeded(let file, let marker) = events[0].1 else {
+        guard events.count == 1, events[0].0 === record, case .publishSucceeded(let file, let marker, _) = events[0].1 else {
             return XCTFail("\(events)")
         }
         XCTAssertEqual(file, "report.csv")
@@ -143,7 +143,7 @@ final class PublishingRoomTests: XCTestCase {
         XCTAssertEqual(io.waiting, 1, "due: handed over")
         guard case .published(let results) = io.runAll().first else { return XCTFail("no retry batch") }
         let events = publishing.batchEnded(results, item: { $0 == record.base ? record : nil })
-        guard events.count == 1, case .publishSucceeded(let file, _) = events[0].1 else { return XCTFail("\(events)") }
+        guard events.count == 1, case .publishSucceeded(let file, _, _) = events[0].1 else { return XCTFail("\(events)") }
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: spool.layout.final.path(of: file))), Data(body))
         XCTAssertEqual(calls.load(ordering: .relaxed), 2)
         XCTAssertTrue(publishing.isIdle)

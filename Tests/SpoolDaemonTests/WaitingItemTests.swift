@@ -63,9 +63,10 @@ final class WaitingItemTests: XCTestCase {
         XCTAssertNil(started.loaded)
         XCTAssertFalse(started.holdsTransferState, "an ended item is as small as a waiting one")
         let grouped = request.items[1235]
-        grouped.notePublished(ItemMarker(request: "list", group: "list", index: 1235, url: "u", finalURL: nil, name: "n",
-                                         bytes: 1, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
-                                         contentType: nil, startedAt: "t", finishedAt: "t", attempts: 1))
+        let facts = ItemMarker(request: "list", group: "list", index: 1235, url: "u", finalURL: nil, name: "n",
+                               bytes: 1, sha256: "", httpStatus: 200, etag: nil, lastModified: nil,
+                               contentType: nil, startedAt: "t", finishedAt: "t", attempts: 1)
+        grouped.recover(.published(file: "n", marker: "", receipt: PublishedReceipt(facts)), attempts: 1)
         grouped.shed()
         XCTAssertNotNil(grouped.publishedMarker, "kept for a markers: group marker")
 
@@ -79,6 +80,20 @@ final class WaitingItemTests: XCTestCase {
 
     /// An ended item keeps only what its group end reads; its full description is read again
     /// from its own lines, also after it moved on to a mirror (whose host its URL does not have).
+    /// The machine held by every item, a million of them queued, is as small with the published
+    /// phase's receipt: the phase is boxed (`indirect`) with its file, marker and receipt, so the
+    /// state stays a word and a tag, and the receipt a pointer in that box.
+    func testTheItemMachineIsNoLargerForThePublishedPhasesReceipt() {
+        let transfer = ItemTransfer()
+        print("ItemLifecycle: size \(MemoryLayout<ItemLifecycle>.size), stride \(MemoryLayout<ItemLifecycle>.stride); "
+              + "State: size \(MemoryLayout<ItemLifecycle.State>.size); ItemEvent: size \(MemoryLayout<ItemLifecycle.Event>.size); "
+              + "receipt: \(MemoryLayout<PublishedReceipt?>.size) (a marker inline: \(MemoryLayout<ItemMarker?>.size)); "
+              + "ItemTransfer: \(mallocUsableSize(Unmanaged.passUnretained(transfer).toOpaque())) bytes usable")
+        XCTAssertEqual(MemoryLayout<ItemLifecycle.State>.size, 9)
+        XCTAssertEqual(MemoryLayout<ItemLifecycle>.stride, 32)
+        XCTAssertEqual(MemoryLayout<PublishedReceipt?>.size, 8)
+    }
+
     func testAnEndedItemThatMovedToAMirrorIsReadAgainFromItsOwnLines() throws {
         let table = ItemTable()
         let request = try claimAndAdd("mirrored", "https://a.example/f\nmirror: https://b.example/f\n", into: table)

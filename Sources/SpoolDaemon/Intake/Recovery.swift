@@ -77,12 +77,13 @@ struct Recovery {
             record.recover(.failed(ItemFailed(failure)), attempts: attempts)
             return .ended(confirm: nil)
         case .published(let file):
+            var receipt: PublishedReceipt? = nil
             if !record.writesItemMarker, var facts = facts.facts.state?.marker {
                 facts.name = file
-                record.notePublished(facts)
+                receipt = PublishedReceipt(facts)
             }
             let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
-            record.recover(.published(file: file, marker: marker), attempts: attempts)
+            record.recover(.published(file: file, marker: marker, receipt: receipt), attempts: attempts)
             guard var confirmed = facts.facts.state, confirmed.phase != .published else { return .ended(confirm: nil) }
             confirmed.phase = .published
             confirmed.finalName = file

@@ -4,11 +4,12 @@ import SpoolRequest
 import SpoolStore
 import SpoolTransfer
 
-/// What an item's transfers leave behind across its phases: four named fields, each a small
+/// What an item's transfers leave behind across its phases: three named fields, each a small
 /// value, changed only by the steps below (their setters are `fileprivate`: the compiler, not a
 /// convention, keeps every change in this file). What belongs to one phase is not here: a
 /// running attempt's staging file, conditional marker and rate samples are its running phase's
-/// (`RunningAttempt`), a publish job its publishing phase's. Allocated when the item first
+/// (`RunningAttempt`), a publish job its publishing phase's, a published file's facts its
+/// published phase's (`PublishedReceipt`). Allocated when the item first
 /// starts (or is recovered with a part), so a waiting item costs only its `ItemRecord`.
 final class ItemTransfer {
     /// Where it is fetched from.
@@ -17,19 +18,14 @@ final class ItemTransfer {
     fileprivate(set) var staged = StagedBytes()
     /// What its attempts learned.
     fileprivate(set) var history = AttemptHistory()
-    /// The facts of the published file (its marker's content, `name` the final name): what the
-    /// group marker lists for it under `markers: group`; for an item a 304 ended, the existing
-    /// file's marker. nil otherwise (a per-file marker holds them; a large batch keeps none).
-    fileprivate(set) var publishedMarker: ItemMarker?
 
     /// What an ended item keeps, made afresh rather than cleared field by field: whether it left
-    /// a state file (the group end removes it), its facts for a `markers: group` marker, and, when
-    /// a 304 ended it, the response that says so. nil when it needs none of these.
+    /// a state file (the group end removes it) and, when a 304 ended it, the response that says
+    /// so. nil when it needs neither (a published file's facts are its phase's, not kept here).
     func remainder(endedUnchanged: Bool) -> ItemTransfer? {
-        guard staged.hasStateFile || publishedMarker != nil || endedUnchanged else { return nil }
+        guard staged.hasStateFile || endedUnchanged else { return nil }
         let kept = ItemTransfer()
         kept.staged.hasStateFile = staged.hasStateFile
-        kept.publishedMarker = publishedMarker
         if endedUnchanged { kept.history.lastFacts = history.lastFacts }
         return kept
     }
@@ -192,7 +188,8 @@ extension ItemRecord {
     /// The body's size as a response announced it when the item was cut to wait for space (see
     /// `BodyRoomAnswers`): without `expected-bytes`, the space rules wait for that much.
     var announcedBytes: Int64? { transferState?.history.announcedBytes }
-    var publishedMarker: ItemMarker? { transferState?.publishedMarker }
+    /// The facts of its published file, which its published phase keeps (see `PublishedReceipt`).
+    var publishedMarker: ItemMarker? { lifecycle.state.receipt?.marker }
     /// The refresh hook's URL, when it gave one.
     var refreshedURL: RequestURL? { transferState?.source.refreshedURL }
     var refreshedInAttempt: Int { transferState?.history.refreshedInAttempt ?? 0 }
@@ -234,10 +231,6 @@ extension ItemRecord {
     func noteRefreshedURL(_ url: RequestURL?) {
         if url != nil || transferState != nil { transfer.source.refreshedURL = url }
     }
-
-    /// The item ended with a published file: its facts, kept for a `markers: group` marker (or a
-    /// 304's existing file).
-    func notePublished(_ marker: ItemMarker) { transfer.publishedMarker = marker }
 
     /// It moved on to another of its sources; `host` is the mirror's `host:port` (nil: its `url`).
     func noteSource(_ rotation: SourceRotation, host: String?) {

@@ -145,8 +145,8 @@ public final class Engine {
                 && hosts.tendSegments(driver, now: Date())
             if hostsChanged { operators.status.dirty = true }
             for outcome in ended {
-                guard let (record, end) = driver.ended(outcome) else { continue }
-                executor.send(.transferEnded(end), to: record)
+                guard let (record, event) = driver.ended(outcome) else { continue }
+                executor.send(event, to: record)
             }
             if !messages.isEmpty || !ended.isEmpty { operators.status.dirty = true }
             // A wake-up that brought nothing — socket activity of a body in flight: no message,

@@ -13,6 +13,7 @@ final class ItemShell: ItemPorts {
     typealias Key = ItemRecord
     typealias Part = RunningAttempt
     typealias Job = PublishJob
+    typealias Receipt = PublishedReceipt
 
     /// Not owned: the engine owns the executor, which owns this.
     unowned(unsafe) let engine: Engine

@@ -6,13 +6,25 @@ import SpoolStore
 import SpoolTransfer
 
 // The shell's side of the core's item machine: the machine holds the shell's running attempt
-// (`RunningAttempt`: the open part and what the attempt learns) and publish job (it never looks
-// into them), and takes its facts in the core's own plain types,
-// which these conversions make from what the adapters report.
+// (`RunningAttempt`: the open part and what the attempt learns), publish job and published
+// file's receipt (`PublishedReceipt`; it never looks into them), and takes its facts in the
+// core's own plain types, which these conversions make from what the adapters report.
 
-/// An item's machine over the shell's running attempt and publish job.
-typealias ItemLifecycle = ItemMachine<RunningAttempt, PublishJob>
-typealias ItemEvent = SpoolCore.ItemEvent<RunningAttempt, PublishJob>
+/// An item's machine over the shell's running attempt, publish job and published file's receipt.
+typealias ItemLifecycle = ItemMachine<RunningAttempt, PublishJob, PublishedReceipt>
+typealias ItemEvent = SpoolCore.ItemEvent<RunningAttempt, PublishJob, PublishedReceipt>
+
+/// The facts of a published file (its marker's content, `name` the final name), kept by the
+/// item's published phase (the machine's `Receipt`) for what reads them after it ended: a
+/// `markers: group` marker lists them (there is no per-file marker to hold them), the item hook
+/// takes its `SPOOLFETCH_SHA256` from them, and for an item a 304 ended they are the existing
+/// file's. nil in the phase when a per-file marker holds them (a large batch keeps none). A class:
+/// the phase's box grows by one pointer, not by a marker's some 300 bytes, for every published
+/// item.
+final class PublishedReceipt: Sendable {
+    let marker: ItemMarker
+    init(_ marker: ItemMarker) { self.marker = marker }
+}
 typealias ItemAction = ItemEffect<RunningAttempt, PublishJob>
 typealias LifecycleContext = ItemContext
 

@@ -149,14 +149,16 @@ final class Publishing {
                     "item": "\(record.id)", "file": "\(file)",
                     "since-start-us": "\(Int((committed.timeIntervalSince(started) * 1_000_000).rounded()))"])
             }
+            // Kept by the published phase for the group marker (only there: a per-file marker
+            // already holds them).
+            var receipt: PublishedReceipt? = nil
             if !record.writesItemMarker {
-                // Kept for the group marker (only there: a per-file marker already holds them).
                 var facts = result.job.marker
                 facts.name = file
-                record.notePublished(facts)
+                receipt = PublishedReceipt(facts)
             }
             // Under `markers: group` there is no per-file marker: the item's marker path is empty.
-            return .publishSucceeded(file: file, marker: result.markerPath ?? "")
+            return .publishSucceeded(file: file, marker: result.markerPath ?? "", receipt: receipt)
         }
         var job = result.job
         job.alreadyPublishedAs = result.finalName

@@ -36,7 +36,12 @@ struct ConditionalFetch {
         guard let previous = record.attempt?.previousMarker else { return nil }
         record.partDiscarded()
         store.removePart(record.base)
-        record.notePublished(previous)
         return UnchangedFile(file: previous.name, marker: store.markerPath(ofPublished: previous.name))
+    }
+
+    /// The existing file's facts for the published phase a 304 ends the item in (the event
+    /// carries them): the marker the attempt asked on, which the running phase still holds.
+    static func receipt(_ record: ItemRecord) -> PublishedReceipt? {
+        record.attempt?.previousMarker.map(PublishedReceipt.init)
     }
 }

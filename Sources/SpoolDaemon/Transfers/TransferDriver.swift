@@ -204,13 +204,14 @@ final class TransferDriver {
     }
 
     /// A transfer ended on its own: what the record notes of it, then what the book decides
-    /// (the part's step, the end the machine is told, the host's answer). nil when it is not
-    /// running, or it started again from its next hashed mirror.
-    func ended(_ outcome: TransferOutcome) -> (ItemRecord, TransferEnd)? {
+    /// (the part's step, the end the machine is told, the host's answer), as the event its
+    /// machine is told. nil when it is not running, or it started again from its next hashed
+    /// mirror.
+    func ended(_ outcome: TransferOutcome) -> (ItemRecord, ItemEvent)? {
         guard let record = running[outcome.key] else { return nil }
         if record.summary.isUpload {
             book.forget(outcome.key)
-            return (record, uploads.ended(record, outcome))
+            return (record, .transferEnded(uploads.ended(record, outcome)))
         }
         if let body = outcome.unwritten, let part = record.part {
             part.unwritten = body
@@ -223,9 +224,13 @@ final class TransferDriver {
             failure = .clientCertificate("credentials '\(name)': \(why)")
         }
         let decided = book.ended(TransferReport(outcome, failure: failure, partOpen: record.part != nil))
+        // A 304 ends the item with the existing file, whose facts its published phase keeps.
+        if let end = decided?.end, end.notModified != nil {
+            return (record, .transferEnded(end, receipt: ConditionalFetch.receipt(record)))
+        }
         // A failure the machine is told (not a 304 that ends the item) is what its error file reports.
-        if let failure, decided?.end.notModified == nil { record.noteFailure(failure) }
-        return decided
+        if let failure { record.noteFailure(failure) }
+        return decided.map { ($0.record, .transferEnded($0.end)) }
     }
 
     /// Responses began (the session's `takeBodyStarts`; the loop asks only when it gave some):
