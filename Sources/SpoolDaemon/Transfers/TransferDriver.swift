@@ -230,7 +230,8 @@ final class TransferDriver {
         }
         // A failure the machine is told (not a 304 that ends the item) is what its error file reports.
         if let failure { record.noteFailure(failure) }
-        return decided.map { ($0.record, .transferEnded($0.end)) }
+        guard let decided else { return nil }
+        return (decided.record, .transferEnded(decided.end))
     }
 
     /// Responses began (the session's `takeBodyStarts`; the loop asks only when it gave some):
