@@ -7,7 +7,7 @@ import SpoolStore
 /// inode and, once verified, SHA-256), the publish batches' journals (by writer), and the final
 /// folder's data files and markers. Written by the simulated transfer, publish, failure and
 /// group-end steps; read after a kill by the daemon's own `RecoveryFacts.gather` and
-/// `RecoveryPlanner` (`SimDaemon.recoverAdopted`), so no recovery rule is written here.
+/// `RecoveryPlanner`, carried out by its `RecoveryCarrier` (`SimDaemon.recoverAdopted`), so no recovery rule is written here.
 final class SimSpool: RecoverySpool {
     struct Part { var size: Int64; let inode: UInt64; var sha256: String? }
     /// A batch journal: its writer (a worker process, `SimDaemon.incarnation`) and its entries by base.
@@ -226,6 +226,9 @@ final class SimLedger {
     var adopted: Set<String> = []
     /// Marker-only jobs a recovery queued: the file and the record it was found by.
     var markerOnly: [Int: (file: String, state: ItemState)] = [:]
+    /// Items a recovery noted as having staging files (a record or a void): their group end
+    /// removes `B.voided` too, as the daemon's `GroupEnds` removes the noted items' files.
+    var stagingNoted: Set<Int> = []
     init(world: Simulation) { keeper = JournalKeeper(ports: SimJournalPorts(world: world)) }
 }
 
@@ -251,36 +254,21 @@ extension SimDaemon {
                                          journaled: ledger.keeper.deadStates[base], part: part.map { ($0.size, $0.inode) },
                                          markersPerItem: true, currentBoot: SimSpool.boot, spool: spool)
         let plan = RecoveryPlanner.plan(facts)
-        let attempts = facts.state?.attempts ?? 0
         world.log("item \(id): recovered as \(planName(plan))")
-        switch plan {
-        case .startOver:
-            spool.removeStaging(base, voided: false)
+        // Carried out by the daemon's own carrier; here only its outcome becomes the machine.
+        switch RecoveryCarrier.carry(plan, facts: facts, ports: SimRecoveryPorts(daemon: self, id: id, base: base)) {
+        case .queued(let attempts, _):
             return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
-        case .resume:
-            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
-        case .failed:
+        case .failed(_, let attempts):
             guard let failed = spool.failures[base] else {
                 violation = "item \(id) recovered as failed with no failure recorded"
                 return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
             }
             return (Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts), .ended)
-        case .published(let file):
+        case .published(let file, let attempts, _, _):
             return (Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts), .ended)
-        case .writeMarker(let file, _):
-            // As the daemon's `Recovery`: a job that writes the marker only, journaled with its batch.
-            guard let state = facts.state else { return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit) }
-            ledger.markerOnly[id] = (file, state)
-            return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
-        case .publishPart:
-            return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
-        case .discardUnverified(let file, _, _):
-            // As `Recovery`: staging files gone, then the record voided (synced), then the file.
-            spool.removeStaging(base, voided: false)
-            if let state = facts.state { spool.voidedRecords[base] = state }
-            spool.finals.removeValue(forKey: file)
-            world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
-            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
+        case .publishing(let job, let attempts, _):
+            return (Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts), .publish)
         }
     }
 
@@ -338,6 +326,31 @@ extension SimDaemon {
     func releaseJournals(_ name: String) {
         var journals = ledger.requestJournals.removeValue(forKey: name) ?? []
         ledger.keeper.release(&journals, adopted: ledger.adopted.remove(name) != nil)
+    }
+}
+
+/// The simulated spool as the daemon's `RecoveryCarrier` reaches it for one adopted item: no
+/// rule of recovery here, only what each port does to the simulated files.
+struct SimRecoveryPorts: RecoveryCarrierPorts {
+    unowned let daemon: SimDaemon
+    let id: Int
+    let base: String
+    private var spool: SimSpool { daemon.world.spool }
+
+    var hasVoid: Bool { spool.voidedRecords[base] != nil }
+    /// Its group end removes its staging files, its void included (`SimGroupEndPorts.writeEnd`).
+    func noteStateFile() { daemon.ledger.stagingNoted.insert(id) }
+    func removeStaging() { spool.removeStaging(base, voided: false) }
+    func truncatePart(to bytes: Int64) throws { spool.parts[base]?.size = bytes }
+    /// A marker-only job is journaled with the record its file was found by.
+    func makeJob(state: ItemState, marker: ItemMarker, alreadyPublishedAs file: String?) -> SimJob? {
+        if let file { daemon.ledger.markerOnly[id] = (file, state) }
+        return SimJob(item: id)
+    }
+    func writeVoided(_ state: ItemState, removing file: String) throws { spool.voidedRecords[base] = state }
+    func removePublished(_ file: String) {
+        spool.finals.removeValue(forKey: file)
+        daemon.world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
     }
 }
 
