@@ -255,6 +255,9 @@ extension SimDaemon {
                                          markersPerItem: true, currentBoot: SimSpool.boot, spool: spool)
         let plan = RecoveryPlanner.plan(facts)
         world.log("item \(id): recovered as \(planName(plan))")
+        // The world's truth: a file no marker vouches for, of other bytes, was never a publication
+        // (whether the recovery can remove it or must leave it in place).
+        if case .discardUnverified = plan { world.unpublished(id, placed: nil) }
         // Carried out by the daemon's own carrier; here only its outcome becomes the machine.
         switch RecoveryCarrier.carry(plan, facts: facts, ports: SimRecoveryPorts(daemon: self, id: id, base: base)) {
         case .queued(let attempts, _):
@@ -347,12 +350,23 @@ struct SimRecoveryPorts: RecoveryCarrierPorts {
         if let file { daemon.ledger.markerOnly[id] = (file, state) }
         return SimJob(item: id)
     }
-    func writeVoided(_ state: ItemState, removing file: String) throws { spool.voidedRecords[base] = state }
+    /// Now and then (drawn aside) the void cannot be written (EIO): the file must stay.
+    func writeVoided(_ state: ItemState, removing file: String) throws {
+        let world = daemon.world
+        if world.faultsOn && world.sideChance(0.3, "void \(base) \(file) \(daemon.incarnation)") {
+            world.log("item \(id): its void could not be written (EIO); \(file) is left in place")
+            throw SimVoidFault()
+        }
+        spool.voidedRecords[base] = state
+    }
+    /// The file and the name it held go (the world already counts it as no publication).
     func removePublished(_ file: String) {
         spool.finals.removeValue(forKey: file)
-        daemon.world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
+        if let placed = spool.placedNames.removeValue(forKey: id) { daemon.world.operatorSpool.finalNames.remove(placed) }
     }
 }
+
+struct SimVoidFault: Error {}
 
 /// A worker as the ports of an adopted request's start (`AdoptedStart`, the daemon's own).
 struct SimAdoptedStart: AdoptedStartPorts {
