@@ -221,6 +221,7 @@ final class SimGroupEndPorts: GroupEndPorts {
         } else {
             let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
             world.groupEnded(name, allPublished: all)
+            world.cancelRecords.remove(name)
             // As `GroupEnds`: the staging files of the items noted as having some; a void is
             // noted only by a recovery (`RecoveryCarrier`). None may outlive the group's end.
             for id in world.request(name).items {

@@ -245,7 +245,7 @@ extension SimDaemon {
     /// An adopted item, recovered by the daemon's planner from the facts the daemon's gathering
     /// reads from the simulated spool; the plan carried out on the spool's files as `Recovery` does,
     /// with the item's first step as `Intake.accept` makes it from `Recovery`'s.
-    func recoverAdopted(_ id: Int) -> (Machine, FirstStep) {
+    func recoverAdopted(_ id: Int) -> (Machine, FirstStep, confirm: ItemState?) {
         let spec = world.spec(id)
         let spool = world.spool
         let base = spool.base(spec)
@@ -261,17 +261,17 @@ extension SimDaemon {
         // Carried out by the daemon's own carrier; here only its outcome becomes the machine.
         switch RecoveryCarrier.carry(plan, facts: facts, ports: SimRecoveryPorts(daemon: self, id: id, base: base)) {
         case .queued(let attempts, _):
-            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
+            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit, nil)
         case .failed(_, let attempts):
             guard let failed = spool.failures[base] else {
                 violation = "item \(id) recovered as failed with no failure recorded"
-                return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
+                return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit, nil)
             }
-            return (Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts), .ended)
-        case .published(let file, let attempts, _, _):
-            return (Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts), .ended)
+            return (Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts), .ended, nil)
+        case .published(let file, let attempts, _, let confirm):
+            return (Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts), .ended, confirm)
         case .publishing(let job, let attempts, _):
-            return (Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts), .publish)
+            return (Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts), .publish, nil)
         }
     }
 
@@ -368,10 +368,75 @@ struct SimRecoveryPorts: RecoveryCarrierPorts {
 
 struct SimVoidFault: Error {}
 
-/// A worker as the ports of an adopted request's start (`AdoptedStart`, the daemon's own).
-struct SimAdoptedStart: AdoptedStartPorts {
+/// A worker as the ports of an accepted request's start (`AdoptedStart`, the daemon's own).
+struct SimAdoptedStart: RequestStartPorts {
     unowned let daemon: SimDaemon
+    let name: String
+    let deadline: Date?
     func submit(_ id: Int) { daemon.send(.submitted, to: id) }
     func ended(_ id: Int) { daemon.executor.ports.ended(id) }
     func publish(_ id: Int) { daemon.publishing.add(SimJob(item: id)) }
+    var hasOpenItems: Bool { (daemon.groups[name]?.openItems ?? 0) > 0 }
+    func scheduleDeadlines() { if let deadline { daemon.deadlines[name] = deadline } }
+    func taken() { daemon.group(name, .taken) }
+}
+
+/// A worker as the ports of an adopted request's acceptance (`AdoptedIntake`, the daemon's own):
+/// its items are the request's, each recovered by `recoverAdopted`; the records found published
+/// are journaled as the daemon journals them.
+struct SimAdoptedIntake: AdoptedIntakePorts {
+    typealias Machine = SimDaemon.Machine
+    unowned let daemon: SimDaemon
+    let name: String
+    private var world: Simulation { daemon.world }
+
+    func add(_ items: [Int]) -> [Int] {
+        daemon.groups[name] = GroupMachine(openItems: items.count)
+        return items
+    }
+    func adopted() { daemon.ledger.adopted.insert(name) }
+    func adoptionDropped() { daemon.ledger.keeper.adoptionDropped() }
+    func cancelled() -> Bool { world.cancelRecords.contains(name) }
+    /// The simulation has no uploads.
+    func recoverUpload(_ id: Int) -> Bool { false }
+    func recover(_ id: Int) -> AdoptedRecovery<(Int, ItemState)> {
+        let (machine, first, confirm) = daemon.recoverAdopted(id)
+        daemon.machines[id] = machine
+        switch first {
+        case .submit: return .schedule
+        case .ended: return .ended(confirm: confirm.map { (id, $0) })
+        case .publish: return .publish
+        }
+    }
+    /// As the daemon's: the item's record ends failed, cancelled; the world counts it ended so.
+    func endCancelled(_ id: Int) {
+        let attempts = daemon.machines[id]?.attempts ?? 0
+        let failed = ItemFailed(code: "cancelled", message: "cancelled by the operator", attempts: attempts,
+                                facts: ItemFailureFacts(index: world.spec(id).index, url: "", name: ""))
+        daemon.machines[id] = Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts)
+        world.log("item \(id): ends cancelled (its request's cancel record)")
+        world.recordFailure(id, failed)
+    }
+    func journal(_ confirmed: [(Int, ItemState)]) {
+        let journal = world.spool.writeJournal(writer: daemon.incarnation, items: confirmed.map {
+            (world.spec($0.0), $0.1.attempts, $0.1)
+        })
+        world.log("\(daemon.name) journals the items found published: \(confirmed.map(\.0)) in \(journal)")
+        daemon.ledger.keeper.attach(journal, to: &daemon.ledger.requestJournals[name, default: []])
+    }
+}
+
+extension Simulation {
+    /// Now and then (drawn aside, while faults are on) the operator cancelled one of a dying
+    /// worker's requests whole just before the kill: its cancel record (`recordCancel`) was
+    /// written, and no item had ended yet. The adopter ends what it would queue again cancelled
+    /// (`AdoptedIntake`); the record goes with the group's end.
+    func cancelBeforeKill(_ adopted: [String]) {
+        guard faultsOn, !adopted.isEmpty else { return }
+        var side = sideRandom("cancel before kill \(kills)")
+        guard side.chance(0.05) else { return }
+        let name = adopted[side.below(adopted.count)]
+        cancelRecords.insert(name)
+        log("operator: cancel request \(name) whole; its cancel record is written, and the worker dies before any item ends")
+    }
 }

@@ -69,6 +69,8 @@ final class Simulation {
     private var items: [Int: ItemSpec] = [:]
     private(set) var requests: [String: RequestFile] = [:]
     private var requestOrder: [String] = []
+    /// Requests the operator cancelled whole whose cancel record is in staging (`cancelBeforeKill`).
+    var cancelRecords: Set<String> = []
     private var onDisk: [Int: ItemOnDisk] = [:]
     private(set) var publishes: [Int: Int] = [:]
     private var hostsDown: Set<String> = []
@@ -89,7 +91,7 @@ final class Simulation {
     private var owner: [String: Int] = [:]
     private var reloads = 0
     private var nextItemID = 0
-    private var kills = 0
+    private(set) var kills = 0
     /// The content store on the spool (nil: off).
     let store: SimContentStore?
     /// Worker processes started so far: each has its own number (a claim names its holder's).
@@ -284,6 +286,7 @@ final class Simulation {
         spool.foldersTaken(from: deadIncarnation, by: workers[adopter].incarnation)
         log("kill -9 of \(name) and restart (#\(kills)); \(workers[adopter].name) adopts its requests")
         let adopted = requestOrder.filter { requests[$0]?.folder == .active && owner[$0] == dead }
+        cancelBeforeKill(adopted)
         workers[adopter].learnDeadJournals(adopting: adopted.count)
         for request in adopted {
             owner[request] = adopter
@@ -523,28 +526,21 @@ final class SimDaemon {
 
     // MARK: Events in
 
-    /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) item by item
-    /// as the daemon's recovery plans it from the spool's files (`recoverAdopted`), each item's
-    /// first step carried out by the daemon's `AdoptedStart`.
+    /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) accepted by
+    /// the daemon's `AdoptedIntake`, each item recovered as the daemon's recovery plans and
+    /// carries it out on the spool's files (`recoverAdopted`); both started by the daemon's
+    /// `AdoptedStart` (first steps, deadlines while the group has open items, the group taken).
     func claim(_ name: String, adopted: Bool = false) {
         let request = world.request(name)
-        if let deadline = request.deadline { deadlines[name] = deadline }
-        groups[name] = GroupMachine(openItems: request.items.count)
+        let start = SimAdoptedStart(daemon: self, name: name, deadline: request.deadline)
         guard adopted else {
+            groups[name] = GroupMachine(openItems: request.items.count)
             for id in request.items { machines[id] = Machine(firstQueued: world.now) }
-            for id in request.items { send(.submitted, to: id) }
-            group(name, .taken)
+            AdoptedStart.start(fresh: request.items, ports: start)
             return
         }
-        ledger.adopted.insert(name)
-        var steps: [(key: Int, first: FirstStep)] = []
-        for id in request.items {
-            let (machine, first) = recoverAdopted(id)
-            machines[id] = machine
-            steps.append((id, first))
-        }
-        AdoptedStart.begin(steps, ports: SimAdoptedStart(daemon: self))
-        group(name, .taken)
+        guard let steps = AdoptedIntake.accept(.indexed(request.items), ports: SimAdoptedIntake(daemon: self, name: name)) else { return }
+        AdoptedStart.start(adopted: steps, ports: start)
     }
 
     func operatorCommand(_ verb: OperatorVerb, item id: Int) {
@@ -654,6 +650,9 @@ final class SimDaemon {
     func startFetch(_ id: Int) {
         world.spool.partOpened(world.spool.base(world.spec(id)))
         if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
+        if world.cancelRecords.contains(world.spec(id).request) {
+            violation = "item \(id) is fetched after the operator cancelled its request \(world.spec(id).request) whole"
+        }
         if world.store != nil, storeRoom.servedFromStore(id) { violation = "item \(id) fetches after it was published from the store" }
         if !world.reserveStaging(id) { noRoom.insert(id) }
         let item = parts[id] ?? SimTransferItem(id: id)
@@ -678,7 +677,7 @@ final class SimDaemon {
     lazy var groupEnds = GroupEndExecutor(ports: SimGroupEndPorts(daemon: self))
 
     /// Hands the request's group machine an event; its effects carried out by the executor.
-    private func group(_ name: String, _ event: GroupMachine.Event) {
+    func group(_ name: String, _ event: GroupMachine.Event) {
         groupEnds.send(event, to: name, now: world.now)
     }
 
