@@ -46,7 +46,7 @@ final class Simulation {
         var digest: String? = nil
     }
 
-    enum RequestFolder: Equatable { case active, done, failed }
+    enum RequestFolder: Equatable { case active, done, failed, rejected }
 
     struct RequestFile {
         let name: String
@@ -231,6 +231,7 @@ final class Simulation {
             + ", claimed by \(workers[w].name)")
         writeRequestText(name, items: ids)
         workers[w].claim(name)
+        _ = dropMalformedRequest(after: name, worker: w)
     }
 
     /// A request the operator's `retry` of a failed request queued (Simulation+Operators.swift):
@@ -306,6 +307,11 @@ final class Simulation {
 
     func spec(_ id: Int) -> ItemSpec { items[id]! }
     func request(_ name: String) -> RequestFile { requests[name]! }
+    func requestFolder(_ name: String) -> RequestFolder? { requests[name]?.folder }
+    /// A malformed request file (`dropMalformedRequest`): no item, and never adopted.
+    func addMalformed(_ name: String) { requests[name] = RequestFile(name: name, items: [], deadline: nil) }
+    /// The claiming worker's parser refused it: filed in `rejected/`.
+    func requestRejected(_ name: String) { requests[name]?.folder = .rejected }
     func disk(_ id: Int) -> ItemOnDisk { onDisk[id] ?? .nothing }
     var random: SimRandom {
         get { rng }
@@ -534,9 +540,10 @@ final class SimDaemon {
         let request = world.request(name)
         let start = SimAdoptedStart(daemon: self, name: name, deadline: request.deadline)
         guard adopted else {
-            groups[name] = GroupMachine(openItems: request.items.count)
-            for id in request.items { machines[id] = Machine(firstQueued: world.now) }
-            AdoptedStart.start(fresh: request.items, ports: start)
+            guard let items = parsedItems(name) else { return }
+            groups[name] = GroupMachine(openItems: items.count)
+            for id in items { machines[id] = Machine(firstQueued: world.now) }
+            AdoptedStart.start(fresh: items, ports: start)
             return
         }
         guard let steps = AdoptedIntake.accept(.indexed(request.items), ports: SimAdoptedIntake(daemon: self, name: name)) else { return }
