@@ -50,3 +50,18 @@ extension Simulation {
         return true
     }
 }
+
+extension Simulation {
+    /// Now and then (drawn aside, while faults are on) one of a dying worker's requests no longer
+    /// parses for its adopter (say a reload lowered `max-items` since its claim): the adopter
+    /// files it in `rejected/` and its ledger drops the adoption, so the dead worker's journals
+    /// still go once the other adopted requests end (checked when everything has ended).
+    func refuseOnAdoption(_ adopted: [String]) {
+        guard faultsOn, !adopted.isEmpty else { return }
+        var side = sideRandom("refused on adoption \(kills)")
+        guard side.chance(0.04) else { return }
+        let name = adopted[side.below(adopted.count)]
+        refusedOnAdoption.insert(name)
+        log("request \(name) will not parse for its adopter")
+    }
+}

@@ -239,7 +239,8 @@ extension Simulation {
         if let violation = checkDueDrains() { return violation }
         for name in requests.keys.sorted() {
             let request = request(name)
-            guard let deadline = request.deadline, now.timeIntervalSince(deadline) > 1 else { continue }
+            // A request filed in rejected/ has no item the deadline could end.
+            guard let deadline = request.deadline, now.timeIntervalSince(deadline) > 1, request.folder != .rejected else { continue }
             let open = request.items.filter { id in
                 switch disk(id) { case .published, .failed: return false; default: return true }
             }

@@ -71,6 +71,8 @@ final class Simulation {
     private var requestOrder: [String] = []
     /// Requests the operator cancelled whole whose cancel record is in staging (`cancelBeforeKill`).
     var cancelRecords: Set<String> = []
+    /// Adopted requests the adopter's parser refuses (`refuseOnAdoption`).
+    var refusedOnAdoption: Set<String> = []
     private var onDisk: [Int: ItemOnDisk] = [:]
     private(set) var publishes: [Int: Int] = [:]
     private var hostsDown: Set<String> = []
@@ -144,6 +146,11 @@ final class Simulation {
                 throw failure("nothing left to happen, yet items have not ended (no exit): " + describeOpen)
             }
             try checkInvariants()
+        }
+        // Every request has ended: no publish journal may be left in staging (a dead worker's
+        // goes once every request adopted with it has ended or was dropped; `JournalKeeper`).
+        if !spool.journals.isEmpty {
+            throw failure("every request ended, yet journals are left in staging: \(spool.journals.keys.sorted())")
         }
     }
 
@@ -288,6 +295,7 @@ final class Simulation {
         log("kill -9 of \(name) and restart (#\(kills)); \(workers[adopter].name) adopts its requests")
         let adopted = requestOrder.filter { requests[$0]?.folder == .active && owner[$0] == dead }
         cancelBeforeKill(adopted)
+        refuseOnAdoption(adopted)
         workers[adopter].learnDeadJournals(adopting: adopted.count)
         for request in adopted {
             owner[request] = adopter
@@ -450,7 +458,7 @@ final class Simulation {
         }
         for request in requests.values {
             if request.endings > 1 { throw failure("request \(request.name) ended \(request.endings) times") }
-            if request.folder != .active {
+            if request.folder != .active && request.folder != .rejected {
                 let ended = request.items.allSatisfy { id in
                     switch disk(id) { case .published, .failed: return true; default: return false }
                 }
@@ -546,7 +554,12 @@ final class SimDaemon {
             AdoptedStart.start(fresh: items, ports: start)
             return
         }
-        guard let steps = AdoptedIntake.accept(.indexed(request.items), ports: SimAdoptedIntake(daemon: self, name: name)) else { return }
+        let read: RequestRead<[Int]> = world.refusedOnAdoption.contains(name) ? .rejected : .indexed(request.items)
+        guard let steps = AdoptedIntake.accept(read, ports: SimAdoptedIntake(daemon: self, name: name)) else {
+            world.log("\(name) refused on adoption: filed in rejected/")
+            world.requestRejected(name)
+            return
+        }
         AdoptedStart.start(adopted: steps, ports: start)
     }
 
