@@ -33,3 +33,82 @@ final class AdoptedStartTests: XCTestCase {
         XCTAssertEqual(ports.group.handle(.taken, now: Date(timeIntervalSince1970: 0)), [], "taken after: nothing more")
     }
 }
+
+/// `AdoptedIntake.accept` and `AdoptedStart.start`, built with fake ports, row by row: what an
+/// adopted request's items do first, what the ledger is told, what is journaled, and the order
+/// of an accepted request's start.
+final class AdoptedIntakeTests: XCTestCase {
+    final class Ports: AdoptedIntakePorts, RequestStartPorts {
+        var log: [String] = []
+        var recovered: [Int: AdoptedRecovery<String>] = [:]
+        var uploads: Set<Int> = []
+        var isCancelled = false
+        var open = 0
+        func add(_ index: [Int]) -> [Int] { log.append("add \(index)"); open = index.count; return index }
+        func adopted() { log.append("adopted") }
+        func adoptionDropped() { log.append("dropped") }
+        func cancelled() -> Bool { log.append("cancelled?"); return isCancelled }
+        func recoverUpload(_ key: Int) -> Bool { uploads.contains(key) }
+        func recover(_ key: Int) -> AdoptedRecovery<String> { recovered[key] ?? .schedule }
+        func endCancelled(_ key: Int) { log.append("cancel \(key)") }
+        func journal(_ confirmed: [String]) { log.append("journal \(confirmed)") }
+        func submit(_ key: Int) { log.append("submit \(key)") }
+        func ended(_ key: Int) { log.append("ended \(key)"); open -= 1 }
+        func publish(_ key: Int) { log.append("publish \(key)") }
+        var hasOpenItems: Bool { open > 0 }
+        func scheduleDeadlines() { log.append("deadlines") }
+        func taken() { log.append("taken") }
+    }
+
+    private func steps(_ s: [(key: Int, first: FirstStep)]?) -> [String]? { s?.map { "\($0.key) \($0.first)" } }
+
+    func testARejectedOrUnreadableAdoptionIsDroppedWithNoItem() {
+        for read in [RequestRead<[Int]>.rejected, .unreadable] {
+            let ports = Ports()
+            XCTAssertNil(AdoptedIntake.accept(read, ports: ports))
+            XCTAssertEqual(ports.log, ["dropped"], "no request recorded, the ledger expects one adoption fewer")
+        }
+    }
+
+    func testEachItemsFirstStepIsWhatItsRecoveryFound() {
+        let ports = Ports()
+        ports.recovered = [1: .ended(confirm: nil), 2: .publish]
+        ports.uploads = [3]
+        XCTAssertEqual(steps(AdoptedIntake.accept(.indexed([0, 1, 2, 3]), ports: ports)), ["0 submit", "1 ended", "2 publish", "3 ended"])
+        XCTAssertEqual(ports.log, ["add [0, 1, 2, 3]", "adopted", "cancelled?"], "nothing to journal")
+    }
+
+    func testACancelledRequestsItemsThatWouldBeQueuedEndCancelled() {
+        let ports = Ports()
+        ports.isCancelled = true
+        ports.recovered = [1: .publish]
+        XCTAssertEqual(steps(AdoptedIntake.accept(.indexed([0, 1]), ports: ports)), ["0 ended", "1 publish"])
+        XCTAssertEqual(ports.log, ["add [0, 1]", "adopted", "cancelled?", "cancel 0"], "an item with its job staged is published still")
+    }
+
+    func testRecordsFoundPublishedAreJournaledOnceAfterTheLoop() {
+        let ports = Ports()
+        ports.recovered = [0: .ended(confirm: "a"), 1: .ended(confirm: nil), 2: .ended(confirm: "c")]
+        _ = AdoptedIntake.accept(.indexed([0, 1, 2]), ports: ports)
+        XCTAssertEqual(ports.log.last, "journal [\"a\", \"c\"]")
+        XCTAssertEqual(ports.log.filter { $0.hasPrefix("journal") }.count, 1)
+    }
+
+    func testAStartSchedulesDeadlinesOnlyWhileItemsAreOpenThenTakesTheGroup() {
+        let ports = Ports()
+        ports.open = 2
+        AdoptedStart.start(adopted: [(key: 0, first: .ended), (key: 1, first: .submit)], ports: ports)
+        XCTAssertEqual(ports.log, ["ended 0", "submit 1", "deadlines", "taken"])
+        let ended = Ports()
+        ended.open = 1
+        AdoptedStart.start(adopted: [(key: 0, first: .ended)], ports: ended)
+        XCTAssertEqual(ended.log, ["ended 0", "taken"], "a request found ended needs no deadline")
+    }
+
+    func testAFreshRequestsItemsAreAllQueuedInFileOrder() {
+        let ports = Ports()
+        ports.open = 3
+        AdoptedStart.start(fresh: [2, 0, 1], ports: ports)
+        XCTAssertEqual(ports.log, ["submit 2", "submit 0", "submit 1", "deadlines", "taken"])
+    }
+}

@@ -139,6 +139,8 @@ extension Simulation {
             }
             specs.append((first, (item.index, item.expectedBytes != nil)))
         }
+        // Its text first: the claiming worker parses it (`SimDaemon.parsedItems`).
+        ops.texts[name] = String(decoding: bytes, as: UTF8.self)
         let ids = addRetryRequest(name, items: specs.map { (spec($0.first), $0.spec.index, $0.spec.announced) },
                                   worker: sideChance(0.5, "retry owner \(name)") ? 1 : 0)
         for (n, id) in ids.enumerated() {
@@ -147,7 +149,6 @@ extension Simulation {
             ops.names[id] = item.name
             ops.onExists[id] = item.onExists
         }
-        ops.texts[name] = String(decoding: bytes, as: UTF8.self)
         log("request \(name) queued by the retry of \(failed): items \(ids) re-run \(specs.map(\.first))")
     }
 
@@ -238,7 +239,8 @@ extension Simulation {
         if let violation = checkDueDrains() { return violation }
         for name in requests.keys.sorted() {
             let request = request(name)
-            guard let deadline = request.deadline, now.timeIntervalSince(deadline) > 1 else { continue }
+            // A request filed in rejected/ has no item the deadline could end.
+            guard let deadline = request.deadline, now.timeIntervalSince(deadline) > 1, request.folder != .rejected else { continue }
             let open = request.items.filter { id in
                 switch disk(id) { case .published, .failed: return false; default: return true }
             }

@@ -222,7 +222,17 @@ final class SimGroupEndPorts: GroupEndPorts {
         } else {
             let all = world.request(name).items.allSatisfy { if case .published = world.disk($0) { return true } else { return false } }
             world.groupEnded(name, allPublished: all)
-            for id in world.request(name).items { world.spool.removeStaging(world.spool.base(world.spec(id))) }
+            world.cancelRecords.remove(name)
+            // As `GroupEnds`: the staging files of the items noted as having some; a void is
+            // noted only by a recovery (`RecoveryCarrier`). None may outlive the group's end.
+            for id in world.request(name).items {
+                let base = world.spool.base(world.spec(id))
+                let noted = daemon.ledger.stagingNoted.remove(id) != nil || daemon.parts[id]?.hasStateFile == true
+                world.spool.removeStaging(base, voided: noted)
+                if world.spool.voidedRecords[base] != nil {
+                    daemon.violation = "item \(id): its staging/B.voided outlived its group's end (\(name))"
+                }
+            }
             daemon.groupEnds.send(.endWritten, to: name, now: world.now)
         }
     }

@@ -7,7 +7,7 @@ import SpoolStore
 /// inode and, once verified, SHA-256), the publish batches' journals (by writer), and the final
 /// folder's data files and markers. Written by the simulated transfer, publish, failure and
 /// group-end steps; read after a kill by the daemon's own `RecoveryFacts.gather` and
-/// `RecoveryPlanner` (`SimDaemon.recoverAdopted`), so no recovery rule is written here.
+/// `RecoveryPlanner`, carried out by its `RecoveryCarrier` (`SimDaemon.recoverAdopted`), so no recovery rule is written here.
 final class SimSpool: RecoverySpool {
     struct Part { var size: Int64; let inode: UInt64; var sha256: String? }
     /// A batch journal: its writer (a worker process, `SimDaemon.incarnation`) and its entries by base.
@@ -226,6 +226,9 @@ final class SimLedger {
     var adopted: Set<String> = []
     /// Marker-only jobs a recovery queued: the file and the record it was found by.
     var markerOnly: [Int: (file: String, state: ItemState)] = [:]
+    /// Items a recovery noted as having staging files (a record or a void): their group end
+    /// removes `B.voided` too, as the daemon's `GroupEnds` removes the noted items' files.
+    var stagingNoted: Set<Int> = []
     init(world: Simulation) { keeper = JournalKeeper(ports: SimJournalPorts(world: world)) }
 }
 
@@ -242,7 +245,7 @@ extension SimDaemon {
     /// An adopted item, recovered by the daemon's planner from the facts the daemon's gathering
     /// reads from the simulated spool; the plan carried out on the spool's files as `Recovery` does,
     /// with the item's first step as `Intake.accept` makes it from `Recovery`'s.
-    func recoverAdopted(_ id: Int) -> (Machine, FirstStep) {
+    func recoverAdopted(_ id: Int) -> (Machine, FirstStep, confirm: ItemState?) {
         let spec = world.spec(id)
         let spool = world.spool
         let base = spool.base(spec)
@@ -251,36 +254,24 @@ extension SimDaemon {
                                          journaled: ledger.keeper.deadStates[base], part: part.map { ($0.size, $0.inode) },
                                          markersPerItem: true, currentBoot: SimSpool.boot, spool: spool)
         let plan = RecoveryPlanner.plan(facts)
-        let attempts = facts.state?.attempts ?? 0
         world.log("item \(id): recovered as \(planName(plan))")
-        switch plan {
-        case .startOver:
-            spool.removeStaging(base, voided: false)
-            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
-        case .resume:
-            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
-        case .failed:
+        // The world's truth: a file no marker vouches for, of other bytes, was never a publication
+        // (whether the recovery can remove it or must leave it in place).
+        if case .discardUnverified = plan { world.unpublished(id, placed: nil) }
+        // Carried out by the daemon's own carrier; here only its outcome becomes the machine.
+        switch RecoveryCarrier.carry(plan, facts: facts, ports: SimRecoveryPorts(daemon: self, id: id, base: base)) {
+        case .queued(let attempts, _):
+            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit, nil)
+        case .failed(_, let attempts):
             guard let failed = spool.failures[base] else {
                 violation = "item \(id) recovered as failed with no failure recorded"
-                return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
+                return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit, nil)
             }
-            return (Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts), .ended)
-        case .published(let file):
-            return (Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts), .ended)
-        case .writeMarker(let file, _):
-            // As the daemon's `Recovery`: a job that writes the marker only, journaled with its batch.
-            guard let state = facts.state else { return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit) }
-            ledger.markerOnly[id] = (file, state)
-            return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
-        case .publishPart:
-            return (Machine(recovered: .publishing(SimJob(item: id)), firstQueued: world.now, attempts: attempts), .publish)
-        case .discardUnverified(let file, _, _):
-            // As `Recovery`: staging files gone, then the record voided (synced), then the file.
-            spool.removeStaging(base, voided: false)
-            if let state = facts.state { spool.voidedRecords[base] = state }
-            spool.finals.removeValue(forKey: file)
-            world.unpublished(id, placed: spool.placedNames.removeValue(forKey: id))
-            return (Machine(recovered: .queued, firstQueued: world.now, attempts: attempts), .submit)
+            return (Machine(recovered: .failed(failed), firstQueued: world.now, attempts: attempts), .ended, nil)
+        case .published(let file, let attempts, _, let confirm):
+            return (Machine(recovered: .published(file: file, marker: file + ".done"), firstQueued: world.now, attempts: attempts), .ended, confirm)
+        case .publishing(let job, let attempts, _):
+            return (Machine(recovered: .publishing(job), firstQueued: world.now, attempts: attempts), .publish, nil)
         }
     }
 
@@ -339,12 +330,4 @@ extension SimDaemon {
         var journals = ledger.requestJournals.removeValue(forKey: name) ?? []
         ledger.keeper.release(&journals, adopted: ledger.adopted.remove(name) != nil)
     }
-}
-
-/// A worker as the ports of an adopted request's start (`AdoptedStart`, the daemon's own).
-struct SimAdoptedStart: AdoptedStartPorts {
-    unowned let daemon: SimDaemon
-    func submit(_ id: Int) { daemon.send(.submitted, to: id) }
-    func ended(_ id: Int) { daemon.executor.ports.ended(id) }
-    func publish(_ id: Int) { daemon.publishing.add(SimJob(item: id)) }
 }

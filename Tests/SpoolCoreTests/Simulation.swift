@@ -46,7 +46,7 @@ final class Simulation {
         var digest: String? = nil
     }
 
-    enum RequestFolder: Equatable { case active, done, failed }
+    enum RequestFolder: Equatable { case active, done, failed, rejected }
 
     struct RequestFile {
         let name: String
@@ -69,6 +69,10 @@ final class Simulation {
     private var items: [Int: ItemSpec] = [:]
     private(set) var requests: [String: RequestFile] = [:]
     private var requestOrder: [String] = []
+    /// Requests the operator cancelled whole whose cancel record is in staging (`cancelBeforeKill`).
+    var cancelRecords: Set<String> = []
+    /// Adopted requests the adopter's parser refuses (`refuseOnAdoption`).
+    var refusedOnAdoption: Set<String> = []
     private var onDisk: [Int: ItemOnDisk] = [:]
     private(set) var publishes: [Int: Int] = [:]
     private var hostsDown: Set<String> = []
@@ -89,7 +93,7 @@ final class Simulation {
     private var owner: [String: Int] = [:]
     private var reloads = 0
     private var nextItemID = 0
-    private var kills = 0
+    private(set) var kills = 0
     /// The content store on the spool (nil: off).
     let store: SimContentStore?
     /// Worker processes started so far: each has its own number (a claim names its holder's).
@@ -142,6 +146,11 @@ final class Simulation {
                 throw failure("nothing left to happen, yet items have not ended (no exit): " + describeOpen)
             }
             try checkInvariants()
+        }
+        // Every request has ended: no publish journal may be left in staging (a dead worker's
+        // goes once every request adopted with it has ended or was dropped; `JournalKeeper`).
+        if !spool.journals.isEmpty {
+            throw failure("every request ended, yet journals are left in staging: \(spool.journals.keys.sorted())")
         }
     }
 
@@ -229,6 +238,7 @@ final class Simulation {
             + ", claimed by \(workers[w].name)")
         writeRequestText(name, items: ids)
         workers[w].claim(name)
+        _ = dropMalformedRequest(after: name, worker: w)
     }
 
     /// A request the operator's `retry` of a failed request queued (Simulation+Operators.swift):
@@ -284,6 +294,8 @@ final class Simulation {
         spool.foldersTaken(from: deadIncarnation, by: workers[adopter].incarnation)
         log("kill -9 of \(name) and restart (#\(kills)); \(workers[adopter].name) adopts its requests")
         let adopted = requestOrder.filter { requests[$0]?.folder == .active && owner[$0] == dead }
+        cancelBeforeKill(adopted)
+        refuseOnAdoption(adopted)
         workers[adopter].learnDeadJournals(adopting: adopted.count)
         for request in adopted {
             owner[request] = adopter
@@ -303,6 +315,11 @@ final class Simulation {
 
     func spec(_ id: Int) -> ItemSpec { items[id]! }
     func request(_ name: String) -> RequestFile { requests[name]! }
+    func requestFolder(_ name: String) -> RequestFolder? { requests[name]?.folder }
+    /// A malformed request file (`dropMalformedRequest`): no item, and never adopted.
+    func addMalformed(_ name: String) { requests[name] = RequestFile(name: name, items: [], deadline: nil) }
+    /// The claiming worker's parser refused it: filed in `rejected/`.
+    func requestRejected(_ name: String) { requests[name]?.folder = .rejected }
     func disk(_ id: Int) -> ItemOnDisk { onDisk[id] ?? .nothing }
     var random: SimRandom {
         get { rng }
@@ -441,7 +458,7 @@ final class Simulation {
         }
         for request in requests.values {
             if request.endings > 1 { throw failure("request \(request.name) ended \(request.endings) times") }
-            if request.folder != .active {
+            if request.folder != .active && request.folder != .rejected {
                 let ended = request.items.allSatisfy { id in
                     switch disk(id) { case .published, .failed: return true; default: return false }
                 }
@@ -523,28 +540,27 @@ final class SimDaemon {
 
     // MARK: Events in
 
-    /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) item by item
-    /// as the daemon's recovery plans it from the spool's files (`recoverAdopted`), each item's
-    /// first step carried out by the daemon's `AdoptedStart`.
+    /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) accepted by
+    /// the daemon's `AdoptedIntake`, each item recovered as the daemon's recovery plans and
+    /// carries it out on the spool's files (`recoverAdopted`); both started by the daemon's
+    /// `AdoptedStart` (first steps, deadlines while the group has open items, the group taken).
     func claim(_ name: String, adopted: Bool = false) {
         let request = world.request(name)
-        if let deadline = request.deadline { deadlines[name] = deadline }
-        groups[name] = GroupMachine(openItems: request.items.count)
+        let start = SimAdoptedStart(daemon: self, name: name, deadline: request.deadline)
         guard adopted else {
-            for id in request.items { machines[id] = Machine(firstQueued: world.now) }
-            for id in request.items { send(.submitted, to: id) }
-            group(name, .taken)
+            guard let items = parsedItems(name) else { return }
+            groups[name] = GroupMachine(openItems: items.count)
+            for id in items { machines[id] = Machine(firstQueued: world.now) }
+            AdoptedStart.start(fresh: items, ports: start)
             return
         }
-        ledger.adopted.insert(name)
-        var steps: [(key: Int, first: FirstStep)] = []
-        for id in request.items {
-            let (machine, first) = recoverAdopted(id)
-            machines[id] = machine
-            steps.append((id, first))
+        let read: RequestRead<[Int]> = world.refusedOnAdoption.contains(name) ? .rejected : .indexed(request.items)
+        guard let steps = AdoptedIntake.accept(read, ports: SimAdoptedIntake(daemon: self, name: name)) else {
+            world.log("\(name) refused on adoption: filed in rejected/")
+            world.requestRejected(name)
+            return
         }
-        AdoptedStart.begin(steps, ports: SimAdoptedStart(daemon: self))
-        group(name, .taken)
+        AdoptedStart.start(adopted: steps, ports: start)
     }
 
     func operatorCommand(_ verb: OperatorVerb, item id: Int) {
@@ -654,6 +670,9 @@ final class SimDaemon {
     func startFetch(_ id: Int) {
         world.spool.partOpened(world.spool.base(world.spec(id)))
         if case .published = world.disk(id) { violation = "item \(id) is fetched again after it was published" }
+        if world.cancelRecords.contains(world.spec(id).request) {
+            violation = "item \(id) is fetched after the operator cancelled its request \(world.spec(id).request) whole"
+        }
         if world.store != nil, storeRoom.servedFromStore(id) { violation = "item \(id) fetches after it was published from the store" }
         if !world.reserveStaging(id) { noRoom.insert(id) }
         let item = parts[id] ?? SimTransferItem(id: id)
@@ -678,7 +697,7 @@ final class SimDaemon {
     lazy var groupEnds = GroupEndExecutor(ports: SimGroupEndPorts(daemon: self))
 
     /// Hands the request's group machine an event; its effects carried out by the executor.
-    private func group(_ name: String, _ event: GroupMachine.Event) {
+    func group(_ name: String, _ event: GroupMachine.Event) {
         groupEnds.send(event, to: name, now: world.now)
     }
 

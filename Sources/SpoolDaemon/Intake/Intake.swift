@@ -85,63 +85,45 @@ final class Intake {
         let owner = FailedRetry.originalOwner(of: claimed.name, fileOwner: claimed.owner, daemonUser: geteuid(), in: store.layout)
         let claim = owner == claimed.owner ? claimed
             : ClaimedRequest(name: claimed.name, inode: claimed.inode, folder: claimed.folder, owner: owner)
+        let parsed = parse(claim, checkUploads: !adopted)
+        if adopted { return acceptAdopted(claim, parsed, now: now) }
         let index: RequestIndex
         var uploads: [Int: OutgoingIdentity] = [:]
-        switch parse(claim, checkUploads: !adopted) {
+        switch parsed {
         case .indexed(let indexed, let found): index = indexed; uploads = found
-        case .rejected:
-            if adopted { ledger.adoptionDropped() }
-            return .rejected
-        case .unreadable:
-            if adopted { ledger.adoptionDropped() }
-            return .unreadable
+        case .rejected: return .rejected
+        case .unreadable: return .unreadable
         }
         let request = table.add(claim: claim, index: index) { _ in ItemLifecycle(firstQueued: now) }
         if !uploads.isEmpty {
             for record in request.items { if let identity = uploads[record.index] { var state = record.upload; state.identity = identity; record.noteUpload(state) } }
         }
-        guard adopted else {
-            // A retry's request with partials a deadline left (`KeptParts`): resumed as an
-            // adopted item's would be; the others start afresh.
-            if KeptParts.takeMark(claim.name, in: store.layout) {
-                let recovery = Recovery(store: store, logger: logger)
-                for record in request.items { _ = recovery.recover(record, deadStates: [:]) }
-            }
-            return .accepted(Accepted(request: request, index: index))
+        // A retry's request with partials a deadline left (`KeptParts`): resumed as an
+        // adopted item's would be; the others start afresh.
+        if KeptParts.takeMark(claim.name, in: store.layout) {
+            let recovery = Recovery(store: store, logger: logger)
+            for record in request.items { _ = recovery.recover(record, deadStates: [:]) }
         }
-        ledger.adopted(request)
-        let recovery = self.recovery
-        // The operator cancelled the whole request before the crash (`recordCancel`): what would
-        // be queued again ends cancelled, as its cancel had ended it.
-        let cancelled = store.cancelRecord(of: claim) != nil
-        var steps: [(key: ItemRecord, first: FirstStep)] = []
-        steps.reserveCapacity(request.items.count)
-        var confirmed: [ItemState] = []
-        for record in request.items {
-            if recovery.recoverUpload(record) { steps.append((record, .ended)); continue }
-            switch recovery.recover(record, deadStates: ledger.deadStates) {
-            case .schedule where cancelled:
-                record.recover(.failed(ItemFailed(code: "cancelled", message: "cancelled by the operator", attempts: record.attempts,
-                                                  facts: ItemFailureFacts(index: record.index, url: "", name: ""))),
-                               attempts: record.attempts)
-                steps.append((record, .ended))
-            case .schedule: steps.append((record, .submit))
-            case .ended(let confirm):
-                if let confirm { confirmed.append(confirm) }
-                steps.append((record, .ended))
-            case .publish: steps.append((record, .publish))
-            }
+        return .accepted(Accepted(request: request, index: index))
+    }
+
+    /// An adopted request, accepted by the core's `AdoptedIntake` (as the simulator's workers
+    /// accept theirs): recorded, each item recovered (ended cancelled where it would be queued
+    /// again and the operator had cancelled the whole request), the items found published
+    /// journaled; the ledger counts it adopted, or dropped when it cannot be taken in.
+    private func acceptAdopted(_ claim: ClaimedRequest, _ parsed: Parsed, now: Date) -> Acceptance {
+        let read: RequestRead<RequestIndex>
+        switch parsed {
+        case .indexed(let index, _): read = .indexed(index)
+        case .rejected: read = .rejected
+        case .unreadable: read = .unreadable
         }
-        if !confirmed.isEmpty {
-            // Not synced: a power cut may lose it, and those items are then delivered again.
-            do {
-                let journal = try store.writeJournal(confirmed)
-                journal.closeDescriptor()
-                ledger.attach(journal, to: request)
-            } catch {
-                logger.warning("could not journal the items found published; a consumer taking them before a crash would get them again: \(error)",
-                               metadata: ["request": "\(claim.name)"])
-            }
+        let ports = AdoptedIntakeShell(store: store, logger: logger, ledger: ledger, table: table, recovery: recovery,
+                                       claim: claim, now: now)
+        guard let steps = AdoptedIntake.accept(read, ports: ports), let request = ports.request,
+              case .indexed(let index) = read else {
+            if case .rejected = read { return .rejected }
+            return .unreadable
         }
         return .accepted(Accepted(request: request, index: index, recovered: steps))
     }

@@ -51,86 +51,38 @@ struct Recovery {
         }
         let facts = gatherFacts(record, deadStates: deadStates)
         let plan = RecoveryPlanner.plan(facts.facts)
-        let attempts = facts.facts.state?.attempts ?? 0
-        // Staging files the group end removes: a record, or a void a dead adopter left
-        // (`B.voided`, which outlives its start-over while the journal line it voids lasts).
-        if facts.facts.state != nil || store.voided(record.base) != nil { record.noteStateFile() }
-        switch plan {
-        case .startOver:
-            return startOver(record, attempts: attempts)
-        case .resume(let bytes, let etag, let lastModified):
-            let ranges = RecoveryPlanner.keptRanges(facts.facts)
-            // After a power cut, past the synced prefix: cut off (not a segmented part's ranges).
-            if ranges == nil, let part = facts.part, part.size > bytes {
-                do { try part.truncate(to: bytes) } catch {
-                    logger.warning("could not cut a kept partial back to its synced prefix; starting the item over: \(error)",
-                                   metadata: ["item": "\(record.id)"])
-                    return startOver(record, attempts: attempts)
-                }
-            }
-            record.partRecovered(bytes: bytes, etag: etag, lastModified: lastModified, ranges: ranges)
-            // The refresh hook's URL, validated again as any URL read from the spool.
-            record.noteRefreshedURL(facts.facts.state?.refreshedURL.flatMap { try? RequestURL(validating: $0) })
-            record.recover(.queued, attempts: attempts)
-            return .schedule
-        case .failed(let failure):
-            record.recover(.failed(ItemFailed(failure)), attempts: attempts)
-            return .ended(confirm: nil)
-        case .published(let file):
-            var receipt: PublishedReceipt? = nil
-            if !record.writesItemMarker, var facts = facts.facts.state?.marker {
-                facts.name = file
-                receipt = PublishedReceipt(facts)
-            }
-            let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
-            record.recover(.published(file: file, marker: marker, receipt: receipt), attempts: attempts)
-            guard var confirmed = facts.facts.state, confirmed.phase != .published else { return .ended(confirm: nil) }
-            confirmed.phase = .published
-            confirmed.finalName = file
-            return .ended(confirm: confirmed)
-        case .writeMarker(let file, let marker):
-            // The job needs a staging file to carry; the data itself is already in place.
-            guard let part = facts.part ?? (try? store.openPart(record.base, fresh: true)),
-                  let state = facts.facts.state else {
-                record.recover(.queued, attempts: attempts)
-                return .schedule
-            }
-            let job = PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
-                                 writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting)
-            record.recover(.publishing(job), attempts: attempts)
-            return .publish(job)
-        case .discardUnverified(let file, let expected, let found):
+        if case .discardUnverified(let file, let expected, let found) = plan {
             logger.error("a published file without its marker does not hash to the digest its journal recorded; removed, the item is fetched again",
                          metadata: ["item": "\(record.id)", "path": "\(store.publishedPath(file))", "expected": "\(expected)",
                                     "actual": "\(found ?? "unreadable")"])
-            // The journal line naming the file outlives this worker: before the file goes, a synced
-            // `B.voided` says that line holds no more, else a later adopter reads "file gone" as
-            // consumed. Without it the file stays (it has no marker: no consumer takes it).
-            let step = startOver(record, attempts: attempts)
-            guard let state = facts.facts.state else { return step }
-            do { try store.writeVoided(record.base, state) } catch {
-                logger.error("could not record the unverified file as void; it is left in place: \(error)",
-                             metadata: ["item": "\(record.id)", "path": "\(store.publishedPath(file))"])
-                return step
-            }
-            store.layout.final.remove(file)
-            return step
-        case .publishPart(let marker):
-            guard let part = facts.part, let state = facts.facts.state else { return startOver(record, attempts: attempts) }
-            record.partRecoveredWhole(bytes: part.size)
-            let job = PublishJob(part: part, state: state, marker: marker, writesMarker: record.writesItemMarker,
-                                 replacesExisting: record.replacesExisting)
+        }
+        // The plan carried out by the one carrier the simulator also runs (SpoolStore); here only
+        // its outcome is applied to the item's record.
+        let ports = RecoveryShellPorts(record: record, store: store, logger: logger, part: facts.part)
+        switch RecoveryCarrier.carry(plan, facts: facts.facts, ports: ports) {
+        case .queued(let attempts, nil):
+            record.recover(.queued, attempts: attempts)
+            return .schedule
+        case .queued(let attempts, let resume?):
+            record.partRecovered(bytes: resume.bytes, etag: resume.etag, lastModified: resume.lastModified, ranges: resume.ranges)
+            // The refresh hook's URL, validated again as any URL read from the spool.
+            record.noteRefreshedURL(resume.refreshedURL.flatMap { try? RequestURL(validating: $0) })
+            record.recover(.queued, attempts: attempts)
+            return .schedule
+        case .failed(let failure, let attempts):
+            record.recover(.failed(ItemFailed(failure)), attempts: attempts)
+            return .ended(confirm: nil)
+        case .published(let file, let attempts, let markerFacts, let confirm):
+            // Kept by the published phase for the group marker (a per-file marker holds them).
+            let receipt = record.writesItemMarker ? nil : markerFacts.map(PublishedReceipt.init)
+            let marker = record.writesItemMarker ? store.markerPath(ofPublished: file) : ""
+            record.recover(.published(file: file, marker: marker, receipt: receipt), attempts: attempts)
+            return .ended(confirm: confirm)
+        case .publishing(let job, let attempts, let wholePart):
+            if let bytes = wholePart { record.partRecoveredWhole(bytes: bytes) }
             record.recover(.publishing(job), attempts: attempts)
             return .publish(job)
         }
-    }
-
-    /// Nothing usable: the item's staging files go and it is queued afresh, its attempts kept.
-    /// `B.voided` stays: the dead journal line it voids is read again if this worker dies too.
-    private func startOver(_ record: ItemRecord, attempts: Int) -> RecoveryStep {
-        store.removeStaging(record.base, voided: false)
-        record.recover(.queued, attempts: attempts)
-        return .schedule
     }
 
     /// The facts, gathered by `RecoveryFacts.gather` from the disk (the simulator gathers them by
@@ -145,4 +97,44 @@ struct Recovery {
                                          markersPerItem: record.writesItemMarker, currentBoot: BootID.current, spool: store)
         return (facts, part)
     }
+}
+
+/// The disk as `RecoveryCarrier`'s ports for one adopted item: its staging files, the final
+/// folder, and the part `Recovery` opened (a job carries it on). Failures are logged here, with
+/// what the carrier does about them.
+private struct RecoveryShellPorts: RecoveryCarrierPorts {
+    let record: ItemRecord
+    let store: SpoolStore
+    let logger: Logger
+    let part: StagingFile?
+
+    var hasVoid: Bool { store.voided(record.base) != nil }
+    func noteStateFile() { record.noteStateFile() }
+    func removeStaging() { store.removeStaging(record.base, voided: false) }
+
+    func truncatePart(to bytes: Int64) throws {
+        guard let part else { return }
+        do { try part.truncate(to: bytes) } catch {
+            logger.warning("could not cut a kept partial back to its synced prefix; starting the item over: \(error)",
+                           metadata: ["item": "\(record.id)"])
+            throw error
+        }
+    }
+
+    func makeJob(state: ItemState, marker: ItemMarker, alreadyPublishedAs file: String?) -> PublishJob? {
+        // A marker-only job carries a new empty part when the old one is gone.
+        guard let part = part ?? (file == nil ? nil : try? store.openPart(record.base, fresh: true)) else { return nil }
+        return PublishJob(part: part, state: state, marker: marker, alreadyPublishedAs: file,
+                          writesMarker: record.writesItemMarker, replacesExisting: record.replacesExisting)
+    }
+
+    func writeVoided(_ state: ItemState, removing file: String) throws {
+        do { try store.writeVoided(record.base, state) } catch {
+            logger.error("could not record the unverified file as void; it is left in place: \(error)",
+                         metadata: ["item": "\(record.id)", "path": "\(store.publishedPath(file))"])
+            throw error
+        }
+    }
+
+    func removePublished(_ file: String) { store.layout.final.remove(file) }
 }
