@@ -103,8 +103,8 @@ struct SimRecoveryPorts: RecoveryCarrierPorts {
 
 struct SimVoidFault: Error {}
 
-/// A worker as the ports of an accepted request's start (`AdoptedStart`, the daemon's own).
-struct SimAdoptedStart: RequestStartPorts {
+/// A worker as the ports of an accepted request's start (`RequestStart`, the daemon's own).
+struct SimRequestStart: RequestStartPorts {
     unowned let daemon: SimDaemon
     let name: String
     let deadline: Date?

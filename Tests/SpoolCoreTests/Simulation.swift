@@ -543,15 +543,15 @@ final class SimDaemon {
     /// Takes request `name` in: a new one queued whole; an `adopted` one (a kill's) accepted by
     /// the daemon's `AdoptedIntake`, each item recovered as the daemon's recovery plans and
     /// carries it out on the spool's files (`recoverAdopted`); both started by the daemon's
-    /// `AdoptedStart` (first steps, deadlines while the group has open items, the group taken).
+    /// `RequestStart` (first steps, deadlines while the group has open items, the group taken).
     func claim(_ name: String, adopted: Bool = false) {
         let request = world.request(name)
-        let start = SimAdoptedStart(daemon: self, name: name, deadline: request.deadline)
+        let start = SimRequestStart(daemon: self, name: name, deadline: request.deadline)
         guard adopted else {
             guard let items = parsedItems(name) else { return }
             groups[name] = GroupMachine(openItems: items.count)
             for id in items { machines[id] = Machine(firstQueued: world.now) }
-            AdoptedStart.start(fresh: items, ports: start)
+            RequestStart.start(fresh: items, ports: start)
             return
         }
         let read: RequestRead<[Int]> = world.refusedOnAdoption.contains(name) ? .rejected : .indexed(request.items)
@@ -560,7 +560,7 @@ final class SimDaemon {
             world.requestRejected(name)
             return
         }
-        AdoptedStart.start(adopted: steps, ports: start)
+        RequestStart.start(adopted: steps, ports: start)
     }
 
     func operatorCommand(_ verb: OperatorVerb, item id: Int) {

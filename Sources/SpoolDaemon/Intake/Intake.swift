@@ -64,7 +64,7 @@ final class Intake {
         let index: RequestIndex
         /// For an adopted request, each item's first step, in file order; nil for a fresh one,
         /// whose items are all queued (no list for a fresh list of 100,000 URLs).
-        /// Carried out by the core's `AdoptedStart`, as the simulator's workers carry theirs out.
+        /// Carried out by the core's `RequestStart`, as the simulator's workers carry theirs out.
         var recovered: [(key: ItemRecord, first: FirstStep)]?
     }
 

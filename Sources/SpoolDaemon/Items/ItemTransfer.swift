@@ -264,8 +264,13 @@ extension ItemRecord {
     // empty allocate no transfer state for an item that has none (a waiting item's part is
     // empty); the others run on items that started or were recovered with a part.
 
-    func partEmptied() { transferState?.staged.partial.emptied() }
+    /// A part with nothing in it (a first start's) is left as it is: no step, no write.
+    func partEmptied() {
+        guard let t = transferState, t.staged.partial.bytes > 0 || t.staged.partial.hash != nil || t.staged.partial.keptRanges != nil else { return }
+        t.staged.partial.emptied()
+    }
     func partDiscarded() { transferState?.staged.partial.discard() }
+    /// Only a part with kept ranges has any to take (the caller asks `keptRanges` first).
     func partRangesTaken() { transferState?.staged.partial.rangesTaken() }
     func partMovedToAnotherSource() { transferState?.staged.partial.movedToAnotherSource() }
     func partRehashed(_ hash: HashState) { transfer.staged.partial.rehashed(hash) }

@@ -57,24 +57,19 @@ extension Engine {
             let request = accepted.request
             logger.debug("claimed a request", metadata: ["request": "\(claim.name)", "items": "\(request.items.count)",
                                                          "group": "\(request.group)"])
-            // The core's order (`AdoptedStart.start`, the simulator's too): first steps, the
-            // deadlines only while the group has open items, the group taken. A fresh request,
-            // the hot path (thousands of small files), takes the same three steps inline: through
-            // the ports it costs six more calls per request file (`Benchmarks/request-walk`:
-            // 184 / 90 re-entries against 178 / 86).
-            guard let recovered = accepted.recovered else {
-                for record in request.items { executor.send(.submitted, to: record) }
-                if request.groupEnd.openItems > 0 { items.deadlines.schedule(accepted.index, claim: claim, adopted: adopted, now: now) }
-                if groupEnds.executor.send(.taken, to: request, now: now)?.isEmpty ?? false { items.table.sleepAtTurnEnd(request) }
-                return
+            // The core's order, the simulator's too: first steps, the deadlines only while the
+            // group has open items, the group taken.
+            let ports = RequestStartShell(engine: self, request: request, index: accepted.index, claim: claim, adopted: adopted, now: now)
+            if let recovered = accepted.recovered {
+                RequestStart.start(adopted: recovered, ports: ports)
+            } else {
+                RequestStart.start(fresh: request.items, ports: ports)
             }
-            AdoptedStart.start(adopted: recovered, ports: RequestStartShell(engine: self, request: request, index: accepted.index,
-                                                                            claim: claim, adopted: adopted, now: now))
         }
     }
 }
 
-/// The engine as the ports of an accepted request's start (`AdoptedStart`): an item queued through
+/// The engine as the ports of an accepted request's start (`RequestStart`): an item queued through
 /// the executor, counted as ended through its shell, or its job handed to the publishing room;
 /// the request's deadlines; its group told `.taken` (a request with nothing left to end ends
 /// now, else it sleeps once the turn is over).

@@ -177,7 +177,8 @@ final class TransferDriver {
         let request = requests.request(record, item, credentials: credentials,
                                        body: .download(part, attempt, resumeFrom: resumeFrom, hashedMirror: hashedMirror))
         if let kept = request.keptRanges { states.fetchesKeptRanges(record.key, ranges: kept.count) }
-        record.partRangesTaken()
+        // Kept ranges serve the next start only, whether or not this one fetches them.
+        if record.keptRanges != nil { record.partRangesTaken() }
         do {
             try session.start(key: record.key, request: request)
         } catch {

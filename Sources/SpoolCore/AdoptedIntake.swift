@@ -1,45 +1,3 @@
-/// What an adopted request's item does first, as its recovery decided.
-public enum FirstStep: Sendable, Equatable {
-    /// Queue it: afresh, or to resume its part.
-    case submit
-    /// It had ended already (published or failed): counted as ended.
-    case ended
-    /// Its data is staged and verified, or published without its marker: its job, in its
-    /// publishing phase, goes to the publisher.
-    case publish
-}
-
-/// Where an adopted request's first steps go: its items' machines, its group, the publisher.
-public protocol AdoptedStartPorts {
-    associatedtype Key
-    /// The item's machine gets `.submitted`.
-    func submit(_ key: Key)
-    /// The item is counted as ended: its group is told (`.itemEnded`).
-    func ended(_ key: Key)
-    /// The item's job (in its publishing phase) joins the publish queue.
-    func publish(_ key: Key)
-}
-
-/// An accepted request's start: each item's first step in file order, through its ports
-/// (`begin`), then its deadlines and its group (`start`). The daemon (`Engine.accepted`) and the
-/// simulator's workers both start every request, fresh or adopted, through it.
-///
-/// Why in this order and this way: the request's group already counts every item (a recovered
-/// item may end at once, and the group must not end before its later items are even known); an
-/// item found ended is counted down like one that ends later, so the group ends by the one rule
-/// (`GroupMachine`), also when every item was found ended. The caller tells the group `.taken`
-/// after.
-public enum AdoptedStart {
-    public static func begin<P: AdoptedStartPorts>(_ steps: [(key: P.Key, first: FirstStep)], ports: P) {
-        for (key, first) in steps {
-            switch first {
-            case .submit: ports.submit(key)
-            case .ended: ports.ended(key)
-            case .publish: ports.publish(key)
-            }
-        }
-    }
-}
 /// What the recovery of one adopted item made of it (the daemon's `RecoveryStep`).
 public enum AdoptedRecovery<Confirmed> {
     /// Queue it (afresh, or to resume its part).
@@ -87,7 +45,7 @@ public protocol AdoptedIntakePorts {
 }
 
 /// An adopted request's acceptance: its items recovered in file order, each given its first
-/// step (`FirstStep`, carried out by `AdoptedStart`).
+/// step (`FirstStep`, carried out by `RequestStart`).
 ///
 /// | read / found | done |
 /// |---|---|
@@ -126,37 +84,5 @@ public enum AdoptedIntake {
         }
         if !confirmed.isEmpty { ports.journal(confirmed) }
         return steps
-    }
-}
-
-/// Where an accepted request's start goes, beyond its items' first steps: its deadlines and its group.
-public protocol RequestStartPorts: AdoptedStartPorts {
-    /// Its group still counts items not ended.
-    var hasOpenItems: Bool { get }
-    /// Its deadlines (the request's, the URLs' expiries) scheduled.
-    func scheduleDeadlines()
-    /// Its group told `.taken`.
-    func taken()
-}
-
-extension AdoptedStart {
-    /// An adopted request's start: each item's first step, then (only when its group still has
-    /// open items: a request found ended needs no deadline) its deadlines, then its group taken.
-    public static func start<P: RequestStartPorts>(adopted steps: [(key: P.Key, first: FirstStep)], ports: P) {
-        begin(steps, ports: ports)
-        started(ports)
-    }
-
-    /// A fresh request's start: every item queued, in file order (no per-item steps), then as an
-    /// adopted one's. (The daemon's `Engine.accepted` takes these steps inline for a fresh
-    /// request: the ports would cost six calls per request file on its hottest path.)
-    public static func start<P: RequestStartPorts, C: Sequence>(fresh keys: C, ports: P) where C.Element == P.Key {
-        for key in keys { ports.submit(key) }
-        started(ports)
-    }
-
-    private static func started<P: RequestStartPorts>(_ ports: P) {
-        if ports.hasOpenItems { ports.scheduleDeadlines() }
-        ports.taken()
     }
 }

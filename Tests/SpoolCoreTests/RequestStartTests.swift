@@ -2,11 +2,11 @@ import Foundation
 import SpoolCore
 import XCTest
 
-/// `AdoptedStart`: each item's first step goes to its port, in file order, and a group that
+/// `RequestStart`: each item's first step goes to its port, in file order, and a group that
 /// counts every item ends by `GroupMachine`'s rule when the items found ended are counted down
 /// (also when all were).
-final class AdoptedStartTests: XCTestCase {
-    final class Calls: AdoptedStartPorts {
+final class RequestStartTests: XCTestCase {
+    final class Calls: FirstStepPorts {
         var log: [String] = []
         var group = GroupMachine(openItems: 3)
         var effects: [GroupMachine.Effect] = []
@@ -20,7 +20,7 @@ final class AdoptedStartTests: XCTestCase {
 
     func testEachStepGoesToItsPortInFileOrder() {
         let ports = Calls()
-        AdoptedStart.begin([(key: 2, first: .ended), (key: 0, first: .submit), (key: 1, first: .publish)], ports: ports)
+        RequestStart.begin([(key: 2, first: .ended), (key: 0, first: .submit), (key: 1, first: .publish)], ports: ports)
         XCTAssertEqual(ports.log, ["ended 2", "submit 0", "publish 1"])
         XCTAssertEqual(ports.group.phase, .open(items: 2), "the queued and the publishing item are still open")
         XCTAssertEqual(ports.effects, [])
@@ -28,13 +28,13 @@ final class AdoptedStartTests: XCTestCase {
 
     func testARequestWhoseItemsWereAllFoundEndedEndsItsGroup() {
         let ports = Calls()
-        AdoptedStart.begin([(key: 0, first: .ended), (key: 1, first: .ended), (key: 2, first: .ended)], ports: ports)
+        RequestStart.begin([(key: 0, first: .ended), (key: 1, first: .ended), (key: 2, first: .ended)], ports: ports)
         XCTAssertEqual(ports.effects, [.writeEnd], "the last one counted down writes the end")
         XCTAssertEqual(ports.group.handle(.taken, now: Date(timeIntervalSince1970: 0)), [], "taken after: nothing more")
     }
 }
 
-/// `AdoptedIntake.accept` and `AdoptedStart.start`, built with fake ports, row by row: what an
+/// `AdoptedIntake.accept` and `RequestStart.start`, built with fake ports, row by row: what an
 /// adopted request's items do first, what the ledger is told, what is journaled, and the order
 /// of an accepted request's start.
 final class AdoptedIntakeTests: XCTestCase {
@@ -97,18 +97,18 @@ final class AdoptedIntakeTests: XCTestCase {
     func testAStartSchedulesDeadlinesOnlyWhileItemsAreOpenThenTakesTheGroup() {
         let ports = Ports()
         ports.open = 2
-        AdoptedStart.start(adopted: [(key: 0, first: .ended), (key: 1, first: .submit)], ports: ports)
+        RequestStart.start(adopted: [(key: 0, first: .ended), (key: 1, first: .submit)], ports: ports)
         XCTAssertEqual(ports.log, ["ended 0", "submit 1", "deadlines", "taken"])
         let ended = Ports()
         ended.open = 1
-        AdoptedStart.start(adopted: [(key: 0, first: .ended)], ports: ended)
+        RequestStart.start(adopted: [(key: 0, first: .ended)], ports: ended)
         XCTAssertEqual(ended.log, ["ended 0", "taken"], "a request found ended needs no deadline")
     }
 
     func testAFreshRequestsItemsAreAllQueuedInFileOrder() {
         let ports = Ports()
         ports.open = 3
-        AdoptedStart.start(fresh: [2, 0, 1], ports: ports)
+        RequestStart.start(fresh: [2, 0, 1], ports: ports)
         XCTAssertEqual(ports.log, ["submit 2", "submit 0", "submit 1", "deadlines", "taken"])
     }
 }
