@@ -103,12 +103,12 @@ public enum RecoveryCarrier {
                 return .queued(attempts: attempts, resume: nil)
             }
             return .publishing(job, attempts: attempts, wholePart: nil)
-        case .discardUnverified:
+        case .discardUnverified(let file, _, _):
             // The journal line naming the file outlives this worker: before the file goes, a synced
             // `B.voided` says that line holds no more, else a later adopter reads "file gone" as
             // consumed. Without it the file stays (it has no marker: no consumer takes it).
             let outcome = startOver(attempts, ports)
-            guard let state = facts.state, case .discardUnverified(let file, _, _) = plan else { return outcome }
+            guard let state = facts.state else { return outcome }
             do { try ports.writeVoided(state, removing: file) } catch { return outcome }
             ports.removePublished(file)
             return outcome
