@@ -58,10 +58,7 @@ extension Simulation {
     /// files it in `rejected/` and its ledger drops the adoption, so the dead worker's journals
     /// still go once the other adopted requests end (checked when everything has ended).
     func refuseOnAdoption(_ adopted: [String]) {
-        guard faultsOn, !adopted.isEmpty else { return }
-        var side = sideRandom("refused on adoption \(kills)")
-        guard side.chance(0.04) else { return }
-        let name = adopted[side.below(adopted.count)]
+        guard let name = drawnAside(adopted, "refused on adoption", chance: 0.04) else { return }
         refusedOnAdoption.insert(name)
         log("request \(name) will not parse for its adopter")
     }
@@ -167,11 +164,19 @@ extension Simulation {
     /// written, and no item had ended yet. The adopter ends what it would queue again cancelled
     /// (`AdoptedIntake`); the record goes with the group's end.
     func cancelBeforeKill(_ adopted: [String]) {
-        guard faultsOn, !adopted.isEmpty else { return }
-        var side = sideRandom("cancel before kill \(kills)")
-        guard side.chance(0.05) else { return }
-        let name = adopted[side.below(adopted.count)]
+        guard let name = drawnAside(adopted, "cancel before kill", chance: 0.05) else { return }
         cancelRecords.insert(name)
         log("operator: cancel request \(name) whole; its cancel record is written, and the worker dies before any item ends")
+    }
+}
+
+extension Simulation {
+    /// One of a kill's adopted requests, now and then (`chance`, while faults are on), drawn aside
+    /// from the seed's main stream by `what` and the kill's number; nil otherwise.
+    func drawnAside(_ adopted: [String], _ what: String, chance: Double) -> String? {
+        guard faultsOn, !adopted.isEmpty else { return nil }
+        var side = sideRandom("\(what) \(kills)")
+        guard side.chance(chance) else { return nil }
+        return adopted[side.below(adopted.count)]
     }
 }
