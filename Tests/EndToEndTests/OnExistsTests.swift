@@ -49,9 +49,7 @@ final class OnExistsTests: SpoolTestCase {
     }
 
     func testSkipUnchangedAgainstNginxSendsTheValidatorsGets304AndPublishesNothing() throws {
-        let root = NSTemporaryDirectory() + "/spoolfetch-www-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        let root = try wwwRoot()
         let body = TestBody.random(count: 20_000, seed: 304)
         try Data(body).write(to: URL(fileURLWithPath: root + "/nightly.bin"))
         let nginx = try NginxServer(root: root)
@@ -106,9 +104,7 @@ final class OnExistsTests: SpoolTestCase {
     /// the item hook's `SPOOLFETCH_SHA256` is theirs. The item's published phase keeps them
     /// from the 304's event to its group's end.
     func testSkipUnchangedUnderGroupMarkersListsTheExistingFilesFactsInTheGroupMarker() throws {
-        let root = NSTemporaryDirectory() + "/spoolfetch-www-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: root) }
+        let root = try wwwRoot()
         let body = TestBody.random(count: 30_000, seed: 3041)
         try Data(body).write(to: URL(fileURLWithPath: root + "/weekly.bin"))
         let nginx = try NginxServer(root: root)
@@ -145,5 +141,13 @@ final class OnExistsTests: SpoolTestCase {
         let second = try XCTUnwrap(server.requests(for: "/s").last)
         XCTAssertEqual(second.header("If-None-Match"), "\"s1\"")
         XCTAssertEqual(second.header("If-Modified-Since"), "Mon, 23 Nov 2026 10:00:00 GMT")
+    }
+
+    /// A folder nginx serves, removed when the test ends.
+    private func wwwRoot() throws -> String {
+        let root = NSTemporaryDirectory() + "/spoolfetch-www-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: root) }
+        return root
     }
 }
