@@ -66,6 +66,19 @@ struct JSONObjectWriter {
         bytes.append(0x5D)
     }
 
+    /// An object of strings, its members in the order given (the caller sorts them).
+    mutating func object(_ name: StaticString, _ members: [(key: String, value: String)]) {
+        key(name)
+        bytes.append(0x7B)
+        for (i, member) in members.enumerated() {
+            if i > 0 { bytes.append(0x2C) }
+            Self.appendString(member.key, to: &bytes)
+            bytes.append(0x3A)
+            Self.appendString(member.value, to: &bytes)
+        }
+        bytes.append(0x7D)
+    }
+
     /// An array of objects, each written by `element` into a writer of its own over the same bytes.
     mutating func array<T>(_ name: StaticString, _ values: [T], _ element: (T, inout JSONObjectWriter) -> Void) {
         key(name)

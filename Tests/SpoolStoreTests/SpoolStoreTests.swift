@@ -1,5 +1,5 @@
 import Foundation
-import SpoolStore
+@testable import SpoolStore
 import XCTest
 
 final class SpoolStoreTests: StoreTestCase {
@@ -379,6 +379,13 @@ final class SpoolJSONTests: XCTestCase {
                                failure: ItemFailure(index: 4, url: "u", name: "n", code: "c", message: "m", attempts: 1))
         XCTAssertEqual(SpoolJSON.encode(states: [state, failed]), Self.jsonEncoder([state, failed]))
         XCTAssertEqual(SpoolJSON.decode([ItemState].self, SpoolJSON.encode(states: [state])), [state])
+        // A journal's later lines (staging base -> final name), with and without a boot: keys in
+        // JSONEncoder's order, which is not a numeric or case-blind one.
+        let names = ["r-10": "a", "r-9": "b\"", "R-1": "c/d", "\u{E9}-1": "\u{1}", "r-1": "e"]
+        for line in [PublishedNames(published: names, boot: "b-1"), PublishedNames(published: ["r-1": "x"], boot: nil)] {
+            XCTAssertEqual(SpoolJSON.encode(record: line), Self.jsonEncoder(line))
+            XCTAssertEqual(SpoolJSON.decode(PublishedNames.self, SpoolJSON.encode(record: line))?.published, line.published)
+        }
     }
 
     /// Every ASCII byte (each control character, the quote and the backslash among them), a
