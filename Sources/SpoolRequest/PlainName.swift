@@ -43,7 +43,7 @@ public enum PlainName {
     /// The URL path's last non-empty segment, percent-decoded (kept encoded if that is not
     /// UTF-8), sanitised.
     public static func derived(from url: RequestURL) -> String {
-        let segment = url.path.split(separator: "/").last.map(String.init) ?? ""
+        let segment = lastSegment(of: url.path)
         // Most URLs end in a name that needs neither decoding nor sanitising: skip Foundation's
         // percent decoding (a tenth of a small file's CPU on the engine thread, where every
         // starting item derives its name again).
@@ -51,6 +51,19 @@ public enum PlainName {
         let decoded = segment.removingPercentEncoding ?? segment
         if decoded == "." || decoded == ".." { return "download" }
         return sanitise(decoded)
+    }
+
+    /// The last non-empty `/`-separated segment of `path` ("" when none), found by its bytes. Why
+    /// not `split(separator: "/")`: splitting by characters cost 8,000 instructions a URL, and
+    /// every item's name is derived at intake and again at its start. A request's URL is ASCII
+    /// (`RequestURL`), so a byte `/` is a character `/`.
+    static func lastSegment(of path: String) -> String {
+        let utf8 = path.utf8
+        var end = utf8.endIndex
+        while end > utf8.startIndex, utf8[utf8.index(before: end)] == 0x2F { end = utf8.index(before: end) }
+        var start = end
+        while start > utf8.startIndex, utf8[utf8.index(before: start)] != 0x2F { start = utf8.index(before: start) }
+        return String(path[start..<end])
     }
 
     /// Whether `name` is printable ASCII that already satisfies the rule, so `sanitise` would

@@ -64,11 +64,12 @@ struct PublishedNames: Codable, SpoolRecord {
 
     /// Written by hand like the other records: JSONEncoder with sorted keys cost 30,000
     /// instructions for each name, more than the rest of the batch's steps together. The keys
-    /// in JSONEncoder's sorted order (by their UTF-8 bytes).
+    /// in JSONEncoder's sorted order: a staging base is ASCII, where `<` is byte order (and
+    /// costs a tenth of comparing the UTF-8 views).
     func jsonBytes() -> [UInt8] {
         var w = JSONObjectWriter(capacity: 32 + published.count * 64)
         w.string("boot", boot)
-        let sorted = published.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        let sorted = published.sorted { $0.key < $1.key }
         w.object("published", sorted)
         return w.close()
     }

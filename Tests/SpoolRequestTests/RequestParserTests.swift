@@ -244,6 +244,9 @@ final class RequestParserTests: XCTestCase {
         func name(_ url: String) throws -> String { PlainName.derived(from: try RequestURL(validating: url)) }
         XCTAssertEqual(try name("http://h/dir/report%20final.csv?x=1"), "report final.csv")
         XCTAssertEqual(try name("http://h/dir/"), "dir")
+        XCTAssertEqual(try name("http://h//a//b//?c/d"), "b")
+        XCTAssertEqual(try name("http://h///"), "download")
+        XCTAssertEqual(try name("http://h/x"), "x")
         XCTAssertEqual(try name("http://h"), "download")
         XCTAssertEqual(try name("http://h/a/.."), "download")
         XCTAssertEqual(try name("http://h/%2e%2e"), "download")
