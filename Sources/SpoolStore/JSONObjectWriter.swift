@@ -20,7 +20,8 @@ struct JSONObjectWriter {
         first = false
         bytes.append(0x22)
         bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        bytes.append(contentsOf: [0x22, 0x3A])
+        bytes.append(0x22)
+        bytes.append(0x3A)
     }
 
     mutating func string(_ name: StaticString, _ value: String?) {
