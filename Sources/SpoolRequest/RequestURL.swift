@@ -123,6 +123,15 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
         self.host = lower(host)
         self.port = portNumber
         self.path = string(authorityEnd..<pathEnd)
-        self.string = scheme + "://" + lower(authority) + string(authorityEnd..<b.count)
+        // The whole URL in one buffer, its scheme and authority in lower case: three String
+        // appends cost more than the checks above together, and every item's URL is parsed
+        // at intake and again at its start.
+        self.string = String(unsafeUninitializedCapacity: b.count) { out in
+            for i in 0..<b.count {
+                let c = b[i]
+                out[i] = i < authorityEnd && c >= 0x41 && c <= 0x5A ? c | 0x20 : c
+            }
+            return b.count
+        }
     }
 }
