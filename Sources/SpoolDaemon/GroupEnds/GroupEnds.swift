@@ -102,9 +102,18 @@ final class GroupEnds {
             case .published(let file, let marker):
                 let requestURL = urls[record.key] ?? ""
                 let own = ownFacts(record)
+                // The marker's name: what follows the last `/` of its path (the final folder's
+                // path, `/`, the name). Not `NSString.lastPathComponent`: bridging each path cost
+                // 32,000 instructions, half of what ending a 2,000-item group cost.
+                var markerName: String? = nil
+                if let slash = marker.utf8.lastIndex(of: UInt8(ascii: "/")) {
+                    markerName = String(marker[marker.utf8.index(after: slash)...])
+                } else if !marker.isEmpty {
+                    markerName = marker
+                }
                 var line = GroupItem(index: record.index, url: own?.url ?? self.urls.shown(requestURL),
                                      outcome: record.summary.isUpload ? "uploaded" : record.endedUnchanged ? "unchanged" : "published",
-                                     file: file, marker: marker.isEmpty ? nil : Self.fileName(ofPath: marker))
+                                     file: file, marker: markerName)
                 line.urlQuerySha256 = own.map(\.urlQuerySha256) ?? URLPrivacy.querySHA256(requestURL)
                 // Without per-file markers the group marker carries each file's facts.
                 if !record.writesItemMarker, let facts = record.publishedMarker { line.describe(facts) }
@@ -153,14 +162,6 @@ final class GroupEnds {
                 return .groupEnded(request: claim.name, markerPath: nil, journal: nil, error: error)
             }
         }
-    }
-
-    /// The name a marker's path ends in (the store builds it as the final folder's path, `/`,
-    /// the name). Why not `NSString.lastPathComponent`: bridging each path cost 32,000
-    /// instructions, half of what ending a 2,000-item group cost (Benchmarks/RESULTS.md).
-    static func fileName(ofPath path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
-        return String(path[path.utf8.index(after: slash)...])
     }
 
     /// The facts of a file this request published without a marker of its own (kept for the
