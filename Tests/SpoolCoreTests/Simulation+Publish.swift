@@ -96,8 +96,9 @@ extension SimDaemon {
                 violation = "item \(id): its data went into the final folder as \(file) before its publish failed, "
                     + "and its job came back without that: its next try would publish it again"
             }
+            // Its data still in staging (the world's word, not the job's).
             let phase = machines[id]?.phase
-            if phase == .publishing || phase == .waitingToPublish, returned?.alreadyPublishedAs == nil,
+            if case .failed(nil, _, _, _) = outcome, phase == .publishing || phase == .waitingToPublish,
                parts[id]?.named == false, !couldNotName {
                 violation = "item \(id) waits to publish again with its part unnamed in staging: a restart would download it again"
             }
