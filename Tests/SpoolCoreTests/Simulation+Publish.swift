@@ -47,9 +47,11 @@ extension SimDaemon {
         }
         let ports = SimPublishPorts(daemon: self)
         let event: ItemEvent<SimPart, SimJob, SimReceipt> = PublishEnding.event(outcome, job: job, of: id, ports: ports)
+        // Before the machine decides: a failure for good removes the part.
+        let partInStaging = world.spool.parts[base] != nil
         send(event, to: id)
         if ingest { storeIngest(id) }
-        checkEnding(id, base: base, outcome, event, couldNotName: ports.couldNotName)
+        checkEnding(id, base: base, outcome, event, partInStaging: partInStaging, couldNotName: ports.couldNotName)
     }
 
     /// While faults are on, now and then (drawn aside) another program removes a named part from
@@ -77,8 +79,8 @@ extension SimDaemon {
     }
 
     /// The event checked against the world's truth, and the machine against the event.
-    private func checkEnding(_ id: Int, base: String, _ outcome: PublishOutcome,
-                             _ event: ItemEvent<SimPart, SimJob, SimReceipt>, couldNotName: Bool) {
+    private func checkEnding(_ id: Int, base: String, _ outcome: PublishOutcome, _ event: ItemEvent<SimPart, SimJob, SimReceipt>,
+                             partInStaging: Bool, couldNotName: Bool) {
         if cancelledInBatch.contains(id), !(machines[id]?.phase.hasEnded ?? true) {
             violation = "item \(id) was cancelled while a batch held its job, and did not end when the batch reported"
         }
@@ -89,7 +91,7 @@ extension SimDaemon {
                 violation = "item \(id) is published without the receipt its batch's result carried"
             }
         case .publishFailed(let fault, let returned):
-            if fault.partGone, world.spool.parts[base] != nil {
+            if fault.partGone, partInStaging {
                 violation = "item \(id): its publish failed as 'part gone', yet staging/\(base).part holds its bytes"
             }
             if case .failed(let file?, _, _, _) = outcome, returned?.alreadyPublishedAs != file {
