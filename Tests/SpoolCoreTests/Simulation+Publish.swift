@@ -92,7 +92,7 @@ extension SimDaemon {
             }
         case .publishFailed(let fault, let returned):
             if fault.partGone, partInStaging {
-                violation = "item \(id): its publish failed as 'part gone', yet staging/\(base).part holds its bytes"
+                violation = "item \(id): its publish failed as 'part gone', yet its part (\(base)) still holds its bytes in staging"
             }
             if case .failed(let file?, _, _, _) = outcome, returned?.alreadyPublishedAs != file {
                 violation = "item \(id): its data went into the final folder as \(file) before its publish failed, "
