@@ -80,7 +80,7 @@ struct SimRecoveryPorts: RecoveryCarrierPorts {
     /// A marker-only job is journaled with the record its file was found by.
     func makeJob(state: ItemState, marker: ItemMarker, alreadyPublishedAs file: String?) -> SimJob? {
         if let file { daemon.ledger.markerOnly[id] = (file, state) }
-        return SimJob(item: id)
+        return SimJob(item: id, alreadyPublishedAs: file)
     }
     /// Now and then (drawn aside) the void cannot be written (EIO): the file must stay.
     func writeVoided(_ state: ItemState, removing file: String) throws {
@@ -107,7 +107,8 @@ struct SimRequestStart: RequestStartPorts {
     let deadline: Date?
     func submit(_ id: Int) { daemon.send(.submitted, to: id) }
     func ended(_ id: Int) { daemon.executor.ports.ended(id) }
-    func publish(_ id: Int) { daemon.publishing.add(SimJob(item: id)) }
+    /// The job its recovered publishing phase holds, as the daemon's `RequestStartShell` takes it.
+    func publish(_ id: Int) { daemon.publishing.add(daemon.machines[id]?.state.job ?? SimJob(item: id)) }
     var hasOpenItems: Bool { (daemon.groups[name]?.openItems ?? 0) > 0 }
     func scheduleDeadlines() { if let deadline { daemon.deadlines[name] = deadline } }
     func taken() { daemon.group(name, .taken) }

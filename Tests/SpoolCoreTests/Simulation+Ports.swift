@@ -156,6 +156,12 @@ final class SimItemPorts: ItemPorts {
         daemon.book.forget(id)
         daemon.parts.removeValue(forKey: id)
         world.releaseStaging(id)
+        // Its data went into the final folder and its marker never followed (a marker-only job
+        // left unwritten): the file stays there unmarked, which no consumer takes; no publication.
+        if wasPublishing, daemon.ledger.markerOnly.removeValue(forKey: id) != nil {
+            world.log("item \(id): fails with its data in the final folder unmarked")
+            world.unpublished(id, placed: nil)
+        }
         world.recordFailure(id, failure)
     }
 

@@ -224,7 +224,8 @@ final class SimLedger {
     let keeper: JournalKeeper<ItemState, SimJournalPorts>
     var requestJournals: [String: [String]] = [:]
     var adopted: Set<String> = []
-    /// Marker-only jobs a recovery queued: the file and the record it was found by.
+    /// Marker-only jobs (`SimJob.alreadyPublishedAs`): the file and the record their batch
+    /// journals (the one a recovery found the file by, or the failed batch's line naming it).
     var markerOnly: [Int: (file: String, state: ItemState)] = [:]
     /// Items a recovery noted as having staging files (a record or a void): their group end
     /// removes `B.voided` too, as the daemon's `GroupEnds` removes the noted items' files.
@@ -300,7 +301,7 @@ extension SimDaemon {
         let named = renamed == jobs.count && side.chance(0.5)
         var specs: [Simulation.ItemSpec] = []
         // A marker-only job's data is in place already: it has nothing to rename.
-        for job in jobs.prefix(renamed) where machines[job.item]?.phase == .publishing && ledger.markerOnly[job.item] == nil {
+        for job in jobs.prefix(renamed) where machines[job.item]?.phase == .publishing && job.alreadyPublishedAs == nil {
             let placed = world.renamedBeforeCrash(job.item)
             // Overwritten whether or not a journal line names the file: a recovery that removes a
             // named one as unverified voids the line first (`B.voided`) for later adopters.

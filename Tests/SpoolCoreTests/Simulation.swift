@@ -392,9 +392,9 @@ final class Simulation {
     func publish(_ id: Int) -> PublishFault? {
         let bytes = spec(id).bytes
         if finalFree - minFree < bytes + SpaceRules.publishHeadroom {
-            let never = bytes > finalCapacity - minFree
             publishHitFullDisk(id, freed: finalFreed, kills: kills)
-            return PublishFault(diskFull: true, neverFits: never, message: "ENOSPC on final: \(finalFree) free, \(bytes) needed")
+            // Whether it can ever fit there is `PublishEnding`'s to ask (Simulation+Publish.swift).
+            return PublishFault(diskFull: true, message: "ENOSPC on final: \(finalFree) free, \(bytes) needed")
         }
         if faults && rng.chance(0.05) { return PublishFault(message: "EIO on final") }
         if faults { finalPublished += bytes }
@@ -514,7 +514,7 @@ final class SimDaemon {
     /// The batch on the simulated I/O queue: when it reports, and the jobs it holds.
     private var batch: (at: Date, jobs: [SimJob])?
     /// Items told to cancel while a batch held their job: they must end when it reports.
-    private var cancelledInBatch: Set<Int> = []
+    var cancelledInBatch: Set<Int> = []
     /// Deadlines not yet passed, per request.
     var deadlines: [String: Date] = [:]
     var violation: String?
@@ -701,38 +701,6 @@ final class SimDaemon {
         groupEnds.send(event, to: name, now: world.now)
     }
 
-    private func batchReports(_ job: SimJob, journal: String) {
-        let id = job.item
-        // The publisher publishes every job its batch holds (the I/O queue runs the batch; only
-        // its result goes to the item): a job of an item that ended meanwhile would publish a
-        // file for an item already filed as failed. A cancel while a batch holds the job leaves
-        // the item publishing, for the batch's result to decide.
-        guard machines[id]?.phase == .publishing else {
-            violation = "item \(id) ended (\(machines[id]?.phase.label ?? "forgotten")) while a batch held its job: the batch publishes it anyway"
-            return
-        }
-        if let file = ledger.markerOnly.removeValue(forKey: id)?.file {
-            // A recovery's marker-only job: the data is in place; its marker written, journaled.
-            if world.spool.markerWritten(world.spec(id), file: file, journal: journal) == false {
-                violation = "item \(id): a marker is written for \(file), which is not there"
-            }
-            send(.publishSucceeded(file: file, marker: file + ".done", receipt: SimReceipt(item: id)), to: id)
-        } else if let fault = world.publish(id) {
-            send(.publishFailed(fault, job: job), to: id)
-        } else {
-            world.spool.published(world.spec(id), journal: journal)
-            send(.publishSucceeded(file: "f\(id)", marker: "f\(id).done", receipt: SimReceipt(item: id)), to: id)
-            storeIngest(id)
-        }
-        if cancelledInBatch.contains(id), !(machines[id]?.phase.hasEnded ?? true) {
-            violation = "item \(id) was cancelled while a batch held its job, and did not end when the batch reported"
-        }
-        // What a `markers: group` marker lists of the file is its published phase's to keep.
-        if let machine = machines[id], case .published = machine.state, machine.state.receipt != SimReceipt(item: id) {
-            violation = "item \(id) is published without the receipt its batch's result carried"
-        }
-    }
-
     // MARK: Invariants of the daemon's memory
 
     /// Every item not ended has an exit: a timer, an effect in flight, or a condition (space, a
@@ -793,7 +761,12 @@ struct SimulationError: Error, CustomStringConvertible {
 }
 
 struct SimPart: Hashable { let item: Int }
-struct SimJob: Hashable { let item: Int }
+/// A publish job: its item, and the final name its data already has when only its marker is
+/// left to write (a recovery's marker-only job, or one whose marker failed after the data's rename).
+struct SimJob: Hashable {
+    let item: Int
+    var alreadyPublishedAs: String? = nil
+}
 /// The simulator's record of a published file (the machine's `Receipt`): the item it names.
 struct SimReceipt: Hashable { let item: Int }
 
