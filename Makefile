@@ -19,7 +19,7 @@ SWIFT ?= swift
 # in .build/moto-venv on first use (python3-venv; see Tests/S3/moto-s3.py).
 BUILD_PACKAGES := libcurl4-openssl-dev libinotifytools0-dev
 # What the scripts under Benchmarks/ run beside spoolfetch (the peers and the floors).
-BENCH_PACKAGES := curl nginx-light aria2 wget time openssl coreutils apache2 caddy
+BENCH_PACKAGES := curl nginx-light aria2 wget time openssl coreutils apache2 caddy valgrind binutils
 TEST_PACKAGES := $(BUILD_PACKAGES) curl nginx-light squid openssl iproute2 fuse3 python3-pyfuse3 python3 python3-venv glusterfs-server glusterfs-client bindfs prometheus tmux debootstrap xfsprogs lintian man-db e2fsprogs lighttpd lighttpd-mod-openssl apache2
 
 # Install locations (GNU conventions). The unit and the cron example get these paths written in.
