@@ -76,12 +76,13 @@ extension ResponseFacts {
     /// Whether an `Accept-Ranges` value names `bytes`, in any case (compared as bytes: Foundation's
     /// search of a lowercased String cost 4,500 instructions a response).
     static func containsBytes(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
-        let wanted: [UInt8] = Array("bytes".utf8)
-        guard value.count >= wanted.count else { return false }
-        for start in 0...(value.count - wanted.count) {
+        let wanted: StaticString = "bytes"
+        let count = wanted.utf8CodeUnitCount
+        guard value.count >= count else { return false }
+        for start in 0...(value.count - count) {
             var i = 0
-            while i < wanted.count, value[start + i] | 0x20 == wanted[i] { i += 1 }
-            if i == wanted.count { return true }
+            while i < count, value[start + i] | 0x20 == wanted.utf8Start[i] { i += 1 }
+            if i == count { return true }
         }
         return false
     }
